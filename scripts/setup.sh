@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Set up everything thinwan needs, from inside the project: a virtualenv in .venv with the
+# Python dependencies and the native module built in release mode. Idempotent and quick
+# on a second run. Set THINWAN_EXTRAS=test,ns3 to add the test / ns-3 dependencies.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+need() { command -v "$1" >/dev/null 2>&1 || { echo "setup: '$1' not found: $2" >&2; exit 1; }; }
+need python3 "install Python 3.10 or newer"
+need cargo "install Rust (rustup) 1.80 or newer"
+
+if [ ! -x .venv/bin/python ]; then
+  echo "setup: creating .venv" >&2
+  python3 -m venv .venv
+fi
+.venv/bin/python -m pip install -q --upgrade pip >/dev/null
+extras=${THINWAN_EXTRAS:-}
+spec="."
+[ -n "$extras" ] && spec=".[$extras]"
+# Dependencies first (cheap when already there), then the native module in release mode.
+.venv/bin/python -m pip install -q maturin==1.16.0 >/dev/null
+deps=$(.venv/bin/python - "$extras" <<'PY'
+import sys, tomllib
+p = tomllib.load(open("pyproject.toml", "rb"))["project"]
+deps = list(p["dependencies"])
+for e in filter(None, sys.argv[1].split(",")):
+    deps += p["optional-dependencies"][e]
+print("\n".join(deps))
+PY
+)
+printf '%s\n' "$deps" > .venv/requirements.txt
+.venv/bin/python -m pip install -q -r .venv/requirements.txt
+echo "setup: building the native module (release)" >&2
+VIRTUAL_ENV="$PWD/.venv" PATH="$PWD/.venv/bin:$PATH" .venv/bin/maturin develop --release -q >/dev/null 2>.venv/maturin.log \
+  || { cat .venv/maturin.log >&2; echo "setup: building the native module failed" >&2; exit 1; }
+echo "setup: ready (.venv/bin/thinwan)" >&2
