@@ -1,1 +1,12 @@
-pub fn x(){}
+//! thinwan sans-IO core: time, TCP endpoint, queue disciplines, traffic models.
+//!
+//! Nothing here reads a clock, touches a socket or needs an async runtime: every input
+//! carries `now`, every output is a value (ARCHITECTURE.md, STYLE.md §1).
+#![warn(missing_docs)]
+
+pub mod qdisc;
+pub mod tcp;
+pub mod time;
+pub mod traffic;
+
+pub use time::{Duration, Instant};

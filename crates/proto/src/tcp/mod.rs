@@ -1,0 +1,85 @@
+//! A sans-IO TCP endpoint pair for the simulator: a data sender (the server side) and a
+//! receiver (the client side) of one persistent connection.
+//!
+//! Reading list, in the order the code follows them:
+//! - RFC 5681 — slow start, congestion avoidance, fast retransmit/recovery, restart after idle
+//! - RFC 6582 — NewReno's partial-ACK handling
+//! - RFC 2018 — SACK option (receiver); RFC 6675 — SACK-based loss recovery (sender)
+//! - RFC 6298 — the retransmission timer; Karn's rule
+//! - RFC 1122 §4.2.3.2 — delayed ACK; RFC 896 — Nagle
+//!
+//! Modelling choices (documented in docs/model.md):
+//! - Sequence numbers are unwrapped 64-bit byte offsets starting at 0 (a 300-s run never
+//!   wraps 2^64); there is no handshake or FIN: the connection is already established.
+//! - Data flows one way (server → client); segments carry lengths, not payload bytes.
+//! - Calls follow quinn-proto's order: feed inputs with `handle_*(now, …)`, then drain
+//!   `poll_transmit(now)` until `None`, then ask `poll_timeout()` when to call
+//!   `handle_timeout(now)` next.
+
+pub mod receiver;
+pub mod rtt;
+pub mod scoreboard;
+pub mod sender;
+
+pub use receiver::{Receiver, ReceiverConfig};
+pub use rtt::{RtoConfig, Rfc6298, RttEstimator};
+pub use sender::{Recovery, Sender, SenderConfig, SenderStats};
+
+/// At most four SACK blocks fit in the 40-byte option space without timestamps
+/// (RFC 2018 §3: 2 + 8·n ≤ 40).
+pub const MAX_SACK_BLOCKS: usize = 4;
+
+/// A data segment (sender → receiver).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DataSegment {
+    /// First byte.
+    pub seq: u64,
+    /// Payload bytes (> 0).
+    pub len: u32,
+    /// Some byte of it was sent before.
+    pub retransmission: bool,
+}
+
+impl DataSegment {
+    /// One past the last byte.
+    pub fn end(&self) -> u64 {
+        self.seq + self.len as u64
+    }
+}
+
+/// SACK blocks of one ACK, most recent first (RFC 2018 §4).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SackBlocks {
+    blocks: [(u64, u64); MAX_SACK_BLOCKS],
+    len: u8,
+}
+
+impl SackBlocks {
+    /// Blocks from a slice (extra ones are ignored).
+    pub fn from_slice(b: &[(u64, u64)]) -> Self {
+        let mut s = SackBlocks::default();
+        for &r in b.iter().take(MAX_SACK_BLOCKS) {
+            s.blocks[s.len as usize] = r;
+            s.len += 1;
+        }
+        s
+    }
+    /// The blocks.
+    pub fn as_slice(&self) -> &[(u64, u64)] {
+        &self.blocks[..self.len as usize]
+    }
+}
+
+/// An acknowledgement (receiver → sender).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Ack {
+    /// Cumulative ACK: next byte expected.
+    pub ack: u64,
+    /// Advertised receive window, bytes.
+    pub wnd: u64,
+    /// SACK blocks (empty when SACK is off).
+    pub sack: SackBlocks,
+}
+
+#[cfg(test)]
+mod transcript_tests;

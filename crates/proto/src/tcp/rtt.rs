@@ -1,0 +1,162 @@
+//! RTT estimation and the retransmission timeout, RFC 6298.
+//!
+//! The estimator is a separate piece behind [`RttEstimator`] so variants (e.g. the
+//! asymmetric gain of spec §5.1) can replace it without touching the sender. Backoff
+//! (RFC 6298 (5.5)) belongs to the timer and lives in the sender.
+
+use crate::time::Duration;
+
+/// RTO parameters (RFC 6298 §2).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct RtoConfig {
+    /// Lower clamp. RFC 6298 (2.4) says 1 s; Linux and our default use 200 ms.
+    pub min: Duration,
+    /// Upper clamp; RFC 6298 (2.5) allows any value ≥ 60 s.
+    pub max: Duration,
+    /// RTO before the first sample, RFC 6298 (2.1).
+    pub initial: Duration,
+    /// Clock granularity G, RFC 6298 (2.2)/(2.3).
+    pub granularity: Duration,
+}
+
+impl Default for RtoConfig {
+    fn default() -> Self {
+        RtoConfig {
+            min: Duration::from_millis(200),
+            max: Duration::from_secs(60),
+            initial: Duration::from_secs(1),
+            granularity: Duration::from_millis(1),
+        }
+    }
+}
+
+/// Turns RTT samples into a retransmission timeout.
+pub trait RttEstimator {
+    /// A new RTT measurement (already filtered by Karn's rule).
+    fn on_sample(&mut self, rtt: Duration);
+    /// The current RTO before backoff, clamped to [min, max].
+    fn rto(&self) -> Duration;
+    /// Smoothed RTT, once there is a sample.
+    fn srtt(&self) -> Option<Duration>;
+    /// RTT variation, once there is a sample.
+    fn rttvar(&self) -> Option<Duration>;
+    /// Forget all samples: the next one is treated as the first.
+    fn reset(&mut self);
+}
+
+/// The standard estimator: α = 1/8, β = 1/4, K = 4 (RFC 6298 §2).
+#[derive(Clone, Debug)]
+pub struct Rfc6298 {
+    cfg: RtoConfig,
+    /// (srtt, rttvar) in ns as f64, so small gains do not truncate.
+    state: Option<(f64, f64)>,
+}
+
+impl Rfc6298 {
+    /// No sample yet: RTO = the initial RTO.
+    pub fn new(cfg: RtoConfig) -> Self {
+        Rfc6298 { cfg, state: None }
+    }
+}
+
+/// RTO = SRTT + max(G, K·RTTVAR), clamped — RFC 6298 (2.2), (2.3), (2.4), (2.5).
+pub fn rto_from(cfg: &RtoConfig, srtt_ns: f64, rttvar_ns: f64) -> Duration {
+    let k_var = (4.0 * rttvar_ns).max(cfg.granularity.as_nanos() as f64);
+    let rto = Duration::from_nanos((srtt_ns + k_var).round() as u64);
+    rto.max(cfg.min).min(cfg.max)
+}
+
+impl RttEstimator for Rfc6298 {
+    fn on_sample(&mut self, rtt: Duration) {
+        let r = rtt.as_nanos() as f64;
+        self.state = Some(match self.state {
+            // (2.2) first measurement: SRTT = R, RTTVAR = R/2.
+            None => (r, r / 2.0),
+            // (2.3) RTTVAR first (it uses the old SRTT), then SRTT.
+            Some((srtt, rttvar)) => {
+                let rttvar = 0.75 * rttvar + 0.25 * (srtt - r).abs();
+                (0.875 * srtt + 0.125 * r, rttvar)
+            }
+        });
+    }
+
+    fn rto(&self) -> Duration {
+        match self.state {
+            None => self.cfg.initial.max(self.cfg.min).min(self.cfg.max),
+            Some((s, v)) => rto_from(&self.cfg, s, v),
+        }
+    }
+
+    fn srtt(&self) -> Option<Duration> {
+        self.state.map(|(s, _)| Duration::from_nanos(s.round() as u64))
+    }
+
+    fn rttvar(&self) -> Option<Duration> {
+        self.state.map(|(_, v)| Duration::from_nanos(v.round() as u64))
+    }
+
+    fn reset(&mut self) {
+        self.state = None;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ms(x: u64) -> Duration {
+        Duration::from_millis(x)
+    }
+
+    #[test]
+    fn initial_rto_before_any_sample() {
+        let e = Rfc6298::new(RtoConfig::default());
+        assert_eq!(e.rto(), ms(1000)); // (2.1)
+        assert_eq!(e.srtt(), None);
+    }
+
+    #[test]
+    fn first_sample_sets_srtt_and_half_var() {
+        let mut e = Rfc6298::new(RtoConfig { min: ms(1), ..Default::default() });
+        e.on_sample(ms(100));
+        assert_eq!(e.srtt(), Some(ms(100)));
+        assert_eq!(e.rttvar(), Some(ms(50)));
+        assert_eq!(e.rto(), ms(300)); // 100 + 4·50
+    }
+
+    #[test]
+    fn later_samples_use_gains_one_eighth_and_one_quarter() {
+        let mut e = Rfc6298::new(RtoConfig { min: ms(1), ..Default::default() });
+        e.on_sample(ms(100));
+        e.on_sample(ms(200));
+        // rttvar = 3/4·50 + 1/4·|100−200| = 62.5; srtt = 7/8·100 + 1/8·200 = 112.5
+        assert_eq!(e.rttvar(), Some(Duration::from_micros(62_500)));
+        assert_eq!(e.srtt(), Some(Duration::from_micros(112_500)));
+        assert_eq!(e.rto(), Duration::from_micros(362_500));
+    }
+
+    #[test]
+    fn clamps_to_min_and_max_and_granularity() {
+        let mut e = Rfc6298::new(RtoConfig::default());
+        e.on_sample(ms(10));
+        assert_eq!(e.rto(), ms(200)); // 10 + 20 < 200 → min
+        let mut e = Rfc6298::new(RtoConfig { min: ms(1), max: ms(2000), ..Default::default() });
+        e.on_sample(ms(5000));
+        assert_eq!(e.rto(), ms(2000)); // max
+        // Zero variance: the K·RTTVAR term is at least G.
+        let mut e = Rfc6298::new(RtoConfig { min: ms(1), granularity: ms(7), ..Default::default() });
+        for _ in 0..200 {
+            e.on_sample(ms(50));
+        }
+        assert_eq!(e.rto(), ms(57));
+    }
+
+    #[test]
+    fn reset_forgets() {
+        let mut e = Rfc6298::new(RtoConfig::default());
+        e.on_sample(ms(300));
+        e.reset();
+        assert_eq!(e.srtt(), None);
+        assert_eq!(e.rto(), ms(1000));
+    }
+}

@@ -1,0 +1,561 @@
+//! The data sender: congestion control (RFC 5681), loss recovery (RFC 5681 Reno,
+//! RFC 6582 NewReno, RFC 6675 SACK) and the retransmission timer (RFC 6298).
+//!
+//! Call order (quinn-proto style): `write` / `handle_ack` / `handle_timeout`, then drain
+//! `poll_transmit(now)` until it returns `None`, then re-arm with `poll_timeout()`.
+//!
+//! Window growth and loss recovery are separate: [`Recovery`] picks the recovery
+//! policy; the RTT estimator is any [`RttEstimator`].
+
+use super::rtt::{Rfc6298, RtoConfig, RttEstimator};
+use super::scoreboard::RangeSet;
+use super::{Ack, DataSegment};
+use crate::time::{Duration, Instant};
+use std::collections::VecDeque;
+
+/// Loss-recovery policy.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Recovery {
+    /// RFC 5681 §3.2: any new ACK ends fast recovery.
+    Reno,
+    /// RFC 6582: partial ACKs retransmit the next hole and stay in fast recovery.
+    NewReno,
+    /// RFC 6675: SACK scoreboard, `pipe` and `NextSeg()` (needs a SACK receiver).
+    Sack,
+}
+
+/// Sender parameters.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct SenderConfig {
+    /// Sender maximum segment size (SMSS), bytes.
+    pub mss: u32,
+    /// Initial window in segments (RFC 6928 allows 10).
+    pub initial_cwnd_segments: u32,
+    /// Nagle's algorithm (RFC 896; RFC 1122 §4.2.3.4).
+    pub nagle: bool,
+    /// Reduce cwnd to the initial window after an idle period > RTO (RFC 5681 §4.1).
+    pub slow_start_restart: bool,
+    /// Loss-recovery policy.
+    pub recovery: Recovery,
+    /// Duplicate ACKs that trigger fast retransmit (RFC 5681: 3).
+    pub dupthresh: u32,
+    /// Retransmission-timer parameters.
+    pub rto: RtoConfig,
+    /// Send-buffer limit in bytes (`None` = unlimited).
+    pub send_buffer: Option<u64>,
+}
+
+impl Default for SenderConfig {
+    fn default() -> Self {
+        SenderConfig {
+            mss: 1460,
+            initial_cwnd_segments: 10,
+            nagle: false,
+            slow_start_restart: true,
+            recovery: Recovery::Sack,
+            dupthresh: 3,
+            rto: RtoConfig::default(),
+            send_buffer: None,
+        }
+    }
+}
+
+/// Per-connection counters.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SenderStats {
+    /// Retransmission timeouts.
+    pub timeouts: u64,
+    /// Entries into fast retransmit / fast recovery.
+    pub fast_retransmits: u64,
+    /// Of those, recoveries driven by the SACK scoreboard.
+    pub sack_recoveries: u64,
+    /// Payload bytes sent, including retransmissions.
+    pub bytes_sent: u64,
+    /// Payload bytes retransmitted.
+    pub bytes_retransmitted: u64,
+    /// Data segments sent.
+    pub segments_sent: u64,
+}
+
+/// One segment as first sent, kept until cumulatively acknowledged: for RTT samples
+/// (Karn's rule) and for counting SACKed segments (RFC 6675 `IsLost`).
+#[derive(Clone, Copy, Debug)]
+struct Sent {
+    start: u64,
+    end: u64,
+    sent_at: Instant,
+    retransmitted: bool,
+}
+
+/// The sending half of a connection.
+pub struct Sender {
+    cfg: SenderConfig,
+    rtt: Box<dyn RttEstimator + Send>,
+    /// Bytes the application has written so far (the next write starts here).
+    write_end: u64,
+    /// Oldest unacknowledged byte (RFC 793 SND.UNA).
+    snd_una: u64,
+    /// Next byte to send; after a timeout it goes back to `snd_una` (go-back-N).
+    snd_nxt: u64,
+    /// One past the highest byte ever sent (RFC 6675 HighData + 1).
+    snd_max: u64,
+    cwnd: u64,
+    ssthresh: u64,
+    /// Peer's advertised window.
+    rwnd: u64,
+    dupacks: u32,
+    in_recovery: bool,
+    /// RFC 6582 `recover` / RFC 6675 RecoveryPoint: `None` until first set (= ISS).
+    recover: Option<u64>,
+    /// RFC 6675 HighRxt + 1: bytes below were retransmitted in this recovery.
+    high_rxt: u64,
+    /// RFC 6675: unSACKed bytes below this are presumed lost (`IsLost`).
+    lost_edge: u64,
+    sacked: RangeSet,
+    /// A segment that must go out now regardless of cwnd (fast retransmit).
+    pending_rtx: Option<u64>,
+    /// NewReno "impatient" timer: reset only on the first partial ACK (RFC 6582 §4.1).
+    partial_acked: bool,
+    /// Exponential backoff count (RFC 6298 (5.5)).
+    backoff: u32,
+    rto_deadline: Option<Instant>,
+    sent: VecDeque<Sent>,
+    last_send: Option<Instant>,
+    stats: SenderStats,
+}
+
+impl Sender {
+    /// A connection with nothing written, the RFC 6298 estimator and an initial window.
+    pub fn new(cfg: SenderConfig) -> Self {
+        Self::with_estimator(cfg, Box::new(Rfc6298::new(cfg.rto)))
+    }
+
+    /// The same with another RTT estimator.
+    pub fn with_estimator(cfg: SenderConfig, rtt: Box<dyn RttEstimator + Send>) -> Self {
+        Sender {
+            cfg,
+            rtt,
+            write_end: 0,
+            snd_una: 0,
+            snd_nxt: 0,
+            snd_max: 0,
+            cwnd: cfg.initial_cwnd_segments as u64 * cfg.mss as u64,
+            ssthresh: u64::MAX,
+            rwnd: u64::MAX,
+            dupacks: 0,
+            in_recovery: false,
+            recover: None,
+            high_rxt: 0,
+            lost_edge: 0,
+            sacked: RangeSet::new(),
+            pending_rtx: None,
+            partial_acked: false,
+            backoff: 0,
+            rto_deadline: None,
+            sent: VecDeque::new(),
+            last_send: None,
+            stats: SenderStats::default(),
+        }
+    }
+
+    // ----- inputs -------------------------------------------------------------------
+
+    /// Free space in the send buffer (`u64::MAX` when unlimited).
+    pub fn buffer_space(&self) -> u64 {
+        match self.cfg.send_buffer {
+            None => u64::MAX,
+            Some(limit) => limit.saturating_sub(self.write_end - self.snd_una),
+        }
+    }
+
+    /// The application writes `len` bytes; returns the offset one past its last byte.
+    /// The caller respects [`Sender::buffer_space`].
+    pub fn write(&mut self, len: u64) -> u64 {
+        self.write_end += len;
+        self.write_end
+    }
+
+    /// An ACK arrived.
+    pub fn handle_ack(&mut self, now: Instant, ack: &Ack) {
+        if ack.ack > self.snd_max || ack.ack < self.snd_una {
+            return; // acknowledges data never sent, or an old reordered ACK
+        }
+        self.rwnd = ack.wnd;
+        let sack = self.cfg.recovery == Recovery::Sack;
+        if sack {
+            for &(s, e) in ack.sack.as_slice() {
+                let (s, e) = (s.max(ack.ack), e.min(self.snd_max));
+                if s < e {
+                    self.sacked.insert(s, e);
+                }
+            }
+        }
+        if ack.ack > self.snd_una {
+            self.on_new_ack(now, ack.ack);
+        } else if self.snd_una < self.snd_max {
+            // RFC 5681 §2 also asks for an unchanged window; our receiver shrinks the
+            // window by the out-of-order bytes it holds, so (like Linux and ns-3) we do
+            // not require it.
+            self.dupacks += 1;
+            if !sack {
+                self.on_dupack_reno();
+            }
+        }
+        if sack {
+            self.update_lost_edge();
+            self.maybe_enter_sack_recovery();
+        }
+    }
+
+    /// Fire the retransmission timer if it is due (RFC 6298 §5.4–5.6). Returns the
+    /// sequence number of the timed-out segment when it fired.
+    pub fn handle_timeout(&mut self, now: Instant) -> Option<u64> {
+        if !self.rto_deadline.is_some_and(|d| d <= now) {
+            return None;
+        }
+        self.stats.timeouts += 1;
+        // RFC 5681 (4); keep ssthresh when the segment already timed out once.
+        if self.backoff == 0 {
+            self.ssthresh = self.flight_size().div_ceil(2).max(2 * self.mss());
+        }
+        self.cwnd = self.mss(); // loss window
+        // RFC 6582 §3.2 (1) / RFC 6675 §5.1: no fast recovery for data sent before the timeout.
+        self.recover = Some(self.snd_max);
+        self.in_recovery = false;
+        self.dupacks = 0;
+        self.pending_rtx = None;
+        self.snd_nxt = self.snd_una; // go-back-N: everything outstanding is presumed lost
+        self.high_rxt = self.snd_una;
+        self.backoff += 1; // (5.5)
+        self.rto_deadline = Some(now + self.current_rto()); // (5.6)
+        Some(self.snd_una)
+    }
+
+    // ----- outputs ------------------------------------------------------------------
+
+    /// The next segment to send now, if the windows allow one.
+    pub fn poll_transmit(&mut self, now: Instant) -> Option<DataSegment> {
+        let seg = if let Some(seq) = self.pending_rtx.take() {
+            Some((seq, self.retransmit_len(seq)))
+        } else if self.cfg.recovery == Recovery::Sack && self.in_recovery {
+            self.next_seg_sack()
+        } else {
+            self.next_seg_in_order(now)
+        }?;
+        Some(self.emit(now, seg.0, seg.1))
+    }
+
+    /// When `handle_timeout` should be called next.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        self.rto_deadline
+    }
+
+    // ----- observers ----------------------------------------------------------------
+
+    /// Congestion window, bytes.
+    pub fn cwnd(&self) -> u64 {
+        self.cwnd
+    }
+    /// Slow-start threshold, bytes (`u64::MAX` before the first loss).
+    pub fn ssthresh(&self) -> u64 {
+        self.ssthresh
+    }
+    /// The RTT estimator.
+    pub fn rtt(&self) -> &dyn RttEstimator {
+        self.rtt.as_ref()
+    }
+    /// RTO including backoff.
+    pub fn current_rto(&self) -> Duration {
+        let base = self.rtt.rto();
+        let factor = 1u64.checked_shl(self.backoff.min(32)).unwrap_or(u64::MAX);
+        base.saturating_mul(factor).min(self.cfg.rto.max.max(base))
+    }
+    /// Oldest unacknowledged byte.
+    pub fn snd_una(&self) -> u64 {
+        self.snd_una
+    }
+    /// One past the highest byte sent.
+    pub fn snd_max(&self) -> u64 {
+        self.snd_max
+    }
+    /// Bytes written by the application.
+    pub fn write_end(&self) -> u64 {
+        self.write_end
+    }
+    /// In fast recovery?
+    pub fn in_recovery(&self) -> bool {
+        self.in_recovery
+    }
+    /// Counters.
+    pub fn stats(&self) -> &SenderStats {
+        &self.stats
+    }
+
+    // ----- internals ----------------------------------------------------------------
+
+    fn mss(&self) -> u64 {
+        self.cfg.mss as u64
+    }
+
+    /// RFC 5681 FlightSize: sent but not cumulatively acknowledged.
+    fn flight_size(&self) -> u64 {
+        self.snd_max - self.snd_una
+    }
+
+    /// Bytes considered in the network when sending in order from `snd_nxt`.
+    fn outstanding(&self) -> u64 {
+        (self.snd_nxt - self.snd_una) - self.sacked.bytes_in(self.snd_una, self.snd_nxt)
+    }
+
+    /// RFC 6675 §4 SetPipe(), in bytes: unSACKed bytes not presumed lost, plus
+    /// unSACKed bytes retransmitted in this recovery.
+    fn pipe(&self) -> u64 {
+        let unsacked = |a: u64, b: u64| b.saturating_sub(a) - self.sacked.bytes_in(a, b);
+        let not_lost = unsacked(self.lost_edge.max(self.snd_una), self.snd_max);
+        let rtx = unsacked(self.snd_una, self.high_rxt.min(self.snd_max));
+        not_lost + rtx
+    }
+
+    fn on_new_ack(&mut self, now: Instant, ack: u64) {
+        let acked = ack - self.snd_una;
+        self.take_rtt_sample(now, ack);
+        self.snd_una = ack;
+        self.snd_nxt = self.snd_nxt.max(ack);
+        self.high_rxt = self.high_rxt.max(ack);
+        self.sacked.advance(ack);
+        self.dupacks = 0;
+        let mut restart_timer = true;
+        if self.in_recovery {
+            match self.cfg.recovery {
+                // RFC 5681 §3.2 (6): the first new ACK ends fast recovery.
+                Recovery::Reno => self.exit_recovery(self.ssthresh),
+                Recovery::NewReno => {
+                    if self.recovery_done() {
+                        // RFC 6582 §3.2 (3), option 1.
+                        let w = self.ssthresh.min(self.flight_size().max(self.mss()) + self.mss());
+                        self.exit_recovery(w);
+                    } else {
+                        // RFC 6582 §3.2 (5): partial ACK — retransmit the next hole,
+                        // deflate by the amount acked, add back one SMSS if ≥ SMSS acked.
+                        self.pending_rtx = Some(self.snd_una);
+                        self.cwnd = self.cwnd.saturating_sub(acked).max(self.mss());
+                        if acked >= self.mss() {
+                            self.cwnd += self.mss();
+                        }
+                        restart_timer = !self.partial_acked;
+                        self.partial_acked = true;
+                    }
+                }
+                Recovery::Sack => {
+                    if self.recovery_done() {
+                        self.exit_recovery(self.ssthresh);
+                    }
+                }
+            }
+        } else if self.cwnd < self.ssthresh {
+            // RFC 5681 (2): slow start, at most one SMSS per ACK.
+            self.cwnd += acked.min(self.mss());
+        } else {
+            // RFC 5681 (3): congestion avoidance, about one SMSS per RTT.
+            self.cwnd += (self.mss() * self.mss() / self.cwnd).max(1);
+        }
+        // Drop the RTT-sample records of acknowledged segments.
+        while self.sent.front().is_some_and(|s| s.end <= ack) {
+            self.sent.pop_front();
+        }
+        // RFC 6298 (5.2) stop when all is acknowledged, (5.3) else restart.
+        if self.snd_una == self.snd_max {
+            self.rto_deadline = None;
+        } else if restart_timer {
+            self.rto_deadline = Some(now + self.current_rto());
+        }
+    }
+
+    /// RTT sample from the newest segment this ACK covers completely, unless it was
+    /// retransmitted (Karn's rule; RFC 6298 §3). A valid sample ends the backoff.
+    fn take_rtt_sample(&mut self, now: Instant, ack: u64) {
+        let newest = self.sent.iter().take_while(|s| s.end <= ack).last().copied();
+        if let Some(s) = newest {
+            if !s.retransmitted {
+                self.rtt.on_sample(now - s.sent_at);
+                self.backoff = 0;
+            }
+        }
+    }
+
+    fn recovery_done(&self) -> bool {
+        self.recover.is_some_and(|r| self.snd_una >= r)
+    }
+
+    /// May a new fast recovery start? RFC 6582 §3.2 (1): only if the ACK covers more
+    /// than `recover` (a timeout or an earlier recovery set it).
+    fn may_enter_recovery(&self) -> bool {
+        !self.in_recovery && self.recover.is_none_or(|r| self.snd_una > r || self.cfg.recovery == Recovery::Reno)
+    }
+
+    fn exit_recovery(&mut self, cwnd: u64) {
+        self.in_recovery = false;
+        self.partial_acked = false;
+        self.cwnd = cwnd.max(self.mss());
+    }
+
+    /// RFC 5681 §3.2 (2)–(4) for Reno and NewReno.
+    fn on_dupack_reno(&mut self) {
+        if self.in_recovery {
+            self.cwnd += self.mss(); // (4) inflate for each segment that left the network
+        } else if self.dupacks == self.cfg.dupthresh && self.may_enter_recovery() {
+            self.ssthresh = self.flight_size().div_ceil(2).max(2 * self.mss()); // (2)
+            self.recover = Some(self.snd_max);
+            self.pending_rtx = Some(self.snd_una); // (3) retransmit
+            self.cwnd = self.ssthresh + self.cfg.dupthresh as u64 * self.mss();
+            self.in_recovery = true;
+            self.partial_acked = false;
+            self.stats.fast_retransmits += 1;
+        }
+    }
+
+    /// RFC 6675 §5 (4): enter on DupThresh duplicate ACKs or when IsLost(HighACK + 1).
+    fn maybe_enter_sack_recovery(&mut self) {
+        if self.snd_una == self.snd_max || !self.may_enter_recovery() {
+            return;
+        }
+        let lost = self.lost_edge > self.snd_una && !self.sacked.contains(self.snd_una);
+        if self.dupacks < self.cfg.dupthresh && !lost {
+            return;
+        }
+        self.recover = Some(self.snd_max); // (4.1) RecoveryPoint = HighData
+        self.ssthresh = self.flight_size().div_ceil(2).max(2 * self.mss()); // (4.2)
+        self.cwnd = self.ssthresh;
+        self.in_recovery = true;
+        self.high_rxt = self.snd_una;
+        self.pending_rtx = Some(self.snd_una); // (4.3) retransmit HighACK + 1
+        self.stats.fast_retransmits += 1;
+        self.stats.sack_recoveries += 1;
+    }
+
+    /// RFC 6675 §4 IsLost(): a byte is lost when DupThresh SACKed segments, or more than
+    /// (DupThresh − 1)·SMSS SACKed bytes, lie above it. Returns the highest such edge:
+    /// every unSACKed byte below it is lost.
+    fn update_lost_edge(&mut self) {
+        self.lost_edge = self.snd_una;
+        if self.sacked.is_empty() {
+            return;
+        }
+        let byte_limit = (self.cfg.dupthresh as u64 - 1) * self.mss();
+        let (mut segs, mut bytes) = (0u32, 0u64);
+        for s in self.sent.iter().rev() {
+            if s.start < self.snd_una {
+                break;
+            }
+            let b = self.sacked.bytes_in(s.start, s.end);
+            if b == s.end - s.start {
+                segs += 1;
+            }
+            bytes += b;
+            if segs >= self.cfg.dupthresh || bytes > byte_limit {
+                self.lost_edge = s.start;
+                return;
+            }
+        }
+    }
+
+    /// Length of a retransmission at `seq`: one SMSS at most, not past data sent
+    /// before, and not into SACKed data.
+    fn retransmit_len(&self, seq: u64) -> u32 {
+        let mut end = (seq + self.mss()).min(self.snd_max);
+        if let Some(&(s, _)) = self.sacked.ranges().iter().find(|&&(s, _)| s > seq) {
+            end = end.min(s);
+        }
+        (end - seq) as u32
+    }
+
+    /// RFC 6675 §4 NextSeg() under the `cwnd − pipe ≥ 1 SMSS` rule of §5 (C).
+    fn next_seg_sack(&mut self) -> Option<(u64, u32)> {
+        if self.cwnd < self.pipe() + self.mss() {
+            return None;
+        }
+        // (1) the first unSACKed byte above HighRxt that IsLost.
+        let s2 = self.sacked.next_gap(self.high_rxt.max(self.snd_una));
+        if s2 < self.lost_edge && s2 < self.snd_max {
+            return Some((s2, self.retransmit_len(s2)));
+        }
+        // (2) new data, if the application has some and the receiver window allows.
+        if self.write_end > self.snd_max {
+            let len = (self.write_end - self.snd_max).min(self.mss());
+            if self.snd_max + len <= self.snd_una + self.rwnd {
+                self.snd_nxt = self.snd_max;
+                return Some((self.snd_max, len as u32));
+            }
+        }
+        // (3) an unSACKed byte above HighRxt that is not (yet) lost.
+        if s2 < self.snd_max && self.sacked.max_end().is_some_and(|e| e > s2) {
+            return Some((s2, self.retransmit_len(s2)));
+        }
+        None
+    }
+
+    /// Normal sending (and Reno/NewReno recovery, and go-back-N after a timeout): the
+    /// next bytes from `snd_nxt`, within min(cwnd, rwnd).
+    fn next_seg_in_order(&mut self, now: Instant) -> Option<(u64, u32)> {
+        self.snd_nxt = self.sacked.next_gap(self.snd_nxt);
+        let len = if self.snd_nxt < self.snd_max {
+            self.retransmit_len(self.snd_nxt) as u64
+        } else {
+            (self.write_end - self.snd_nxt).min(self.mss())
+        };
+        if len == 0 {
+            return None;
+        }
+        // RFC 5681 §4.1: restart from the initial window after an idle period > RTO.
+        if self.cfg.slow_start_restart
+            && self.snd_una == self.snd_max
+            && self.last_send.is_some_and(|t| now - t > self.rtt.rto())
+        {
+            self.cwnd = self.cwnd.min(self.cfg.initial_cwnd_segments as u64 * self.mss());
+        }
+        let window = self.cwnd.min(self.rwnd);
+        if self.outstanding() + len > window {
+            return None;
+        }
+        // RFC 896: hold a small new segment while data is unacknowledged.
+        let new_data = self.snd_nxt >= self.snd_max;
+        if self.cfg.nagle && new_data && len < self.mss() && self.snd_nxt > self.snd_una {
+            return None;
+        }
+        Some((self.snd_nxt, len as u32))
+    }
+
+    /// Bookkeeping for a segment that leaves now.
+    fn emit(&mut self, now: Instant, seq: u64, len: u32) -> DataSegment {
+        let end = seq + len as u64;
+        let retransmission = seq < self.snd_max;
+        if retransmission {
+            self.stats.bytes_retransmitted += (end.min(self.snd_max) - seq) as u64;
+            for s in self.sent.iter_mut() {
+                if s.start >= end {
+                    break;
+                }
+                if s.end > seq {
+                    s.retransmitted = true;
+                }
+            }
+            if self.in_recovery && self.cfg.recovery == Recovery::Sack {
+                self.high_rxt = self.high_rxt.max(end);
+            }
+        }
+        if end > self.snd_max {
+            self.sent.push_back(Sent { start: self.snd_max.max(seq), end, sent_at: now, retransmitted: false });
+            self.snd_max = end;
+        }
+        if seq == self.snd_nxt || (seq < self.snd_nxt && end > self.snd_nxt) {
+            self.snd_nxt = end;
+        }
+        self.stats.bytes_sent += len as u64;
+        self.stats.segments_sent += 1;
+        self.last_send = Some(now);
+        if self.rto_deadline.is_none() {
+            self.rto_deadline = Some(now + self.current_rto()); // RFC 6298 (5.1)
+        }
+        DataSegment { seq, len, retransmission }
+    }
+}
