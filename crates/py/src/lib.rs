@@ -1,1 +1,87 @@
-use pyo3::prelude::*; #[pymodule] fn _native(_m:&Bound<PyModule>)->PyResult<()>{Ok(())}
+//! Python bindings: one native module, `thinwan._native`.
+//!
+//! `simulate(config_json, run)` runs one simulation with the GIL released and returns
+//! the records of docs/records.md as numpy columns (moved, not copied).
+
+use numpy::IntoPyArray;
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+use std::time::Instant as WallClock;
+use thinwan_sim::records::RunRecords;
+
+/// Run run `run` (0-based; seed = scenario.seed + run) of a validated scenario given as
+/// JSON. Returns {"messages": {col: ndarray}, "connections": …, "ports": …,
+/// "conn_trace": …, "queue_trace": …, "meta": {…}}.
+#[pyfunction]
+fn simulate(py: Python<'_>, config_json: &str, run: u64) -> PyResult<PyObject> {
+    let cfg = config_json.to_owned();
+    let started = WallClock::now();
+    let rec = py
+        .allow_threads(move || thinwan_sim::simulate(&cfg, run))
+        .map_err(PyValueError::new_err)?;
+    let wall_s = started.elapsed().as_secs_f64();
+    to_python(py, rec, run, wall_s)
+}
+
+/// Version of the native module (the crate version).
+#[pyfunction]
+fn version() -> &'static str {
+    env!("CARGO_PKG_VERSION")
+}
+
+/// A dict of numpy columns from named `Vec` fields of a records table.
+macro_rules! table {
+    ($py:expr, $t:expr, [$($col:ident),*]) => {{
+        let d = PyDict::new($py);
+        $( d.set_item(stringify!($col), $t.$col.into_pyarray($py))?; )*
+        d
+    }};
+}
+
+fn to_python(py: Python<'_>, r: RunRecords, run: u64, wall_s: f64) -> PyResult<PyObject> {
+    let out = PyDict::new(py);
+    let m = r.messages;
+    out.set_item("messages", table!(py, m, [conn, pair, kind, bytes, t_write, t_first_tx, t_tx, t_enq, t_deq, t_arrive, t_read, retx]))?;
+    let c = r.connections;
+    out.set_item("connections", table!(py, c, [conn, pair, timeouts, spurious_timeouts, fast_retransmits,
+        sack_recoveries, bytes_written, bytes_delivered, bytes_sent, bytes_retransmitted, segments_sent]))?;
+    let p = r.ports;
+    let ports = table!(py, p, [rate_bps, window_s, bytes_tx, bytes_tx_interactive, packets_tx, drops_overflow, max_queue_bytes]);
+    ports.set_item("port", p.port)?; // strings: a list, not an ndarray
+    out.set_item("ports", ports)?;
+    let ct = r.conn_trace;
+    out.set_item("conn_trace", table!(py, ct, [conn, t, cwnd, ssthresh, srtt, rttvar, rto]))?;
+    let qt = r.queue_trace;
+    let queue = table!(py, qt, [t, bytes, packets]);
+    queue.set_item("port", qt.port)?;
+    out.set_item("queue_trace", queue)?;
+    let meta = PyDict::new(py);
+    meta.set_item("run", run)?;
+    meta.set_item("seed", r.seed)?;
+    meta.set_item("events", r.events)?;
+    meta.set_item("wall_s", wall_s)?;
+    meta.set_item("substrate", "sim")?;
+    meta.set_item("native_version", env!("CARGO_PKG_VERSION"))?;
+    let drops = PyDict::new(py);
+    for (k, v) in r.drops_by_reason {
+        drops.set_item(k, v)?;
+    }
+    meta.set_item("drops", drops)?;
+    let pk = PyDict::new(py);
+    pk.set_item("created", r.packets.created)?;
+    pk.set_item("arrived", r.packets.arrived)?;
+    pk.set_item("dropped", r.packets.dropped)?;
+    pk.set_item("in_flight", r.packets.in_flight)?;
+    meta.set_item("packets", pk)?;
+    out.set_item("meta", meta)?;
+    Ok(out.into_any().unbind())
+}
+
+/// The native module.
+#[pymodule]
+fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(simulate, m)?)?;
+    m.add_function(wrap_pyfunction!(version, m)?)?;
+    Ok(())
+}

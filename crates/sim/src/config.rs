@@ -1,0 +1,198 @@
+//! The validated scenario as the simulator receives it (docs/scenario.md).
+//!
+//! Validation with user-facing errors happens in Python at load time; here every key
+//! the simulator uses is required (no serde defaults), so a drift between the two
+//! sides fails loudly instead of silently using another default. Sections and keys the
+//! simulator does not use (e.g. lab-only settings) are ignored.
+
+use serde::Deserialize;
+
+/// A complete scenario.
+#[derive(Clone, Debug, Deserialize)]
+pub struct Config {
+    /// Run-level settings.
+    pub scenario: ScenarioSec,
+    /// Topology.
+    pub topology: TopologySec,
+    /// Bottleneck queue.
+    pub queue: QueueSec,
+    /// TCP of every connection.
+    pub tcp: TcpSec,
+    /// Traffic sources.
+    pub traffic: TrafficSec,
+    /// What to record.
+    pub records: RecordsSec,
+}
+
+/// `[scenario]`
+#[derive(Clone, Debug, Deserialize)]
+pub struct ScenarioSec {
+    /// Label.
+    pub name: String,
+    /// Source activity, seconds.
+    pub duration_s: f64,
+    /// Extra time for queued data to arrive, seconds.
+    pub drain_s: f64,
+    /// Base seed; run k uses seed + k.
+    pub seed: u64,
+    /// Server i starts at i · stagger.
+    pub start_stagger_ms: f64,
+}
+
+/// `[topology]`
+#[derive(Clone, Debug, Deserialize)]
+pub struct TopologySec {
+    /// Only "dumbbell".
+    pub kind: String,
+    /// Server→client pairs.
+    pub pairs: u32,
+    /// Access link rate.
+    pub access_rate_mbps: f64,
+    /// Access link one-way delay.
+    pub access_delay_ms: f64,
+    /// Tail-drop limit of access output ports.
+    pub access_queue_packets: u64,
+    /// Bottleneck rate.
+    pub bottleneck_rate_mbps: f64,
+    /// Bottleneck one-way delay.
+    pub bottleneck_delay_ms: f64,
+}
+
+/// `[queue]`
+#[derive(Clone, Debug, Deserialize)]
+pub struct QueueSec {
+    /// Only "droptail" so far.
+    pub discipline: String,
+    /// Byte limit, 0 = none.
+    pub limit_bytes: u64,
+    /// Packet limit, 0 = none.
+    pub limit_packets: u64,
+}
+
+/// `[tcp]`
+#[derive(Clone, Debug, Deserialize)]
+pub struct TcpSec {
+    /// "reno" | "newreno".
+    pub recovery: String,
+    /// SACK on.
+    pub sack: bool,
+    /// SMSS.
+    pub mss: u32,
+    /// IP + TCP header bytes per packet.
+    pub header_bytes: u32,
+    /// Initial window, segments.
+    pub initial_cwnd_segments: u32,
+    /// Nagle.
+    pub nagle: bool,
+    /// Delayed ACK.
+    pub delayed_ack: bool,
+    /// Delayed-ACK timer.
+    pub delayed_ack_ms: f64,
+    /// Restart after idle.
+    pub slow_start_restart: bool,
+    /// RTO lower clamp.
+    pub min_rto_ms: f64,
+    /// RTO upper clamp.
+    pub max_rto_ms: f64,
+    /// RTO before the first sample.
+    pub initial_rto_ms: f64,
+    /// Clock granularity G.
+    pub clock_granularity_ms: f64,
+    /// Receive buffer.
+    pub rwnd_bytes: u64,
+    /// Send-buffer limit, 0 = unlimited.
+    pub send_buffer_bytes: u64,
+    /// Duplicate-ACK threshold.
+    pub dupthresh: u32,
+}
+
+/// `[traffic]`
+#[derive(Clone, Debug, Deserialize)]
+pub struct TrafficSec {
+    /// "thin-client" | "bulk".
+    pub model: String,
+    /// α.
+    pub p_interactive_to_bulk: f64,
+    /// β.
+    pub p_bulk_to_interactive: f64,
+    /// t_II.
+    pub gap_ii_s: f64,
+    /// t_IB.
+    pub gap_ib_s: f64,
+    /// t_BI.
+    pub gap_bi_s: f64,
+    /// t_BB.
+    pub gap_bb_s: f64,
+    /// "lognormal" | "exponential" | "constant".
+    pub gap_distribution: String,
+    /// σ of ln(gap).
+    pub gap_lognormal_sigma: f64,
+    /// Mean interactive write.
+    pub interactive_bytes_mean: f64,
+    /// Mean bulk write.
+    pub bulk_bytes_mean: f64,
+    /// Size spread.
+    pub size_spread: f64,
+    /// c_B.
+    pub bulk_packets_mean: f64,
+    /// Cap on block length.
+    pub bulk_packets_max: u32,
+    /// Pareto shape of block length.
+    pub bulk_pareto_shape: f64,
+    /// Mean gap inside a block.
+    pub intra_bulk_gap_ms: f64,
+}
+
+/// `[records]`
+#[derive(Clone, Debug, Deserialize)]
+pub struct RecordsSec {
+    /// TCP and queue traces.
+    pub traces: bool,
+    /// Queue-trace sampling period.
+    pub trace_interval_ms: f64,
+    /// "all" | "none".
+    pub trace_connections: String,
+}
+
+impl Config {
+    /// Parse the JSON the Python loader produces.
+    pub fn from_json(s: &str) -> Result<Config, String> {
+        let c: Config = serde_json::from_str(s).map_err(|e| format!("scenario JSON: {e}"))?;
+        c.check()?;
+        Ok(c)
+    }
+
+    /// Checks the simulator relies on (Python validates everything first; these guard
+    /// direct callers).
+    fn check(&self) -> Result<(), String> {
+        let bad = |k: &str, why: &str| Err(format!("{k}: {why}"));
+        if self.topology.kind != "dumbbell" {
+            return bad("topology.kind", "only \"dumbbell\" is supported");
+        }
+        if self.topology.pairs == 0 {
+            return bad("topology.pairs", "must be ≥ 1");
+        }
+        if self.topology.access_rate_mbps <= 0.0 || self.topology.bottleneck_rate_mbps <= 0.0 {
+            return bad("topology", "rates must be > 0");
+        }
+        if self.queue.discipline != "droptail" {
+            return bad("queue.discipline", "only \"droptail\" is supported");
+        }
+        if self.queue.limit_bytes == 0 && self.queue.limit_packets == 0 {
+            return bad("queue", "set limit_bytes or limit_packets");
+        }
+        if !matches!(self.tcp.recovery.as_str(), "reno" | "newreno") {
+            return bad("tcp.recovery", "must be \"reno\" or \"newreno\"");
+        }
+        if !matches!(self.traffic.model.as_str(), "thin-client" | "bulk") {
+            return bad("traffic.model", "must be \"thin-client\" or \"bulk\"");
+        }
+        if !matches!(self.traffic.gap_distribution.as_str(), "lognormal" | "exponential" | "constant") {
+            return bad("traffic.gap_distribution", "must be lognormal, exponential or constant");
+        }
+        if self.scenario.duration_s <= 0.0 {
+            return bad("scenario.duration_s", "must be > 0");
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,147 @@
+//! Columnar records (docs/records.md): one schema for simulated and real runs.
+//! Times are f64 seconds since the run start; NaN = did not happen.
+
+/// One row per application write.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Messages {
+    /// Connection id.
+    pub conn: Vec<u32>,
+    /// Pair.
+    pub pair: Vec<u32>,
+    /// 0 interactive, 1 bulk.
+    pub kind: Vec<u8>,
+    /// Bytes written.
+    pub bytes: Vec<u32>,
+    /// Application write.
+    pub t_write: Vec<f64>,
+    /// First transmission by TCP of the segment with the message's last byte.
+    pub t_first_tx: Vec<f64>,
+    /// Transmission of the copy of that byte that arrived first.
+    pub t_tx: Vec<f64>,
+    /// That copy's arrival at the bottleneck queue.
+    pub t_enq: Vec<f64>,
+    /// That copy's departure from the bottleneck.
+    pub t_deq: Vec<f64>,
+    /// That copy's arrival at the client host.
+    pub t_arrive: Vec<f64>,
+    /// The client application's read of the last byte.
+    pub t_read: Vec<f64>,
+    /// Transmissions of the last byte before it first arrived, minus one.
+    pub retx: Vec<u16>,
+}
+
+/// One row per connection.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Connections {
+    /// Connection id.
+    pub conn: Vec<u32>,
+    /// Pair.
+    pub pair: Vec<u32>,
+    /// Retransmission timeouts.
+    pub timeouts: Vec<u32>,
+    /// Timeouts whose timed-out segment had not been dropped.
+    pub spurious_timeouts: Vec<u32>,
+    /// Entries into fast recovery.
+    pub fast_retransmits: Vec<u32>,
+    /// SACK-driven recoveries.
+    pub sack_recoveries: Vec<u32>,
+    /// Application bytes written.
+    pub bytes_written: Vec<u64>,
+    /// Bytes read by the client application.
+    pub bytes_delivered: Vec<u64>,
+    /// Payload bytes sent, incl. retransmissions.
+    pub bytes_sent: Vec<u64>,
+    /// Payload bytes retransmitted.
+    pub bytes_retransmitted: Vec<u64>,
+    /// Data segments sent.
+    pub segments_sent: Vec<u64>,
+}
+
+/// One row per router output port.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Ports {
+    /// Name.
+    pub port: Vec<String>,
+    /// Link rate, bit/s.
+    pub rate_bps: Vec<f64>,
+    /// Measurement window, s.
+    pub window_s: Vec<f64>,
+    /// Wire bytes transmitted in the window.
+    pub bytes_tx: Vec<u64>,
+    /// Of those, packets labelled interactive.
+    pub bytes_tx_interactive: Vec<u64>,
+    /// Packets transmitted in the window.
+    pub packets_tx: Vec<u64>,
+    /// Drops because the queue was full.
+    pub drops_overflow: Vec<u64>,
+    /// Largest backlog, bytes.
+    pub max_queue_bytes: Vec<u64>,
+}
+
+/// TCP state on change.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ConnTrace {
+    /// Connection.
+    pub conn: Vec<u32>,
+    /// Time.
+    pub t: Vec<f64>,
+    /// cwnd, bytes.
+    pub cwnd: Vec<f64>,
+    /// ssthresh, bytes (inf before the first loss).
+    pub ssthresh: Vec<f64>,
+    /// Smoothed RTT, s (NaN before the first sample).
+    pub srtt: Vec<f64>,
+    /// RTT variation, s.
+    pub rttvar: Vec<f64>,
+    /// RTO including backoff, s.
+    pub rto: Vec<f64>,
+}
+
+/// Queue length, sampled.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct QueueTrace {
+    /// Port name.
+    pub port: Vec<String>,
+    /// Time.
+    pub t: Vec<f64>,
+    /// Backlog, bytes.
+    pub bytes: Vec<u64>,
+    /// Backlog, packets.
+    pub packets: Vec<u64>,
+}
+
+/// Everything one run produces.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct RunRecords {
+    /// Per message.
+    pub messages: Messages,
+    /// Per connection.
+    pub connections: Connections,
+    /// Per port.
+    pub ports: Ports,
+    /// TCP traces.
+    pub conn_trace: ConnTrace,
+    /// Queue trace.
+    pub queue_trace: QueueTrace,
+    /// Simulator events processed.
+    pub events: u64,
+    /// Seed used.
+    pub seed: u64,
+    /// Packets dropped anywhere, by reason.
+    pub drops_by_reason: Vec<(String, u64)>,
+    /// Packet conservation: created = arrived + dropped + in flight at the end.
+    pub packets: PacketCounts,
+}
+
+/// Packet conservation counters (data and ACK packets together).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PacketCounts {
+    /// Packets handed to the network by endpoints.
+    pub created: u64,
+    /// Packets that reached their endpoint.
+    pub arrived: u64,
+    /// Packets dropped by a queue.
+    pub dropped: u64,
+    /// Packets still queued or on a link when the run ended.
+    pub in_flight: u64,
+}

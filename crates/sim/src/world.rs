@@ -1,0 +1,702 @@
+//! The simulated world: hosts, router ports and links of a dumbbell, TCP connections
+//! and their traffic sources, driven from the event queue in virtual time.
+//!
+//! ```text
+//!  server_i ──access──▶ R1 ══bottleneck══▶ R2 ──access──▶ client_i     (data)
+//!  server_i ◀──access── R1 ◀═bottleneck-rev═ R2 ◀──access── client_i   (ACKs)
+//! ```
+//!
+//! Every output port is a link (rate, propagation delay) behind a queue discipline
+//! from the sans-IO core. A packet's route is the list of ports it crosses; after the
+//! last one it reaches its endpoint.
+
+use crate::config::Config;
+use crate::engine::{Event, EventQueue};
+use crate::records::RunRecords;
+use thinwan_proto::qdisc::{DropTail, Dropped, Limits, QueueDisc, QueueItem};
+use thinwan_proto::tcp::{Ack, DataSegment, Receiver, ReceiverConfig, Recovery, RtoConfig, Sender, SenderConfig};
+use thinwan_proto::traffic::{stream_rng, GapLaw, Kind, ThinClientParams, ThinClientSource, Write};
+use thinwan_proto::{Duration, Instant};
+
+/// Hops on every route: sender NIC, a router port, the far router's port to the host.
+const HOPS: usize = 3;
+/// Greedy sources write in chunks of this size (one message row per chunk).
+const BULK_CHUNK: u32 = 1 << 20;
+
+/// What the queues hold: a packet's slab index plus what a discipline may look at.
+#[derive(Clone, Copy, Debug)]
+struct QItem {
+    packet: u32,
+    wire: u32,
+    interactive: bool,
+}
+
+impl QueueItem for QItem {
+    fn wire_len(&self) -> u32 {
+        self.wire
+    }
+    fn is_interactive(&self) -> bool {
+        self.interactive
+    }
+}
+
+#[derive(Clone, Copy, Debug)]
+enum Body {
+    Data(DataSegment),
+    Ack(Ack),
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Packet {
+    conn: u32,
+    hop: u8,
+    interactive: bool,
+    wire: u32,
+    body: Body,
+    /// When TCP emitted it.
+    t_tx: Instant,
+    /// Bottleneck enqueue / departure (MAX until it happens).
+    t_enq: Instant,
+    t_deq: Instant,
+}
+
+struct Port {
+    name: &'static str,
+    rate_bps: u64,
+    delay: Duration,
+    queue: Box<dyn QueueDisc<QItem> + Send>,
+    busy: bool,
+    /// Stamp t_enq / t_deq on data packets here.
+    bottleneck: bool,
+    /// Report in the ports table.
+    reported: bool,
+    bytes_tx: u64,
+    bytes_tx_interactive: u64,
+    packets_tx: u64,
+}
+
+/// One application write and what happened to its last byte.
+#[derive(Clone, Copy, Debug)]
+struct Msg {
+    /// Offset one past its last byte.
+    end: u64,
+    kind: Kind,
+    bytes: u32,
+    t_write: Instant,
+    t_first_tx: Instant,
+    t_tx: Instant,
+    t_enq: Instant,
+    t_deq: Instant,
+    t_arrive: Instant,
+    t_read: Instant,
+    tx_count: u16,
+}
+
+enum Source {
+    ThinClient(ThinClientSource),
+    /// Greedy: `chunks` writes of BULK_CHUNK at the start.
+    Bulk { chunks: u32 },
+}
+
+struct Conn {
+    pair: u32,
+    sender: Sender,
+    receiver: Receiver,
+    source: Source,
+    next_write: Option<Write>,
+    /// Writes waiting for send-buffer space (the application is blocked).
+    blocked: std::collections::VecDeque<Write>,
+    routes: [[u32; HOPS]; 2],
+    msgs: Vec<Msg>,
+    read_cursor: usize,
+    /// Data ranges dropped and not retransmitted since (for spurious-timeout checks).
+    dropped: Vec<(u64, u64)>,
+    spurious_timeouts: u32,
+    bytes_delivered: u64,
+    /// Earliest pending timer event per endpoint (MAX = none).
+    sender_armed: Instant,
+    receiver_armed: Instant,
+    last_trace: [f64; 5],
+}
+
+/// A whole run.
+pub struct World {
+    cfg: Config,
+    seed: u64,
+    now: Instant,
+    end: Instant,
+    window: Instant,
+    events: EventQueue,
+    ports: Vec<Port>,
+    conns: Vec<Conn>,
+    slab: Vec<Packet>,
+    free: Vec<u32>,
+    drop_buf: Vec<Dropped<QItem>>,
+    header: u32,
+    trace_tcp: bool,
+    trace_interval: Duration,
+    out: RunRecords,
+}
+
+const NONE: Instant = Instant::MAX;
+
+fn secs(t: Instant) -> f64 {
+    if t == NONE {
+        f64::NAN
+    } else {
+        t.as_secs_f64()
+    }
+}
+
+impl World {
+    /// Build run `run` of a scenario: its seed is `scenario.seed + run`.
+    pub fn new(cfg: Config, run: u64) -> Result<World, String> {
+        let seed = cfg.scenario.seed.wrapping_add(run);
+        let t = &cfg.topology;
+        let n = t.pairs;
+        let mbps = |x: f64| (x * 1e6).round() as u64;
+        let access_limits = Limits { bytes: None, packets: Some(t.access_queue_packets as usize) };
+        let q = &cfg.queue;
+        let bneck_limits = Limits {
+            bytes: (q.limit_bytes > 0).then_some(q.limit_bytes),
+            packets: (q.limit_packets > 0).then_some(q.limit_packets as usize),
+        };
+        let port = |name, rate, delay_ms: f64, limits, bottleneck, reported| Port {
+            name,
+            rate_bps: mbps(rate),
+            delay: Duration::from_millis_f64(delay_ms),
+            queue: Box::new(DropTail::new(limits)),
+            busy: false,
+            bottleneck,
+            reported,
+            bytes_tx: 0,
+            bytes_tx_interactive: 0,
+            packets_tx: 0,
+        };
+        // Port layout: 0 = R1→R2, 1 = R2→R1, then per pair i: server NIC, R2→client,
+        // client NIC, R1→server.
+        let mut ports = vec![
+            port("bottleneck", t.bottleneck_rate_mbps, t.bottleneck_delay_ms, bneck_limits, true, true),
+            port("bottleneck-rev", t.bottleneck_rate_mbps, t.bottleneck_delay_ms, bneck_limits, false, true),
+        ];
+        let tcp = &cfg.tcp;
+        let recovery = match (tcp.sack, tcp.recovery.as_str()) {
+            (true, _) => Recovery::Sack,
+            (false, "reno") => Recovery::Reno,
+            (false, _) => Recovery::NewReno,
+        };
+        let scfg = SenderConfig {
+            mss: tcp.mss,
+            initial_cwnd_segments: tcp.initial_cwnd_segments,
+            nagle: tcp.nagle,
+            slow_start_restart: tcp.slow_start_restart,
+            recovery,
+            dupthresh: tcp.dupthresh,
+            rto: RtoConfig {
+                min: Duration::from_millis_f64(tcp.min_rto_ms),
+                max: Duration::from_millis_f64(tcp.max_rto_ms),
+                initial: Duration::from_millis_f64(tcp.initial_rto_ms),
+                granularity: Duration::from_millis_f64(tcp.clock_granularity_ms),
+            },
+            send_buffer: (tcp.send_buffer_bytes > 0).then_some(tcp.send_buffer_bytes),
+        };
+        let rcfg = ReceiverConfig {
+            rwnd: tcp.rwnd_bytes,
+            delayed_ack: tcp.delayed_ack,
+            delayed_ack_timeout: Duration::from_millis_f64(tcp.delayed_ack_ms),
+            sack: tcp.sack,
+        };
+        let params = thin_client_params(&cfg)?;
+        let duration = Instant::from_secs_f64(cfg.scenario.duration_s);
+        let stagger = Duration::from_millis_f64(cfg.scenario.start_stagger_ms);
+        let mut conns = Vec::with_capacity(n as usize);
+        for i in 0..n {
+            let base = ports.len() as u32;
+            ports.push(port("server-nic", t.access_rate_mbps, t.access_delay_ms, access_limits, false, false));
+            ports.push(port("r2-to-client", t.access_rate_mbps, t.access_delay_ms, access_limits, false, false));
+            ports.push(port("client-nic", t.access_rate_mbps, t.access_delay_ms, access_limits, false, false));
+            ports.push(port("r1-to-server", t.access_rate_mbps, t.access_delay_ms, access_limits, false, false));
+            let start = Instant::ZERO + stagger.saturating_mul(i as u64);
+            let (source, first) = match cfg.traffic.model.as_str() {
+                "bulk" => {
+                    let horizon = cfg.scenario.duration_s + cfg.scenario.drain_s;
+                    let bytes = t.bottleneck_rate_mbps.min(t.access_rate_mbps) * 1e6 / 8.0 * horizon * 1.1;
+                    let chunks = (bytes / BULK_CHUNK as f64).ceil() as u32 + 1;
+                    let w = Write { at: start, bytes: BULK_CHUNK, kind: Kind::Bulk };
+                    (Source::Bulk { chunks }, w)
+                }
+                _ => {
+                    let mut s = ThinClientSource::new(params, stream_rng(seed, 2 * i as u64), start)
+                        .map_err(|e| format!("traffic: {}", e.0))?;
+                    let w = s.next_write();
+                    (Source::ThinClient(s), w)
+                }
+            };
+            conns.push(Conn {
+                pair: i,
+                sender: Sender::new(scfg),
+                receiver: Receiver::new(rcfg),
+                source,
+                next_write: Some(first),
+                blocked: Default::default(),
+                routes: [[base, 0, base + 1], [base + 2, 1, base + 3]],
+                msgs: Vec::new(),
+                read_cursor: 0,
+                dropped: Vec::new(),
+                spurious_timeouts: 0,
+                bytes_delivered: 0,
+                sender_armed: NONE,
+                receiver_armed: NONE,
+                last_trace: [f64::NAN; 5],
+            });
+        }
+        let mut events = EventQueue::default();
+        for (i, c) in conns.iter().enumerate() {
+            if let Some(w) = c.next_write.filter(|w| w.at < duration) {
+                events.push(w.at, Event::AppWrite { conn: i as u32 });
+            }
+        }
+        let tracing = cfg.records.traces;
+        if tracing {
+            events.push(Instant::ZERO, Event::TraceSample);
+        }
+        let end = Instant::from_secs_f64(cfg.scenario.duration_s + cfg.scenario.drain_s);
+        Ok(World {
+            seed,
+            now: Instant::ZERO,
+            end,
+            window: duration,
+            events,
+            ports,
+            conns,
+            slab: Vec::new(),
+            free: Vec::new(),
+            drop_buf: Vec::new(),
+            header: tcp.header_bytes,
+            trace_tcp: tracing && cfg.records.trace_connections == "all",
+            trace_interval: Duration::from_millis_f64(cfg.records.trace_interval_ms.max(1e-3)),
+            out: RunRecords::default(),
+            cfg,
+        })
+    }
+
+    /// Run to the end and return the records.
+    pub fn run(mut self) -> RunRecords {
+        while let Some((at, ev)) = self.events.pop() {
+            if at > self.end {
+                break;
+            }
+            self.now = at;
+            match ev {
+                Event::AppWrite { conn } => self.on_app_write(conn),
+                Event::PortFree { port } => {
+                    self.ports[port as usize].busy = false;
+                    self.start_tx(port);
+                }
+                Event::Arrive { packet } => self.on_arrive(packet),
+                Event::SenderTimer { conn } => self.on_sender_timer(conn, at),
+                Event::ReceiverTimer { conn } => self.on_receiver_timer(conn, at),
+                Event::TraceSample => self.on_trace_sample(),
+            }
+        }
+        self.finish()
+    }
+
+    // ----- sources and senders ----------------------------------------------------
+
+    fn on_app_write(&mut self, conn: u32) {
+        let now = self.now;
+        let c = &mut self.conns[conn as usize];
+        let Some(w) = c.next_write.take() else { return };
+        c.blocked.push_back(w);
+        c.next_write = match &mut c.source {
+            Source::ThinClient(s) => Some(s.next_write()),
+            Source::Bulk { chunks } => {
+                *chunks -= 1;
+                (*chunks > 0).then_some(Write { at: now, ..w })
+            }
+        };
+        if let Some(next) = c.next_write.filter(|n| n.at < self.window) {
+            self.events.push(next.at, Event::AppWrite { conn });
+        }
+        self.flush_writes(conn);
+        self.transmit(conn);
+    }
+
+    /// Hand blocked writes to TCP while its send buffer has room.
+    fn flush_writes(&mut self, conn: u32) {
+        let c = &mut self.conns[conn as usize];
+        while let Some(w) = c.blocked.front() {
+            if c.sender.buffer_space() < w.bytes as u64 {
+                break;
+            }
+            let w = c.blocked.pop_front().expect("front exists");
+            let end = c.sender.write(w.bytes as u64);
+            c.msgs.push(Msg {
+                end,
+                kind: w.kind,
+                bytes: w.bytes,
+                t_write: w.at,
+                t_first_tx: NONE,
+                t_tx: NONE,
+                t_enq: NONE,
+                t_deq: NONE,
+                t_arrive: NONE,
+                t_read: NONE,
+                tx_count: 0,
+            });
+        }
+    }
+
+    /// Send everything TCP allows now, then re-arm its timer.
+    fn transmit(&mut self, conn: u32) {
+        let now = self.now;
+        while let Some(seg) = self.conns[conn as usize].sender.poll_transmit(now) {
+            let c = &mut self.conns[conn as usize];
+            // This copy supersedes any dropped copy of the same bytes.
+            c.dropped.retain(|&(s, _)| s < seg.seq || s >= seg.end());
+            let interactive = mark_transmission(&mut c.msgs, &seg, now);
+            let route0 = c.routes[0][0];
+            let p = self.alloc(Packet {
+                conn,
+                hop: 0,
+                interactive,
+                wire: seg.len + self.header,
+                body: Body::Data(seg),
+                t_tx: now,
+                t_enq: NONE,
+                t_deq: NONE,
+            });
+            self.enqueue(route0, p);
+        }
+        self.arm_sender(conn);
+        self.trace_conn(conn);
+    }
+
+    fn on_sender_timer(&mut self, conn: u32, at: Instant) {
+        let c = &mut self.conns[conn as usize];
+        if c.sender_armed != at {
+            return; // superseded by an earlier re-arm
+        }
+        c.sender_armed = NONE;
+        if let Some(seq) = c.sender.handle_timeout(self.now) {
+            let una = c.sender.snd_una();
+            c.dropped.retain(|&(_, e)| e > una);
+            if !c.dropped.iter().any(|&(s, e)| s <= seq && seq < e) {
+                c.spurious_timeouts += 1;
+            }
+        }
+        self.transmit(conn);
+    }
+
+    fn arm_sender(&mut self, conn: u32) {
+        let c = &mut self.conns[conn as usize];
+        if let Some(d) = c.sender.poll_timeout() {
+            if d < c.sender_armed {
+                c.sender_armed = d;
+                self.events.push(d, Event::SenderTimer { conn });
+            }
+        }
+    }
+
+    // ----- receivers --------------------------------------------------------------
+
+    fn on_data_arrival(&mut self, conn: u32, pkt: Packet, seg: DataSegment) {
+        let now = self.now;
+        let c = &mut self.conns[conn as usize];
+        let d = c.receiver.handle_segment(now, &seg);
+        // First arrival of each message's last byte.
+        let mut i = c.msgs.partition_point(|m| m.end <= seg.seq);
+        while i < c.msgs.len() && c.msgs[i].end <= seg.end() {
+            let m = &mut c.msgs[i];
+            if m.t_arrive == NONE {
+                m.t_arrive = now;
+                m.t_tx = pkt.t_tx;
+                m.t_enq = pkt.t_enq;
+                m.t_deq = pkt.t_deq;
+            }
+            i += 1;
+        }
+        // In-order bytes go to the application at once.
+        if d.to > d.from {
+            c.bytes_delivered += d.to - d.from;
+            while c.read_cursor < c.msgs.len() && c.msgs[c.read_cursor].end <= d.to {
+                c.msgs[c.read_cursor].t_read = now;
+                c.read_cursor += 1;
+            }
+        }
+        self.send_acks(conn);
+    }
+
+    fn send_acks(&mut self, conn: u32) {
+        let now = self.now;
+        while let Some(ack) = self.conns[conn as usize].receiver.poll_ack() {
+            let route0 = self.conns[conn as usize].routes[1][0];
+            let p = self.alloc(Packet {
+                conn,
+                hop: 0,
+                interactive: false,
+                wire: self.header,
+                body: Body::Ack(ack),
+                t_tx: now,
+                t_enq: NONE,
+                t_deq: NONE,
+            });
+            self.enqueue(route0, p);
+        }
+        let c = &mut self.conns[conn as usize];
+        if let Some(d) = c.receiver.poll_timeout() {
+            if d < c.receiver_armed {
+                c.receiver_armed = d;
+                self.events.push(d, Event::ReceiverTimer { conn });
+            }
+        }
+    }
+
+    fn on_receiver_timer(&mut self, conn: u32, at: Instant) {
+        let c = &mut self.conns[conn as usize];
+        if c.receiver_armed != at {
+            return;
+        }
+        c.receiver_armed = NONE;
+        c.receiver.handle_timeout(self.now);
+        self.send_acks(conn);
+    }
+
+    fn on_ack_arrival(&mut self, conn: u32, ack: Ack) {
+        self.conns[conn as usize].sender.handle_ack(self.now, &ack);
+        self.flush_writes(conn);
+        self.transmit(conn);
+    }
+
+    // ----- ports and links --------------------------------------------------------
+
+    fn alloc(&mut self, p: Packet) -> u32 {
+        self.out.packets.created += 1;
+        match self.free.pop() {
+            Some(i) => {
+                self.slab[i as usize] = p;
+                i
+            }
+            None => {
+                self.slab.push(p);
+                (self.slab.len() - 1) as u32
+            }
+        }
+    }
+
+    fn enqueue(&mut self, port: u32, packet: u32) {
+        let now = self.now;
+        let pk = &mut self.slab[packet as usize];
+        let pt = &mut self.ports[port as usize];
+        if pt.bottleneck {
+            pk.t_enq = now;
+        }
+        let item = QItem { packet, wire: pk.wire, interactive: pk.interactive };
+        pt.queue.enqueue(now, item, &mut self.drop_buf);
+        let mut drops = std::mem::take(&mut self.drop_buf);
+        for d in drops.drain(..) {
+            self.on_drop(d.packet.packet);
+        }
+        self.drop_buf = drops;
+        if !self.ports[port as usize].busy {
+            self.start_tx(port);
+        }
+    }
+
+    fn on_drop(&mut self, packet: u32) {
+        self.out.packets.dropped += 1;
+        let pk = self.slab[packet as usize];
+        if let Body::Data(seg) = pk.body {
+            self.conns[pk.conn as usize].dropped.push((seg.seq, seg.end()));
+        }
+        self.free.push(packet);
+    }
+
+    fn start_tx(&mut self, port: u32) {
+        let now = self.now;
+        let pt = &mut self.ports[port as usize];
+        let Some(item) = pt.queue.dequeue(now) else { return };
+        pt.busy = true;
+        let done = now + Duration::transmission(item.wire as u64, pt.rate_bps);
+        if done <= self.window {
+            pt.bytes_tx += item.wire as u64;
+            pt.packets_tx += 1;
+            if item.interactive {
+                pt.bytes_tx_interactive += item.wire as u64;
+            }
+        }
+        if pt.bottleneck {
+            self.slab[item.packet as usize].t_deq = done;
+        }
+        let arrive = done + pt.delay;
+        self.events.push(done, Event::PortFree { port });
+        self.events.push(arrive, Event::Arrive { packet: item.packet });
+    }
+
+    fn on_arrive(&mut self, packet: u32) {
+        let pk = &mut self.slab[packet as usize];
+        pk.hop += 1;
+        let pk = *pk;
+        if (pk.hop as usize) < HOPS {
+            let dir = matches!(pk.body, Body::Ack(_)) as usize;
+            let next = self.conns[pk.conn as usize].routes[dir][pk.hop as usize];
+            self.enqueue(next, packet);
+            return;
+        }
+        self.free.push(packet);
+        self.out.packets.arrived += 1;
+        match pk.body {
+            Body::Data(seg) => self.on_data_arrival(pk.conn, pk, seg),
+            Body::Ack(ack) => self.on_ack_arrival(pk.conn, ack),
+        }
+    }
+
+    // ----- traces and results -----------------------------------------------------
+
+    fn on_trace_sample(&mut self) {
+        let t = self.now.as_secs_f64();
+        for p in self.ports.iter().filter(|p| p.reported) {
+            let q = &mut self.out.queue_trace;
+            q.port.push(p.name.to_string());
+            q.t.push(t);
+            q.bytes.push(p.queue.backlog_bytes());
+            q.packets.push(p.queue.backlog_packets() as u64);
+        }
+        let next = self.now + self.trace_interval;
+        if next <= self.end {
+            self.events.push(next, Event::TraceSample);
+        }
+    }
+
+    fn trace_conn(&mut self, conn: u32) {
+        if !self.trace_tcp {
+            return;
+        }
+        let c = &mut self.conns[conn as usize];
+        let s = &c.sender;
+        let dur = |d: Option<Duration>| d.map_or(f64::NAN, |d| d.as_secs_f64());
+        let ss = if s.ssthresh() == u64::MAX { f64::INFINITY } else { s.ssthresh() as f64 };
+        let row = [s.cwnd() as f64, ss, dur(s.rtt().srtt()), dur(s.rtt().rttvar()), s.current_rto().as_secs_f64()];
+        let same = row.iter().zip(c.last_trace.iter()).all(|(a, b)| a == b || (a.is_nan() && b.is_nan()));
+        if same {
+            return;
+        }
+        c.last_trace = row;
+        let tr = &mut self.out.conn_trace;
+        tr.conn.push(conn);
+        tr.t.push(self.now.as_secs_f64());
+        tr.cwnd.push(row[0]);
+        tr.ssthresh.push(row[1]);
+        tr.srtt.push(row[2]);
+        tr.rttvar.push(row[3]);
+        tr.rto.push(row[4]);
+    }
+
+    fn finish(mut self) -> RunRecords {
+        let mut out = std::mem::take(&mut self.out);
+        out.events = self.events.processed();
+        out.packets.in_flight = (self.slab.len() - self.free.len()) as u64;
+        out.seed = self.seed;
+        let total_msgs: usize = self.conns.iter().map(|c| c.msgs.len()).sum();
+        let m = &mut out.messages;
+        for v in [&mut m.t_write, &mut m.t_first_tx, &mut m.t_tx, &mut m.t_enq, &mut m.t_deq, &mut m.t_arrive, &mut m.t_read] {
+            v.reserve_exact(total_msgs);
+        }
+        let (mut overflow, mut pushed) = (0u64, 0u64);
+        for (i, c) in self.conns.iter().enumerate() {
+            for msg in &c.msgs {
+                m.conn.push(i as u32);
+                m.pair.push(c.pair);
+                m.kind.push(msg.kind as u8);
+                m.bytes.push(msg.bytes);
+                m.t_write.push(secs(msg.t_write));
+                m.t_first_tx.push(secs(msg.t_first_tx));
+                m.t_tx.push(secs(msg.t_tx));
+                m.t_enq.push(secs(msg.t_enq));
+                m.t_deq.push(secs(msg.t_deq));
+                m.t_arrive.push(secs(msg.t_arrive));
+                m.t_read.push(secs(msg.t_read));
+                m.retx.push(msg.tx_count.saturating_sub(1));
+            }
+            let st = c.sender.stats();
+            let k = &mut out.connections;
+            k.conn.push(i as u32);
+            k.pair.push(c.pair);
+            k.timeouts.push(st.timeouts as u32);
+            k.spurious_timeouts.push(c.spurious_timeouts);
+            k.fast_retransmits.push(st.fast_retransmits as u32);
+            k.sack_recoveries.push(st.sack_recoveries as u32);
+            k.bytes_written.push(c.sender.write_end());
+            k.bytes_delivered.push(c.bytes_delivered);
+            k.bytes_sent.push(st.bytes_sent);
+            k.bytes_retransmitted.push(st.bytes_retransmitted);
+            k.segments_sent.push(st.segments_sent);
+        }
+        for p in &self.ports {
+            let s = p.queue.stats();
+            overflow += s.drops_overflow;
+            pushed += s.drops_pushed_out;
+            if !p.reported {
+                continue;
+            }
+            let r = &mut out.ports;
+            r.port.push(p.name.to_string());
+            r.rate_bps.push(p.rate_bps as f64);
+            r.window_s.push(self.cfg.scenario.duration_s);
+            r.bytes_tx.push(p.bytes_tx);
+            r.bytes_tx_interactive.push(p.bytes_tx_interactive);
+            r.packets_tx.push(p.packets_tx);
+            r.drops_overflow.push(s.drops_overflow);
+            r.max_queue_bytes.push(s.max_bytes);
+        }
+        out.drops_by_reason = vec![("overflow".into(), overflow), ("pushed_out".into(), pushed)];
+        out
+    }
+}
+
+/// Count a transmission for every message whose last byte the segment carries, stamp
+/// first transmissions, and say whether it carries any interactive byte.
+fn mark_transmission(msgs: &mut [Msg], seg: &DataSegment, now: Instant) -> bool {
+    let mut interactive = false;
+    let mut i = msgs.partition_point(|m| m.end <= seg.seq);
+    while i < msgs.len() {
+        let m = &mut msgs[i];
+        interactive |= m.kind == Kind::Interactive;
+        if m.end > seg.end() {
+            break; // carries only a middle part of this one
+        }
+        m.tx_count = m.tx_count.saturating_add(1);
+        if m.t_first_tx == NONE {
+            m.t_first_tx = now;
+        }
+        i += 1;
+    }
+    interactive
+}
+
+fn thin_client_params(cfg: &Config) -> Result<ThinClientParams, String> {
+    let t = &cfg.traffic;
+    let gap_law = match t.gap_distribution.as_str() {
+        "lognormal" => GapLaw::LogNormal { sigma: t.gap_lognormal_sigma },
+        "exponential" => GapLaw::Exponential,
+        _ => GapLaw::Constant,
+    };
+    Ok(ThinClientParams {
+        p_interactive_to_bulk: t.p_interactive_to_bulk,
+        p_bulk_to_interactive: t.p_bulk_to_interactive,
+        gap_ii: t.gap_ii_s,
+        gap_ib: t.gap_ib_s,
+        gap_bi: t.gap_bi_s,
+        gap_bb: t.gap_bb_s,
+        gap_law,
+        interactive_bytes_mean: t.interactive_bytes_mean,
+        bulk_bytes_mean: t.bulk_bytes_mean,
+        size_spread: t.size_spread,
+        bulk_packets_mean: t.bulk_packets_mean,
+        bulk_packets_max: t.bulk_packets_max,
+        bulk_pareto_shape: t.bulk_pareto_shape,
+        intra_bulk_gap: t.intra_bulk_gap_ms * 1e-3,
+        max_write: cfg.tcp.mss,
+    })
+}
