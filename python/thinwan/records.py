@@ -1,0 +1,195 @@
+"""Records of one run: the tables of ``docs/records.md`` as pandas DataFrames.
+
+The same schema serves simulated runs, emulated runs and captures, so every metric is
+computed from a :class:`RunRecords` and nothing else. On disk a run is a directory with one
+Parquet file per table plus ``meta.json``; :meth:`RunRecords.write` builds it under a
+temporary name and renames it into place, so a crash leaves either the old complete
+directory or the new complete one, never a mix.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+__all__ = ["RunRecords", "SCHEMA", "TABLES", "write_text_atomic"]
+
+# Column → dtype per table, in documented order ("str" is pandas' string dtype).
+SCHEMA: dict[str, dict[str, str]] = {
+    "messages": {
+        "conn": "uint32",
+        "pair": "uint32",
+        "kind": "uint8",
+        "bytes": "uint32",
+        "t_write": "float64",
+        "t_first_tx": "float64",
+        "t_tx": "float64",
+        "t_enq": "float64",
+        "t_deq": "float64",
+        "t_arrive": "float64",
+        "t_read": "float64",
+        "retx": "uint16",
+    },
+    "connections": {
+        "conn": "uint32",
+        "pair": "uint32",
+        "timeouts": "uint32",
+        "spurious_timeouts": "uint32",
+        "fast_retransmits": "uint32",
+        "sack_recoveries": "uint32",
+        "bytes_written": "uint64",
+        "bytes_delivered": "uint64",
+        "bytes_sent": "uint64",
+        "bytes_retransmitted": "uint64",
+        "segments_sent": "uint64",
+    },
+    "ports": {
+        "port": "str",
+        "rate_bps": "float64",
+        "window_s": "float64",
+        "bytes_tx": "uint64",
+        "bytes_tx_interactive": "uint64",
+        "packets_tx": "uint64",
+        "drops_overflow": "uint64",
+        "max_queue_bytes": "uint64",
+    },
+    "conn_trace": {
+        "conn": "uint32",
+        "t": "float64",
+        "cwnd": "float64",
+        "ssthresh": "float64",
+        "srtt": "float64",
+        "rttvar": "float64",
+        "rto": "float64",
+    },
+    "queue_trace": {
+        "port": "str",
+        "t": "float64",
+        "bytes": "uint64",
+        "packets": "uint64",
+    },
+}
+TABLES = tuple(SCHEMA)
+# Tables a run may leave empty or out (records.traces = false).
+OPTIONAL_TABLES = ("conn_trace", "queue_trace")
+
+
+@dataclass
+class RunRecords:
+    """All tables of one run plus its metadata (seed, version, git rev, config, …)."""
+
+    messages: pd.DataFrame
+    connections: pd.DataFrame
+    ports: pd.DataFrame
+    conn_trace: pd.DataFrame = field(default_factory=lambda: empty_table("conn_trace"))
+    queue_trace: pd.DataFrame = field(default_factory=lambda: empty_table("queue_trace"))
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_native(cls, d: Mapping[str, Any]) -> RunRecords:
+        """Build from ``_native.simulate``'s dict of ``{table: {column: ndarray}, "meta": {}}``.
+
+        Optional traces may be missing or empty. Columns are cast to the documented
+        dtypes, so metrics can rely on them whatever the producer sent.
+        """
+        tables = {}
+        for name in TABLES:
+            columns = d.get(name) or {}
+            if not columns and name not in OPTIONAL_TABLES:
+                raise ValueError(f"native records lack the {name!r} table")
+            tables[name] = table_from_columns(name, columns)
+        return cls(**tables, meta=dict(d.get("meta", {})))
+
+    def write(self, directory: str | Path) -> Path:
+        """Write ``<table>.parquet`` per table and ``meta.json`` into ``directory``.
+
+        The directory is assembled next to its final place and renamed into it; an
+        existing directory of the same name is replaced.
+        """
+        target = Path(directory)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}.tmp-"))
+        try:
+            for name in TABLES:
+                table = pa.Table.from_pandas(getattr(self, name), preserve_index=False)
+                pq.write_table(table, staging / f"{name}.parquet")
+            (staging / "meta.json").write_text(json.dumps(self.meta, indent=2) + "\n")
+            _replace_dir(staging, target)
+        except BaseException:
+            shutil.rmtree(staging, ignore_errors=True)
+            raise
+        return target
+
+    @classmethod
+    def read(cls, directory: str | Path) -> RunRecords:
+        """Read a directory written by :meth:`write`."""
+        directory = Path(directory)
+        meta = json.loads((directory / "meta.json").read_text())
+        tables = {}
+        for name in TABLES:
+            path = directory / f"{name}.parquet"
+            tables[name] = pq.read_table(path).to_pandas() if path.exists() else empty_table(name)
+        return cls(**tables, meta=meta)
+
+
+def table_from_columns(name: str, columns: Mapping[str, Any]) -> pd.DataFrame:
+    """A DataFrame of table ``name`` from ``{column: array}``, in schema order and dtypes.
+
+    An empty mapping gives an empty table with the right columns. Extra columns are
+    kept after the documented ones (a newer producer may add some).
+    """
+    schema = SCHEMA[name]
+    if not columns:
+        return empty_table(name)
+    missing = [c for c in schema if c not in columns]
+    if missing:
+        raise ValueError(f"records table {name!r} lacks column(s) {', '.join(missing)}")
+    frame = pd.DataFrame({c: np.asarray(v) for c, v in columns.items()})
+    order = list(schema) + [c for c in frame.columns if c not in schema]
+    return frame[order].astype(schema)
+
+
+def empty_table(name: str) -> pd.DataFrame:
+    """An empty table ``name`` with the documented columns and dtypes."""
+    return pd.DataFrame({c: pd.Series(dtype=t) for c, t in SCHEMA[name].items()})
+
+
+def write_text_atomic(path: str | Path, text: str) -> Path:
+    """Write ``text`` to ``path`` via a temporary file and a rename."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.tmp-")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def _replace_dir(staging: Path, target: Path) -> None:
+    """Rename ``staging`` to ``target``; a previous ``target`` is moved aside first.
+
+    A directory cannot be renamed over a non-empty one, so the old copy is renamed out
+    of the way and deleted afterwards: at every moment ``target`` is absent or complete.
+    """
+    if not target.exists():
+        os.replace(staging, target)
+        return
+    old = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}.old-"))
+    os.replace(target, old / target.name)
+    os.replace(staging, target)
+    shutil.rmtree(old, ignore_errors=True)

@@ -1,0 +1,81 @@
+"""Reports build from synthetic records, with and without traces."""
+
+from __future__ import annotations
+
+import base64
+import math
+import re
+from collections.abc import Callable
+from typing import Any
+
+from thinwan.metrics import summarize_runs
+from thinwan.records import RunRecords
+from thinwan.report import FIGURE_TITLES, digest_run, html_report, summary_table
+from thinwan.scenario import Scenario
+
+PNG_MAGIC = b"\x89PNG"
+
+
+def digests(fake_native: Callable[..., Any], scenario: Scenario, traces: bool, runs: int = 2) -> list:
+    return [
+        digest_run(RunRecords.from_native(fake_native(traces=traces, seed=k, run=k)), scenario)
+        for k in range(runs)
+    ]
+
+
+def images(html: str) -> list[bytes]:
+    return [base64.b64decode(m) for m in re.findall(r'src="data:image/png;base64,([^"]+)"', html)]
+
+
+def test_digest_keeps_only_what_the_report_needs(records: RunRecords, scenario: Scenario) -> None:
+    d = digest_run(records, scenario)
+    assert (d.worst_conn, d.worst_conn_timeouts) == (2, 4)  # fake: timeouts = 2 · conn
+    assert set(d.conn_trace["conn"]) == {2}
+    assert set(d.queue_trace["port"]) == {"bottleneck"}
+    assert len(d.delays) == len(records.messages)
+    assert d.delays["end_to_end"].dtype == "float32"
+    assert d.summary["r_I150"] == d.summary["r_I150"]  # a number, not nan
+
+
+def test_html_report_with_traces(fake_native: Callable[..., Any], scenario: Scenario) -> None:
+    ds = digests(fake_native, scenario, traces=True)
+    html = html_report(scenario, ds, summarize_runs([d.summary for d in ds]))
+    for title in FIGURE_TITLES.values():
+        assert title in html
+    assert "No queue trace" not in html and "No TCP trace" not in html
+    pngs = images(html)
+    assert len(pngs) == 4 and all(p.startswith(PNG_MAGIC) for p in pngs)
+    assert "[tcp]" in html  # the scenario, re-runnable as TOML
+    assert "&#34;seed&#34;: 2" in html  # per-run metadata (JSON, HTML-escaped)
+
+
+def test_html_report_without_traces_says_so(fake_native: Callable[..., Any], scenario: Scenario) -> None:
+    ds = digests(fake_native, scenario, traces=False)
+    html = html_report(scenario, ds, summarize_runs([d.summary for d in ds]))
+    assert "No queue trace in these records" in html
+    assert "No TCP trace for connection 2" in html
+    assert len(images(html)) == 2  # the two CCDF figures
+
+
+def test_html_report_escapes_scenario_text(fake_native: Callable[..., Any], scenario: Scenario) -> None:
+    scenario = scenario.with_values({"scenario.description": "<script>x</script>"})
+    ds = digests(fake_native, scenario, traces=False, runs=1)
+    html = html_report(scenario, ds, summarize_runs([d.summary for d in ds]))
+    assert "<script>" not in html
+
+
+def test_summary_table_is_aligned_and_shows_ranges(scenario: Scenario) -> None:
+    runs = [
+        {"r_I150": 0.10, "r_I1000": 0.0, "T_I150_s": 2.5, "T_I1000_s": math.inf, "utilisation": 0.5},
+        {"r_I150": 0.20, "r_I1000": 0.0, "T_I150_s": 1.5, "T_I1000_s": math.inf, "utilisation": 0.7},
+    ]
+    text = summary_table(summarize_runs(runs), scenario)
+    lines = text.splitlines()
+    assert "2 runs" in lines[0]
+    assert set(lines[1]) == {"-"}
+    row = next(line for line in lines if line.startswith("r_I150"))
+    assert "> 130 ms" in row and "15 %" in row and "10 % – 20 %" in row
+    assert "∞ – ∞" in next(line for line in lines if line.startswith("T_I1000"))
+    # Mean column right-aligned: every row's mean ends in the same column.
+    ends = {line.index("  ", len("T_I1000 (mean time between violations)")) for line in lines[2:]}
+    assert len(ends) == 1

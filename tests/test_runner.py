@@ -1,0 +1,86 @@
+"""The runner: output layout and reruns with the real simulator in real worker processes;
+failure handling with an injected failing simulator (threads stand in for processes
+there, since a spawned process would import the real, not the patched, module)."""
+
+from __future__ import annotations
+
+import json
+import math
+import tomllib
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import thinwan
+from thinwan import runner
+from thinwan.records import RunRecords
+from thinwan.scenario import Scenario
+
+
+@pytest.fixture
+def fake_simulator(monkeypatch: pytest.MonkeyPatch, fake_native: Callable[..., Any]) -> list[tuple[str, int]]:
+    """Patch in a fake ``simulate`` and in-process workers; returns the calls made."""
+    calls: list[tuple[str, int]] = []
+
+    def simulate(config_json: str, run: int) -> dict[str, Any]:
+        calls.append((config_json, run))
+        config = json.loads(config_json)
+        out = fake_native(pairs=config["topology"]["pairs"], seed=run, run=run)
+        del out["meta"]["seed"]  # let the runner fill it in
+        return out
+
+    monkeypatch.setattr(runner._native, "simulate", simulate, raising=False)
+    monkeypatch.setattr(
+        runner, "ProcessPoolExecutor", lambda max_workers, mp_context: ThreadPoolExecutor(max_workers)
+    )
+    return calls
+
+
+def test_run_scenario_writes_the_documented_layout(tmp_path: Path, scenario: Scenario) -> None:
+    scenario = scenario.with_overrides(runs=3, seed=10)
+    summaries = runner.run_scenario(scenario, tmp_path, progress=False)
+    assert len(summaries) == 3
+    for k in range(3):
+        meta = RunRecords.read(tmp_path / "runs" / f"run-{k}").meta
+        assert (meta["run"], meta["seed"], meta["scenario"]) == (k, 10 + k, "fake")
+        assert meta["version"] == thinwan.__version__
+        assert meta["git_rev"] == runner.git_revision()
+        assert meta["config"] == scenario.model_dump()
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["seeds"] == [10, 11, 12]
+    assert summary["runs"] == json.loads(runner.dumps_json(summaries))
+    assert summary["summary"]["runs"] == 3
+    assert "CCDF of end-to-end delay" in (tmp_path / "report.html").read_text()
+    assert Scenario.model_validate(tomllib.loads((tmp_path / "scenario.toml").read_text())) == scenario
+
+
+def test_a_smaller_rerun_removes_stale_results(tmp_path: Path, scenario: Scenario) -> None:
+    runner.run_scenario(scenario.with_overrides(runs=3), tmp_path, progress=False)
+    runner.run_scenario(scenario.with_overrides(runs=1), tmp_path, progress=False, report=False)
+    assert sorted(p.name for p in (tmp_path / "runs").iterdir()) == ["run-0"]
+    assert not (tmp_path / "report.html").exists()
+
+
+def test_a_failing_run_raises_run_error(
+    tmp_path: Path, scenario: Scenario, fake_simulator: list[tuple[str, int]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def broken(config_json: str, run: int) -> dict[str, Any]:
+        raise ValueError("unsupported option")
+
+    monkeypatch.setattr(runner._native, "simulate", broken)
+    with pytest.raises(runner.RunError, match="run 0 failed: ValueError: unsupported option"):
+        runner.run_scenario(scenario, tmp_path, progress=False)
+    assert not (tmp_path / "summary.json").exists()
+
+
+def test_dumps_json_writes_non_finite_numbers_as_null() -> None:
+    text = runner.dumps_json({"T": math.inf, "r": [0.5, math.nan], "n": 3})
+    assert json.loads(text) == {"T": None, "r": [0.5, None], "n": 3}
+
+
+def test_git_revision_is_a_hash_or_unknown() -> None:
+    rev = runner.git_revision()
+    assert rev == "unknown" or (len(rev) == 40 and int(rev, 16) >= 0)

@@ -1,0 +1,257 @@
+"""Scenario loading: documented defaults, errors that name the key, the shipped files."""
+
+from __future__ import annotations
+
+import json
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from thinwan.scenario import Scenario, ScenarioError, load_scenario, scenario_from_dict
+
+ROOT = Path(__file__).resolve().parent.parent
+SCENARIOS = ROOT / "scenarios"
+
+# Every default of docs/scenario.md, section by section (name is filled in separately).
+DOCUMENTED_DEFAULTS = {
+    "scenario": {
+        "description": "",
+        "duration_s": 60.0,
+        "drain_s": 10.0,
+        "runs": 1,
+        "seed": 1,
+        "start_stagger_ms": 0.25,
+    },
+    "topology": {
+        "kind": "dumbbell",
+        "pairs": 10,
+        "access_rate_mbps": 100.0,
+        "access_delay_ms": 1.0,
+        "access_queue_packets": 1000,
+        "bottleneck_rate_mbps": 10.0,
+        "bottleneck_delay_ms": 20.0,
+    },
+    "queue": {"discipline": "droptail", "limit_bytes": 0, "limit_packets": 1000},
+    "tcp": {
+        "recovery": "newreno",
+        "sack": True,
+        "mss": 1460,
+        "header_bytes": 40,
+        "initial_cwnd_segments": 10,
+        "nagle": False,
+        "delayed_ack": True,
+        "delayed_ack_ms": 40.0,
+        "slow_start_restart": True,
+        "min_rto_ms": 200.0,
+        "max_rto_ms": 60000.0,
+        "initial_rto_ms": 1000.0,
+        "clock_granularity_ms": 1.0,
+        "rwnd_bytes": 4194304,
+        "send_buffer_bytes": 0,
+        "dupthresh": 3,
+    },
+    "traffic": {
+        "model": "thin-client",
+        "p_interactive_to_bulk": 0.09,
+        "p_bulk_to_interactive": 0.42,
+        "gap_ii_s": 0.27,
+        "gap_ib_s": 0.22,
+        "gap_bi_s": 0.24,
+        "gap_bb_s": 0.11,
+        "gap_distribution": "lognormal",
+        "gap_lognormal_sigma": 1.0,
+        "interactive_bytes_mean": 137.2,
+        "bulk_bytes_mean": 936.2,
+        "size_spread": 0.5,
+        "bulk_packets_mean": 7.4,
+        "bulk_packets_max": 1000,
+        "bulk_pareto_shape": 1.5,
+        "intra_bulk_gap_ms": 0.36,
+    },
+    "records": {"traces": True, "trace_interval_ms": 10.0, "trace_connections": "all"},
+}
+
+
+def write(tmp_path: Path, text: str, name: str = "x.toml") -> Path:
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+def error_of(data: dict, source: str = "scenarios/x.toml") -> str:
+    with pytest.raises(ScenarioError) as info:
+        scenario_from_dict(data, source=source)
+    return str(info.value)
+
+
+# --- defaults ------------------------------------------------------------------------
+
+
+def test_empty_file_gives_every_documented_default(tmp_path: Path) -> None:
+    scenario = load_scenario(write(tmp_path, "", name="empty.toml"))
+    dumped = scenario.model_dump()
+    assert dumped["scenario"].pop("name") == "empty"
+    assert dumped == DOCUMENTED_DEFAULTS
+
+
+def test_name_defaults_to_file_stem_but_can_be_set(tmp_path: Path) -> None:
+    assert load_scenario(write(tmp_path, "", name="my-case.toml")).name == "my-case"
+    named = write(tmp_path, '[scenario]\nname = "other"\n')
+    assert load_scenario(named).name == "other"
+
+
+def test_native_json_has_every_section_and_key(tmp_path: Path) -> None:
+    native = json.loads(load_scenario(write(tmp_path, "")).to_native_json())
+    assert set(native) == set(DOCUMENTED_DEFAULTS)
+    for section, keys in DOCUMENTED_DEFAULTS.items():
+        assert set(native[section]) - {"name"} == set(keys)
+    assert native["scenario"]["name"] == "x"
+
+
+def test_integer_is_accepted_for_a_float_key_and_exported_as_float() -> None:
+    scenario = scenario_from_dict({"scenario": {"duration_s": 5}})
+    assert scenario.scenario.duration_s == 5.0
+    assert json.loads(scenario.to_native_json())["scenario"]["duration_s"] == 5.0
+
+
+def test_to_toml_round_trips() -> None:
+    scenario = scenario_from_dict({"tcp": {"sack": False}, "scenario": {"name": 'a "quoted" name'}})
+    assert scenario_from_dict(tomllib.loads(scenario.to_toml())) == scenario
+
+
+# --- errors name the file and the dotted key -----------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("data", "expected"),
+    [
+        ({"tcp": {"min_rto_ms": 0}}, "scenarios/x.toml: tcp.min_rto_ms: Input should be greater than 0"),
+        ({"tcp": {"foo": 1}}, "scenarios/x.toml: tcp.foo: unknown key"),
+        ({"tpc": {"sack": True}}, "scenarios/x.toml: tpc: unknown section"),
+        ({"tcp": 3}, "scenarios/x.toml: tcp: expected a table"),
+        ({"tcp": {"sack": "yes"}}, "scenarios/x.toml: tcp.sack: Input should be a valid boolean"),
+        ({"topology": {"pairs": 2.5}}, "scenarios/x.toml: topology.pairs: Input should be a valid integer"),
+        ({"topology": {"pairs": True}}, "scenarios/x.toml: topology.pairs: Input should be a valid integer"),
+        ({"topology": {"pairs": 0}}, "topology.pairs: Input should be greater than or equal to 1"),
+        ({"topology": {"kind": "star"}}, "topology.kind: Input should be 'dumbbell'"),
+        ({"tcp": {"mss": 9001}}, "tcp.mss: Input should be less than or equal to 9000"),
+        ({"tcp": {"recovery": "cubic"}}, "tcp.recovery: Input should be 'reno' or 'newreno'"),
+        ({"traffic": {"p_interactive_to_bulk": 1.5}}, "traffic.p_interactive_to_bulk: Input should be less"),
+        ({"traffic": {"bulk_pareto_shape": 1.0}}, "traffic.bulk_pareto_shape: Input should be greater than 1"),
+        ({"scenario": {"duration_s": float("inf")}}, "scenario.duration_s: Input should be a finite number"),
+        ({"scenario": {"seed": -1}}, "scenario.seed: Input should be greater than or equal to 0"),
+        ({"records": {"trace_connections": "x"}}, "records.trace_connections: Input should be 'all' or 'none'"),
+    ],
+)
+def test_bad_value_names_file_and_key(data: dict, expected: str) -> None:
+    assert expected in error_of(data)
+
+
+@pytest.mark.parametrize(
+    ("data", "key"),
+    [
+        # max_rto_ms left at its default (60 s) is still checked against the new minimum.
+        ({"tcp": {"min_rto_ms": 90_000.0}}, "tcp.max_rto_ms: must be ≥ min_rto_ms"),
+        ({"tcp": {"min_rto_ms": 500.0, "max_rto_ms": 400.0}}, "tcp.max_rto_ms: must be ≥ min_rto_ms"),
+        ({"tcp": {"mss": 1460, "rwnd_bytes": 1000}}, "tcp.rwnd_bytes: must be ≥ mss"),
+        ({"queue": {"limit_bytes": 0, "limit_packets": 0}}, "queue.limit_packets: limit_bytes and limit_packets"),
+    ],
+)
+def test_cross_key_checks_name_the_key(data: dict, key: str) -> None:
+    assert key in error_of(data)
+
+
+def test_cross_key_checks_accept_equal_values_and_either_queue_limit() -> None:
+    scenario_from_dict({"tcp": {"min_rto_ms": 300.0, "max_rto_ms": 300.0, "rwnd_bytes": 1460}})
+    scenario_from_dict({"queue": {"limit_bytes": 25_000, "limit_packets": 0}})
+
+
+def test_every_problem_is_reported_on_its_own_line() -> None:
+    lines = error_of({"tcp": {"mss": 1, "foo": 2}, "topology": {"pairs": 0}}).splitlines()
+    assert len(lines) == 3
+    assert all(line.startswith("scenarios/x.toml: ") for line in lines)
+
+
+def test_toml_syntax_error_names_file_and_line(tmp_path: Path) -> None:
+    path = write(tmp_path, "[tcp]\nsack = true\nmss = = 3\n")
+    with pytest.raises(ScenarioError, match=r"x\.toml: invalid TOML: .*line 3"):
+        load_scenario(path)
+
+
+def test_missing_file_is_a_clear_error(tmp_path: Path) -> None:
+    with pytest.raises(ScenarioError, match=r"nope\.toml: no such file"):
+        load_scenario(tmp_path / "nope.toml")
+
+
+def test_directory_is_a_clear_error(tmp_path: Path) -> None:
+    with pytest.raises(ScenarioError, match="is a directory"):
+        load_scenario(tmp_path)
+
+
+# --- overrides -----------------------------------------------------------------------
+
+
+def test_with_overrides_replaces_only_what_is_given() -> None:
+    base = scenario_from_dict({"scenario": {"runs": 7, "seed": 5}})
+    assert base.with_overrides().scenario == base.scenario
+    changed = base.with_overrides(runs=2)
+    assert (changed.scenario.runs, changed.scenario.seed) == (2, 5)
+    assert base.scenario.runs == 7  # the original is untouched
+
+
+def test_with_values_validates_again_and_names_the_key(tmp_path: Path) -> None:
+    base = load_scenario(write(tmp_path, "[tcp]\nsack = true\n"))
+    changed = base.with_values({"tcp.sack": False, "queue.limit_bytes": 25_000})
+    assert (changed.tcp.sack, changed.queue.limit_bytes, changed.name) == (False, 25_000, "x")
+    with pytest.raises(ScenarioError, match=r"^<overrides>: tcp\.mss: Input should be greater"):
+        base.with_values({"tcp.mss": 10})
+    with pytest.raises(ScenarioError, match=r"^sweep\.toml: tcp\.mss:"):
+        base.with_values({"tcp.mss": 10}, source="sweep.toml")
+    with pytest.raises(ScenarioError, match=r"tcp\.max_rto_ms: must be ≥ min_rto_ms"):
+        base.with_values({"tcp.min_rto_ms": 1e6})
+    with pytest.raises(ScenarioError, match=r"tcp\.bogus: unknown key"):
+        base.with_values({"tcp.bogus": 1})
+    with pytest.raises(ScenarioError, match=r"tcp: expected a 'section\.key' name"):
+        base.with_values({"tcp": {}})
+
+
+def test_equal_settings_make_equal_scenarios(tmp_path: Path) -> None:
+    from_file = load_scenario(write(tmp_path, '[scenario]\nname = "a"\n'))
+    assert from_file == scenario_from_dict({"scenario": {"name": "a"}}, source="elsewhere.toml")
+    assert hash(from_file) == hash(from_file.with_values({}))
+
+
+def test_scenario_is_immutable() -> None:
+    scenario = Scenario()
+    with pytest.raises(Exception):
+        scenario.tcp.sack = False  # type: ignore[misc]
+
+
+# --- the shipped scenario files --------------------------------------------------------
+
+
+@pytest.mark.parametrize(("stem", "limit_bytes"), [("large-buffer", 2_500_000), ("small-buffer", 25_000)])
+def test_ogawa2011_scenarios_match_spec_section_3(stem: str, limit_bytes: int) -> None:
+    s = load_scenario(SCENARIOS / "ogawa2011" / f"{stem}.toml")
+    assert s.name == f"ogawa2011-{stem}"
+    assert (s.scenario.duration_s, s.scenario.runs, s.scenario.start_stagger_ms) == (300.0, 7, 0.25)
+    assert (s.topology.pairs, s.topology.access_rate_mbps, s.topology.access_delay_ms) == (100, 100.0, 1.0)
+    assert (s.topology.bottleneck_rate_mbps, s.topology.bottleneck_delay_ms) == (10.0, 20.0)
+    assert (s.queue.discipline, s.queue.limit_bytes, s.queue.limit_packets) == ("droptail", limit_bytes, 0)
+    assert (s.tcp.recovery, s.tcp.sack, s.tcp.nagle) == ("reno", False, False)
+    assert (s.tcp.delayed_ack, s.tcp.slow_start_restart) == (False, False)
+    assert s.records.traces is True
+
+
+def test_ogawa2011_files_list_every_key() -> None:
+    for stem in ("large-buffer", "small-buffer"):
+        with open(SCENARIOS / "ogawa2011" / f"{stem}.toml", "rb") as f:
+            data = tomllib.load(f)
+        for section, keys in DOCUMENTED_DEFAULTS.items():
+            assert set(data[section]) - {"name"} == set(keys), (stem, section)
+
+
+def test_tiny_example_loads() -> None:
+    s = load_scenario(SCENARIOS / "examples" / "tiny.toml")
+    assert (s.name, s.topology.pairs, s.scenario.duration_s) == ("tiny", 3, 10.0)
