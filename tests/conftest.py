@@ -57,6 +57,8 @@ def fake_native_output(
                 for c in ("bytes_written", "bytes_delivered", "bytes_sent", "segments_sent")
             },
             "bytes_retransmitted": np.full(pairs, 10, dtype=np.uint64),
+            **{c: np.zeros(pairs, dtype=np.uint32) for c in ("tlp_probes", "rack_marked_lost", "rto_resets")},
+            "role": np.zeros(pairs, dtype=np.uint8),
         },
         "ports": {
             "port": ["bottleneck", "bottleneck-rev"],  # strings come as a list, not an array
@@ -95,6 +97,7 @@ def _conn_trace(rng: np.random.Generator, pairs: int, duration_s: float) -> dict
         "srtt": rng.uniform(0.04, 0.2, k * pairs),
         "rttvar": rng.uniform(0.001, 0.05, k * pairs),
         "rto": rng.uniform(0.2, 1.0, k * pairs),
+        "rtt": rng.uniform(0.04, 0.3, k * pairs),
     }
 
 

@@ -32,7 +32,13 @@ DOCUMENTED_DEFAULTS = {
         "bottleneck_rate_mbps": 10.0,
         "bottleneck_delay_ms": 20.0,
     },
-    "queue": {"discipline": "droptail", "limit_bytes": 0, "limit_packets": 1000},
+    "queue": {
+        "discipline": "droptail",
+        "limit_bytes": 0,
+        "limit_packets": 1000,
+        "priority_classifier": "label",
+        "classifier_gap_ms": 6.31,
+    },
     "tcp": {
         "recovery": "newreno",
         "sack": True,
@@ -50,6 +56,11 @@ DOCUMENTED_DEFAULTS = {
         "rwnd_bytes": 4194304,
         "send_buffer_bytes": 0,
         "dupthresh": 3,
+        "rtt_gain": "rfc6298",
+        "rto_reset_after_idle": False,
+        "sack_off_after_timeout": False,
+        "rack_tlp": False,
+        "thin_linear_timeouts": False,
     },
     "traffic": {
         "model": "thin-client",
@@ -68,8 +79,9 @@ DOCUMENTED_DEFAULTS = {
         "bulk_packets_max": 1000,
         "bulk_pareto_shape": 1.5,
         "intra_bulk_gap_ms": 0.36,
+        "separate_connections": False,
     },
-    "records": {"traces": True, "trace_interval_ms": 10.0, "trace_connections": "all"},
+    "records": {"traces": True, "trace_interval_ms": 10.0, "trace_connections": "all", "packet_log_conns": ()},
 }
 
 
@@ -142,6 +154,9 @@ def test_to_toml_round_trips() -> None:
         ({"scenario": {"duration_s": float("inf")}}, "scenario.duration_s: Input should be a finite number"),
         ({"scenario": {"seed": -1}}, "scenario.seed: Input should be greater than or equal to 0"),
         ({"records": {"trace_connections": "x"}}, "records.trace_connections: Input should be 'all' or 'none'"),
+        ({"tcp": {"sack": False, "rack_tlp": True}}, "tcp.rack_tlp: needs tcp.sack = true"),
+        ({"queue": {"discipline": "red"}}, "queue.discipline: Input should be 'droptail' or 'priority'"),
+        ({"traffic": {"bulk_packets_mean": 10, "bulk_packets_max": 8}}, "traffic.bulk_packets_max: must be greater than traffic.bulk_packets_mean"),
     ],
 )
 def test_bad_value_names_file_and_key(data: dict, expected: str) -> None:
@@ -255,3 +270,22 @@ def test_ogawa2011_files_list_every_key() -> None:
 def test_tiny_example_loads() -> None:
     s = load_scenario(SCENARIOS / "examples" / "tiny.toml")
     assert (s.name, s.topology.pairs, s.scenario.duration_s) == ("tiny", 3, 10.0)
+
+
+# --- inherits -------------------------------------------------------------------------
+
+
+def test_inherits_merges_key_by_key_and_names_after_the_child(tmp_path: Path) -> None:
+    write(tmp_path, '[scenario]\nname = "base"\nduration_s = 5.0\n[tcp]\nsack = false\nmss = 1000\n', name="base.toml")
+    child = write(tmp_path, 'inherits = "base.toml"\n[tcp]\nsack = true\n', name="child.toml")
+    sc = load_scenario(child)
+    assert (sc.name, sc.scenario.duration_s, sc.tcp.sack, sc.tcp.mss) == ("child", 5.0, True, 1000)
+
+
+def test_inherits_errors_name_the_file(tmp_path: Path) -> None:
+    missing = write(tmp_path, 'inherits = "nope.toml"\n', name="a.toml")
+    with pytest.raises(ScenarioError, match="nope.toml: no such file"):
+        load_scenario(missing)
+    loop = write(tmp_path, 'inherits = "b.toml"\n', name="b.toml")
+    with pytest.raises(ScenarioError, match="b.toml: inherits: .*cycle"):
+        load_scenario(loop)

@@ -53,6 +53,10 @@ SCHEMA: dict[str, dict[str, str]] = {
         "bytes_sent": "uint64",
         "bytes_retransmitted": "uint64",
         "segments_sent": "uint64",
+        "tlp_probes": "uint32",
+        "rack_marked_lost": "uint32",
+        "rto_resets": "uint32",
+        "role": "uint8",
     },
     "ports": {
         "port": "str",
@@ -72,6 +76,7 @@ SCHEMA: dict[str, dict[str, str]] = {
         "srtt": "float64",
         "rttvar": "float64",
         "rto": "float64",
+        "rtt": "float64",
     },
     "queue_trace": {
         "port": "str",
@@ -79,10 +84,18 @@ SCHEMA: dict[str, dict[str, str]] = {
         "bytes": "uint64",
         "packets": "uint64",
     },
+    "packet_log": {
+        "conn": "uint32",
+        "t": "float64",
+        "event": "uint8",
+        "seq": "uint64",
+        "len": "uint32",
+        "retx": "uint8",
+    },
 }
 TABLES = tuple(SCHEMA)
 # Tables a run may leave empty or out (records.traces = false).
-OPTIONAL_TABLES = ("conn_trace", "queue_trace")
+OPTIONAL_TABLES = ("conn_trace", "queue_trace", "packet_log")
 
 
 @dataclass
@@ -94,6 +107,7 @@ class RunRecords:
     ports: pd.DataFrame
     conn_trace: pd.DataFrame = field(default_factory=lambda: empty_table("conn_trace"))
     queue_trace: pd.DataFrame = field(default_factory=lambda: empty_table("queue_trace"))
+    packet_log: pd.DataFrame = field(default_factory=lambda: empty_table("packet_log"))
     meta: dict[str, Any] = field(default_factory=dict)
 
     @classmethod

@@ -41,11 +41,20 @@ class ScenarioError(Exception):
 
 
 def load_scenario(path: str | Path) -> Scenario:
-    """Read and validate a scenario TOML file; ``scenario.name`` defaults to its stem."""
+    """Read and validate a scenario TOML file; ``scenario.name`` defaults to its stem.
+
+    A file may start with ``inherits = "other.toml"`` (a path relative to it, flent
+    style): the other file's settings apply first and this file's keys override them,
+    key by key. The name still defaults to this file's stem.
+    """
     path = Path(path)
+    return scenario_from_dict(_read_with_inherits(path, ()), source=str(path))
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
     try:
         with path.open("rb") as f:
-            data = tomllib.load(f)
+            return tomllib.load(f)
     except FileNotFoundError:
         raise ScenarioError(f"{path}: no such file") from None
     except IsADirectoryError:
@@ -55,7 +64,27 @@ def load_scenario(path: str | Path) -> Scenario:
     except tomllib.TOMLDecodeError as e:
         # The decoder's message already says "(at line L, column C)".
         raise ScenarioError(f"{path}: invalid TOML: {e}") from None
-    return scenario_from_dict(data, source=str(path))
+
+
+def _read_with_inherits(path: Path, chain: tuple[Path, ...]) -> dict[str, Any]:
+    """The file's data merged over the data of the file it inherits from, if any."""
+    data = _read_toml(path)
+    base = data.pop("inherits", None)
+    if base is None:
+        return data
+    if not isinstance(base, str):
+        raise ScenarioError(f"{path}: inherits: expected a file name (a string)")
+    base_path = (path.parent / base).resolve()
+    if base_path in chain or base_path == path.resolve():
+        raise ScenarioError(f"{path}: inherits: {base} inherits from itself (a cycle)")
+    merged = _read_with_inherits(base_path, (*chain, path.resolve()))
+    merged.get("scenario", {}).pop("name", None)  # the name follows the inheriting file
+    for section, keys in data.items():
+        if isinstance(keys, Mapping) and isinstance(merged.get(section), Mapping):
+            merged[section] = {**merged[section], **keys}
+        else:
+            merged[section] = keys
+    return merged
 
 
 def scenario_from_dict(data: Mapping[str, Any], source: str = "<dict>") -> Scenario:
@@ -205,7 +234,8 @@ class RecordsSection(_Section):
     traces: bool = True
     trace_interval_ms: float = Field(10.0, gt=0)
     trace_connections: Literal["all", "none"] = "all"
-    packet_log_conns: list[int] = Field(default_factory=list)
+    # A tuple keeps the frozen model hashable; TOML arrays are accepted (strict=False).
+    packet_log_conns: tuple[int, ...] = Field((), strict=False)
 
 
 class Scenario(_Section):

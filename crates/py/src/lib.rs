@@ -45,13 +45,16 @@ fn to_python(py: Python<'_>, r: RunRecords, run: u64, wall_s: f64) -> PyResult<P
     out.set_item("messages", table!(py, m, [conn, pair, kind, bytes, t_write, t_first_tx, t_tx, t_enq, t_deq, t_arrive, t_read, retx]))?;
     let c = r.connections;
     out.set_item("connections", table!(py, c, [conn, pair, timeouts, spurious_timeouts, fast_retransmits,
-        sack_recoveries, bytes_written, bytes_delivered, bytes_sent, bytes_retransmitted, segments_sent]))?;
+        sack_recoveries, bytes_written, bytes_delivered, bytes_sent, bytes_retransmitted, segments_sent,
+        tlp_probes, rack_marked_lost, rto_resets, role]))?;
     let p = r.ports;
     let ports = table!(py, p, [rate_bps, window_s, bytes_tx, bytes_tx_interactive, packets_tx, drops_overflow, max_queue_bytes]);
     ports.set_item("port", p.port)?; // strings: a list, not an ndarray
     out.set_item("ports", ports)?;
     let ct = r.conn_trace;
-    out.set_item("conn_trace", table!(py, ct, [conn, t, cwnd, ssthresh, srtt, rttvar, rto]))?;
+    out.set_item("conn_trace", table!(py, ct, [conn, t, cwnd, ssthresh, srtt, rttvar, rto, rtt]))?;
+    let pl = r.packet_log;
+    out.set_item("packet_log", table!(py, pl, [conn, t, event, seq, len, retx]))?;
     let qt = r.queue_trace;
     let queue = table!(py, qt, [t, bytes, packets]);
     queue.set_item("port", qt.port)?;

@@ -67,6 +67,10 @@ pub struct QueueSec {
     pub limit_bytes: u64,
     /// Packet limit, 0 = none.
     pub limit_packets: u64,
+    /// "label" | "gap" (priority only).
+    pub priority_classifier: String,
+    /// Gap rule threshold.
+    pub classifier_gap_ms: f64,
 }
 
 /// `[tcp]`
@@ -104,6 +108,16 @@ pub struct TcpSec {
     pub send_buffer_bytes: u64,
     /// Duplicate-ACK threshold.
     pub dupthresh: u32,
+    /// "rfc6298" | "asymmetric".
+    pub rtt_gain: String,
+    /// Spec §5.2.
+    pub rto_reset_after_idle: bool,
+    /// Spec §5.3.
+    pub sack_off_after_timeout: bool,
+    /// RFC 8985.
+    pub rack_tlp: bool,
+    /// Linux thin-stream linear timeouts.
+    pub thin_linear_timeouts: bool,
 }
 
 /// `[traffic]`
@@ -141,6 +155,8 @@ pub struct TrafficSec {
     pub bulk_pareto_shape: f64,
     /// Mean gap inside a block.
     pub intra_bulk_gap_ms: f64,
+    /// Interactive and bulk writes on two connections per pair (spec §6 case 2).
+    pub separate_connections: bool,
 }
 
 /// `[records]`
@@ -152,6 +168,8 @@ pub struct RecordsSec {
     pub trace_interval_ms: f64,
     /// "all" | "none".
     pub trace_connections: String,
+    /// Connections whose packets go to the packet log.
+    pub packet_log_conns: Vec<u32>,
 }
 
 impl Config {
@@ -175,8 +193,17 @@ impl Config {
         if self.topology.access_rate_mbps <= 0.0 || self.topology.bottleneck_rate_mbps <= 0.0 {
             return bad("topology", "rates must be > 0");
         }
-        if self.queue.discipline != "droptail" {
-            return bad("queue.discipline", "only \"droptail\" is supported");
+        if !matches!(self.queue.discipline.as_str(), "droptail" | "priority") {
+            return bad("queue.discipline", "must be \"droptail\" or \"priority\"");
+        }
+        if !matches!(self.queue.priority_classifier.as_str(), "label" | "gap") {
+            return bad("queue.priority_classifier", "must be \"label\" or \"gap\"");
+        }
+        if !matches!(self.tcp.rtt_gain.as_str(), "rfc6298" | "asymmetric") {
+            return bad("tcp.rtt_gain", "must be \"rfc6298\" or \"asymmetric\"");
+        }
+        if (self.tcp.rack_tlp || self.tcp.sack_off_after_timeout) && !self.tcp.sack {
+            return bad("tcp", "rack_tlp and sack_off_after_timeout need sack = true");
         }
         if self.queue.limit_bytes == 0 && self.queue.limit_packets == 0 {
             return bad("queue", "set limit_bytes or limit_packets");

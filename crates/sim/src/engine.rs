@@ -10,8 +10,8 @@ use thinwan_proto::Instant;
 #[allow(missing_docs)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Event {
-    /// A source's next application write.
-    AppWrite { conn: u32 },
+    /// A pair's source writes next.
+    AppWrite { pair: u32 },
     /// A port finished transmitting its current packet.
     PortFree { port: u32 },
     /// A packet (slab index) reaches the far end of a link.
@@ -78,17 +78,17 @@ mod tests {
         let mut q = EventQueue::default();
         let t = |n| Instant::from_nanos(n);
         q.push(t(5), Event::TraceSample);
-        q.push(t(1), Event::AppWrite { conn: 1 });
-        q.push(t(5), Event::AppWrite { conn: 2 });
-        q.push(t(1), Event::AppWrite { conn: 3 });
+        q.push(t(1), Event::AppWrite { pair: 1 });
+        q.push(t(5), Event::AppWrite { pair: 2 });
+        q.push(t(1), Event::AppWrite { pair: 3 });
         let got: Vec<_> = std::iter::from_fn(|| q.pop()).collect();
         assert_eq!(
             got,
             vec![
-                (t(1), Event::AppWrite { conn: 1 }),
-                (t(1), Event::AppWrite { conn: 3 }),
+                (t(1), Event::AppWrite { pair: 1 }),
+                (t(1), Event::AppWrite { pair: 3 }),
                 (t(5), Event::TraceSample),
-                (t(5), Event::AppWrite { conn: 2 }),
+                (t(5), Event::AppWrite { pair: 2 }),
             ]
         );
         assert_eq!(q.processed(), 4);

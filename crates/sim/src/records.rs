@@ -55,6 +55,14 @@ pub struct Connections {
     pub bytes_retransmitted: Vec<u64>,
     /// Data segments sent.
     pub segments_sent: Vec<u64>,
+    /// Tail loss probes sent.
+    pub tlp_probes: Vec<u32>,
+    /// Segments RACK marked lost.
+    pub rack_marked_lost: Vec<u32>,
+    /// SRTT/RTTVAR resets after idle.
+    pub rto_resets: Vec<u32>,
+    /// 0 = carries every write (or interactive writes with separate connections), 1 = bulk writes.
+    pub role: Vec<u8>,
 }
 
 /// One row per router output port.
@@ -95,6 +103,25 @@ pub struct ConnTrace {
     pub rttvar: Vec<f64>,
     /// RTO including backoff, s.
     pub rto: Vec<f64>,
+    /// Latest RTT sample, s (NaN before the first).
+    pub rtt: Vec<f64>,
+}
+
+/// Every packet event of selected connections (`records.packet_log_conns`).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct PacketLog {
+    /// Connection.
+    pub conn: Vec<u32>,
+    /// Time.
+    pub t: Vec<f64>,
+    /// 0 data sent, 1 data dropped, 2 data arrived at the client, 3 ACK sent, 4 ACK arrived at the server.
+    pub event: Vec<u8>,
+    /// Data: first byte; ACK: cumulative ACK.
+    pub seq: Vec<u64>,
+    /// Data: payload bytes; ACK: 0.
+    pub len: Vec<u32>,
+    /// Data: 1 for a retransmission.
+    pub retx: Vec<u8>,
 }
 
 /// Queue length, sampled.
@@ -123,6 +150,8 @@ pub struct RunRecords {
     pub conn_trace: ConnTrace,
     /// Queue trace.
     pub queue_trace: QueueTrace,
+    /// Packet log of selected connections.
+    pub packet_log: PacketLog,
     /// Simulator events processed.
     pub events: u64,
     /// Seed used.

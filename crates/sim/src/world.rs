@@ -13,8 +13,8 @@
 use crate::config::Config;
 use crate::engine::{Event, EventQueue};
 use crate::records::RunRecords;
-use thinwan_proto::qdisc::{DropTail, Dropped, Limits, QueueDisc, QueueItem};
-use thinwan_proto::tcp::{Ack, DataSegment, Receiver, ReceiverConfig, Recovery, RtoConfig, Sender, SenderConfig};
+use thinwan_proto::qdisc::{Classifier, DropTail, Dropped, Limits, Priority, QueueDisc, QueueItem};
+use thinwan_proto::tcp::{Ack, DataSegment, Mechanisms, Receiver, ReceiverConfig, Recovery, RtoConfig, Sender, SenderConfig};
 use thinwan_proto::traffic::{stream_rng, GapLaw, Kind, ThinClientParams, ThinClientSource, Write};
 use thinwan_proto::{Duration, Instant};
 
@@ -29,6 +29,7 @@ struct QItem {
     packet: u32,
     wire: u32,
     interactive: bool,
+    conn: u32,
 }
 
 impl QueueItem for QItem {
@@ -37,6 +38,9 @@ impl QueueItem for QItem {
     }
     fn is_interactive(&self) -> bool {
         self.interactive
+    }
+    fn flow(&self) -> u64 {
+        self.conn as u64
     }
 }
 
@@ -98,12 +102,20 @@ enum Source {
     Bulk { chunks: u32 },
 }
 
-struct Conn {
-    pair: u32,
-    sender: Sender,
-    receiver: Receiver,
+/// A server→client pair: one traffic source feeding one connection, or two with
+/// separate connections (interactive writes on `conns[0]`, bulk on `conns[1]`).
+struct Pair {
     source: Source,
     next_write: Option<Write>,
+    conns: [u32; 2],
+}
+
+struct Conn {
+    pair: u32,
+    /// 0 = all writes (or the interactive connection), 1 = the bulk connection.
+    role: u8,
+    sender: Sender,
+    receiver: Receiver,
     /// Writes waiting for send-buffer space (the application is blocked).
     blocked: std::collections::VecDeque<Write>,
     routes: [[u32; HOPS]; 2],
@@ -116,7 +128,7 @@ struct Conn {
     /// Earliest pending timer event per endpoint (MAX = none).
     sender_armed: Instant,
     receiver_armed: Instant,
-    last_trace: [f64; 5],
+    last_trace: [f64; 6],
 }
 
 /// A whole run.
@@ -128,7 +140,10 @@ pub struct World {
     window: Instant,
     events: EventQueue,
     ports: Vec<Port>,
+    pairs: Vec<Pair>,
     conns: Vec<Conn>,
+    /// Per connection: log its packets.
+    logged: Vec<bool>,
     slab: Vec<Packet>,
     free: Vec<u32>,
     drop_buf: Vec<Dropped<QItem>>,
@@ -139,6 +154,13 @@ pub struct World {
 }
 
 const NONE: Instant = Instant::MAX;
+
+// Packet-log event codes (docs/records.md).
+const LOG_DATA_SENT: u8 = 0;
+const LOG_DROPPED: u8 = 1;
+const LOG_DATA_ARRIVED: u8 = 2;
+const LOG_ACK_SENT: u8 = 3;
+const LOG_ACK_ARRIVED: u8 = 4;
 
 fn secs(t: Instant) -> f64 {
     if t == NONE {
@@ -161,11 +183,11 @@ impl World {
             bytes: (q.limit_bytes > 0).then_some(q.limit_bytes),
             packets: (q.limit_packets > 0).then_some(q.limit_packets as usize),
         };
-        let port = |name, rate, delay_ms: f64, limits, bottleneck, reported| Port {
+        let port = |name, rate, delay_ms: f64, queue: Box<dyn QueueDisc<QItem> + Send>, bottleneck, reported| Port {
             name,
             rate_bps: mbps(rate),
             delay: Duration::from_millis_f64(delay_ms),
-            queue: Box::new(DropTail::new(limits)),
+            queue,
             busy: false,
             bottleneck,
             reported,
@@ -175,9 +197,20 @@ impl World {
         };
         // Port layout: 0 = R1→R2, 1 = R2→R1, then per pair i: server NIC, R2→client,
         // client NIC, R1→server.
+        let droptail = |limits| -> Box<dyn QueueDisc<QItem> + Send> { Box::new(DropTail::new(limits)) };
+        let bneck_queue: Box<dyn QueueDisc<QItem> + Send> = match q.discipline.as_str() {
+            "priority" => {
+                let classifier = match q.priority_classifier.as_str() {
+                    "gap" => Classifier::Gap(Duration::from_millis_f64(q.classifier_gap_ms)),
+                    _ => Classifier::Label,
+                };
+                Box::new(Priority::new(bneck_limits, classifier))
+            }
+            _ => droptail(bneck_limits),
+        };
         let mut ports = vec![
-            port("bottleneck", t.bottleneck_rate_mbps, t.bottleneck_delay_ms, bneck_limits, true, true),
-            port("bottleneck-rev", t.bottleneck_rate_mbps, t.bottleneck_delay_ms, bneck_limits, false, true),
+            port("bottleneck", t.bottleneck_rate_mbps, t.bottleneck_delay_ms, bneck_queue, true, true),
+            port("bottleneck-rev", t.bottleneck_rate_mbps, t.bottleneck_delay_ms, droptail(bneck_limits), false, true),
         ];
         let tcp = &cfg.tcp;
         let recovery = match (tcp.sack, tcp.recovery.as_str()) {
@@ -199,6 +232,13 @@ impl World {
                 granularity: Duration::from_millis_f64(tcp.clock_granularity_ms),
             },
             send_buffer: (tcp.send_buffer_bytes > 0).then_some(tcp.send_buffer_bytes),
+            mechanisms: Mechanisms {
+                asymmetric_rtt_gain: tcp.rtt_gain == "asymmetric",
+                rto_reset_after_idle: tcp.rto_reset_after_idle,
+                sack_off_after_timeout: tcp.sack_off_after_timeout,
+                rack_tlp: tcp.rack_tlp,
+                thin_linear_timeouts: tcp.thin_linear_timeouts,
+            },
         };
         let rcfg = ReceiverConfig {
             rwnd: tcp.rwnd_bytes,
@@ -209,13 +249,15 @@ impl World {
         let params = thin_client_params(&cfg)?;
         let duration = Instant::from_secs_f64(cfg.scenario.duration_s);
         let stagger = Duration::from_millis_f64(cfg.scenario.start_stagger_ms);
-        let mut conns = Vec::with_capacity(n as usize);
+        let separate = cfg.traffic.separate_connections;
+        let mut conns = Vec::with_capacity(n as usize * (1 + separate as usize));
+        let mut pairs = Vec::with_capacity(n as usize);
+        let mut events = EventQueue::default();
         for i in 0..n {
             let base = ports.len() as u32;
-            ports.push(port("server-nic", t.access_rate_mbps, t.access_delay_ms, access_limits, false, false));
-            ports.push(port("r2-to-client", t.access_rate_mbps, t.access_delay_ms, access_limits, false, false));
-            ports.push(port("client-nic", t.access_rate_mbps, t.access_delay_ms, access_limits, false, false));
-            ports.push(port("r1-to-server", t.access_rate_mbps, t.access_delay_ms, access_limits, false, false));
+            for name in ["server-nic", "r2-to-client", "client-nic", "r1-to-server"] {
+                ports.push(port(name, t.access_rate_mbps, t.access_delay_ms, droptail(access_limits), false, false));
+            }
             let start = Instant::ZERO + stagger.saturating_mul(i as u64);
             let (source, first) = match cfg.traffic.model.as_str() {
                 "bulk" => {
@@ -232,28 +274,34 @@ impl World {
                     (Source::ThinClient(s), w)
                 }
             };
-            conns.push(Conn {
-                pair: i,
-                sender: Sender::new(scfg),
-                receiver: Receiver::new(rcfg),
-                source,
-                next_write: Some(first),
-                blocked: Default::default(),
-                routes: [[base, 0, base + 1], [base + 2, 1, base + 3]],
-                msgs: Vec::new(),
-                read_cursor: 0,
-                dropped: Vec::new(),
-                spurious_timeouts: 0,
-                bytes_delivered: 0,
-                sender_armed: NONE,
-                receiver_armed: NONE,
-                last_trace: [f64::NAN; 5],
-            });
+            let first_conn = conns.len() as u32;
+            for role in 0..=separate as u8 {
+                conns.push(Conn {
+                    pair: i,
+                    role,
+                    sender: Sender::new(scfg),
+                    receiver: Receiver::new(rcfg),
+                    blocked: Default::default(),
+                    routes: [[base, 0, base + 1], [base + 2, 1, base + 3]],
+                    msgs: Vec::new(),
+                    read_cursor: 0,
+                    dropped: Vec::new(),
+                    spurious_timeouts: 0,
+                    bytes_delivered: 0,
+                    sender_armed: NONE,
+                    receiver_armed: NONE,
+                    last_trace: [f64::NAN; 6],
+                });
+            }
+            if first.at < duration {
+                events.push(first.at, Event::AppWrite { pair: i });
+            }
+            pairs.push(Pair { source, next_write: Some(first), conns: [first_conn, first_conn + separate as u32] });
         }
-        let mut events = EventQueue::default();
-        for (i, c) in conns.iter().enumerate() {
-            if let Some(w) = c.next_write.filter(|w| w.at < duration) {
-                events.push(w.at, Event::AppWrite { conn: i as u32 });
+        let mut logged = vec![false; conns.len()];
+        for &c in &cfg.records.packet_log_conns {
+            if let Some(l) = logged.get_mut(c as usize) {
+                *l = true;
             }
         }
         let tracing = cfg.records.traces;
@@ -268,7 +316,9 @@ impl World {
             window: duration,
             events,
             ports,
+            pairs,
             conns,
+            logged,
             slab: Vec::new(),
             free: Vec::new(),
             drop_buf: Vec::new(),
@@ -288,7 +338,7 @@ impl World {
             }
             self.now = at;
             match ev {
-                Event::AppWrite { conn } => self.on_app_write(conn),
+                Event::AppWrite { pair } => self.on_app_write(pair),
                 Event::PortFree { port } => {
                     self.ports[port as usize].busy = false;
                     self.start_tx(port);
@@ -304,21 +354,22 @@ impl World {
 
     // ----- sources and senders ----------------------------------------------------
 
-    fn on_app_write(&mut self, conn: u32) {
+    fn on_app_write(&mut self, pair: u32) {
         let now = self.now;
-        let c = &mut self.conns[conn as usize];
-        let Some(w) = c.next_write.take() else { return };
-        c.blocked.push_back(w);
-        c.next_write = match &mut c.source {
+        let p = &mut self.pairs[pair as usize];
+        let Some(w) = p.next_write.take() else { return };
+        p.next_write = match &mut p.source {
             Source::ThinClient(s) => Some(s.next_write()),
             Source::Bulk { chunks } => {
                 *chunks -= 1;
                 (*chunks > 0).then_some(Write { at: now, ..w })
             }
         };
-        if let Some(next) = c.next_write.filter(|n| n.at < self.window) {
-            self.events.push(next.at, Event::AppWrite { conn });
+        if let Some(next) = p.next_write.filter(|n| n.at < self.window) {
+            self.events.push(next.at, Event::AppWrite { pair });
         }
+        let conn = p.conns[(w.kind == Kind::Bulk) as usize];
+        self.conns[conn as usize].blocked.push_back(w);
         self.flush_writes(conn);
         self.transmit(conn);
     }
@@ -487,12 +538,17 @@ impl World {
 
     fn enqueue(&mut self, port: u32, packet: u32) {
         let now = self.now;
+        if self.slab[packet as usize].hop == 0 {
+            let pk = self.slab[packet as usize];
+            let ev = if matches!(pk.body, Body::Data(_)) { LOG_DATA_SENT } else { LOG_ACK_SENT };
+            self.log_packet(ev, &pk);
+        }
         let pk = &mut self.slab[packet as usize];
         let pt = &mut self.ports[port as usize];
         if pt.bottleneck {
             pk.t_enq = now;
         }
-        let item = QItem { packet, wire: pk.wire, interactive: pk.interactive };
+        let item = QItem { packet, wire: pk.wire, interactive: pk.interactive, conn: pk.conn };
         pt.queue.enqueue(now, item, &mut self.drop_buf);
         let mut drops = std::mem::take(&mut self.drop_buf);
         for d in drops.drain(..) {
@@ -507,6 +563,7 @@ impl World {
     fn on_drop(&mut self, packet: u32) {
         self.out.packets.dropped += 1;
         let pk = self.slab[packet as usize];
+        self.log_packet(LOG_DROPPED, &pk);
         if let Body::Data(seg) = pk.body {
             self.conns[pk.conn as usize].dropped.push((seg.seq, seg.end()));
         }
@@ -546,6 +603,8 @@ impl World {
         }
         self.free.push(packet);
         self.out.packets.arrived += 1;
+        let ev = if matches!(pk.body, Body::Data(_)) { LOG_DATA_ARRIVED } else { LOG_ACK_ARRIVED };
+        self.log_packet(ev, &pk);
         match pk.body {
             Body::Data(seg) => self.on_data_arrival(pk.conn, pk, seg),
             Body::Ack(ack) => self.on_ack_arrival(pk.conn, ack),
@@ -553,6 +612,24 @@ impl World {
     }
 
     // ----- traces and results -----------------------------------------------------
+
+    /// Log a packet event of a selected connection (`records.packet_log_conns`).
+    fn log_packet(&mut self, event: u8, pk: &Packet) {
+        if !self.logged[pk.conn as usize] {
+            return;
+        }
+        let (seq, len, retx) = match pk.body {
+            Body::Data(d) => (d.seq, d.len, d.retransmission as u8),
+            Body::Ack(a) => (a.ack, 0, 0),
+        };
+        let l = &mut self.out.packet_log;
+        l.conn.push(pk.conn);
+        l.t.push(self.now.as_secs_f64());
+        l.event.push(event);
+        l.seq.push(seq);
+        l.len.push(len);
+        l.retx.push(retx);
+    }
 
     fn on_trace_sample(&mut self) {
         let t = self.now.as_secs_f64();
@@ -577,7 +654,14 @@ impl World {
         let s = &c.sender;
         let dur = |d: Option<Duration>| d.map_or(f64::NAN, |d| d.as_secs_f64());
         let ss = if s.ssthresh() == u64::MAX { f64::INFINITY } else { s.ssthresh() as f64 };
-        let row = [s.cwnd() as f64, ss, dur(s.rtt().srtt()), dur(s.rtt().rttvar()), s.current_rto().as_secs_f64()];
+        let row = [
+            s.cwnd() as f64,
+            ss,
+            dur(s.rtt().srtt()),
+            dur(s.rtt().rttvar()),
+            s.current_rto().as_secs_f64(),
+            dur(s.last_rtt_sample()),
+        ];
         let same = row.iter().zip(c.last_trace.iter()).all(|(a, b)| a == b || (a.is_nan() && b.is_nan()));
         if same {
             return;
@@ -591,6 +675,7 @@ impl World {
         tr.srtt.push(row[2]);
         tr.rttvar.push(row[3]);
         tr.rto.push(row[4]);
+        tr.rtt.push(row[5]);
     }
 
     fn finish(mut self) -> RunRecords {
@@ -632,6 +717,10 @@ impl World {
             k.bytes_sent.push(st.bytes_sent);
             k.bytes_retransmitted.push(st.bytes_retransmitted);
             k.segments_sent.push(st.segments_sent);
+            k.tlp_probes.push(st.tlp_probes as u32);
+            k.rack_marked_lost.push(st.rack_marked_lost as u32);
+            k.rto_resets.push(st.rto_resets as u32);
+            k.role.push(c.role);
         }
         for p in &self.ports {
             let s = p.queue.stats();

@@ -16,6 +16,7 @@
 //!   `poll_transmit(now)` until `None`, then ask `poll_timeout()` when to call
 //!   `handle_timeout(now)` next.
 
+mod rack;
 pub mod receiver;
 pub mod rtt;
 pub mod scoreboard;
@@ -23,7 +24,7 @@ pub mod sender;
 
 pub use receiver::{Receiver, ReceiverConfig};
 pub use rtt::{RtoConfig, Rfc6298, RttEstimator};
-pub use sender::{Recovery, Sender, SenderConfig, SenderStats};
+pub use sender::{Mechanisms, Recovery, Sender, SenderConfig, SenderStats};
 
 /// At most four SACK blocks fit in the 40-byte option space without timestamps
 /// (RFC 2018 §3: 2 + 8·n ≤ 40).

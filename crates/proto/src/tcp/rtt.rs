@@ -44,10 +44,15 @@ pub trait RttEstimator {
     fn reset(&mut self);
 }
 
-/// The standard estimator: α = 1/8, β = 1/4, K = 4 (RFC 6298 §2).
+/// The standard estimator: α = 1/8, β = 1/4, K = 4 (RFC 6298 §2). With
+/// [`Rfc6298::asymmetric`], a sample above SRTT moves it by 7/8 instead of 1/8
+/// (spec thin-client-tcp §5.1): the RTO follows a queue that fills fast and shrinks
+/// slowly when the path switches back to prioritised interactive packets.
 #[derive(Clone, Debug)]
 pub struct Rfc6298 {
     cfg: RtoConfig,
+    /// SRTT gain for samples ≥ SRTT (1/8 in RFC 6298).
+    gain_rising: f64,
     /// (srtt, rttvar) in ns as f64, so small gains do not truncate.
     state: Option<(f64, f64)>,
 }
@@ -55,7 +60,12 @@ pub struct Rfc6298 {
 impl Rfc6298 {
     /// No sample yet: RTO = the initial RTO.
     pub fn new(cfg: RtoConfig) -> Self {
-        Rfc6298 { cfg, state: None }
+        Rfc6298 { cfg, gain_rising: 0.125, state: None }
+    }
+
+    /// The asymmetric-gain variant: g = 7/8 for rising samples, 1/8 for falling ones.
+    pub fn asymmetric(cfg: RtoConfig) -> Self {
+        Rfc6298 { cfg, gain_rising: 0.875, state: None }
     }
 }
 
@@ -75,7 +85,8 @@ impl RttEstimator for Rfc6298 {
             // (2.3) RTTVAR first (it uses the old SRTT), then SRTT.
             Some((srtt, rttvar)) => {
                 let rttvar = 0.75 * rttvar + 0.25 * (srtt - r).abs();
-                (0.875 * srtt + 0.125 * r, rttvar)
+                let g = if r >= srtt { self.gain_rising } else { 0.125 };
+                ((1.0 - g) * srtt + g * r, rttvar)
             }
         });
     }
@@ -149,6 +160,22 @@ mod tests {
             e.on_sample(ms(50));
         }
         assert_eq!(e.rto(), ms(57));
+    }
+
+    #[test]
+    fn asymmetric_gain_rises_by_seven_eighths_and_falls_by_one_eighth() {
+        let mut e = Rfc6298::asymmetric(RtoConfig { min: ms(1), ..Default::default() });
+        e.on_sample(ms(100));
+        e.on_sample(ms(500)); // rising: 1/8·100 + 7/8·500 = 450
+        assert_eq!(e.srtt(), Some(ms(450)));
+        // rttvar as usual: 3/4·50 + 1/4·400 = 137.5
+        assert_eq!(e.rttvar(), Some(Duration::from_micros(137_500)));
+        e.on_sample(ms(50)); // falling: 7/8·450 + 1/8·50 = 400
+        assert_eq!(e.srtt(), Some(ms(400)));
+        let mut std = Rfc6298::new(RtoConfig { min: ms(1), ..Default::default() });
+        std.on_sample(ms(100));
+        std.on_sample(ms(500)); // 7/8·100 + 1/8·500 = 150
+        assert_eq!(std.srtt(), Some(ms(150)));
     }
 
     #[test]

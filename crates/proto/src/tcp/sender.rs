@@ -7,6 +7,7 @@
 //! Window growth and loss recovery are separate: [`Recovery`] picks the recovery
 //! policy; the RTT estimator is any [`RttEstimator`].
 
+use super::rack::{probe_timeout, Rack, Sent, Tlp};
 use super::rtt::{Rfc6298, RtoConfig, RttEstimator};
 use super::scoreboard::RangeSet;
 use super::{Ack, DataSegment};
@@ -43,7 +44,30 @@ pub struct SenderConfig {
     pub rto: RtoConfig,
     /// Send-buffer limit in bytes (`None` = unlimited).
     pub send_buffer: Option<u64>,
+    /// Optional mechanisms (all off by default).
+    pub mechanisms: Mechanisms,
 }
+
+/// Mechanisms under study (spec thin-client-tcp §5, RFC 8985, Linux thin streams). Each
+/// is an independent switch.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Mechanisms {
+    /// SRTT gain 7/8 for rising samples (spec §5.1).
+    pub asymmetric_rtt_gain: bool,
+    /// Forget SRTT/RTTVAR after an idle period > RTO, leaving cwnd alone (spec §5.2).
+    pub rto_reset_after_idle: bool,
+    /// After a timeout, until all then outstanding is acknowledged: no fast recovery,
+    /// cwnd + 1 SMSS per ACK, go-back-N without the scoreboard (spec §5.3).
+    pub sack_off_after_timeout: bool,
+    /// RACK-TLP loss detection (RFC 8985); needs [`Recovery::Sack`].
+    pub rack_tlp: bool,
+    /// No RTO backoff for the first 6 timeouts while < 4 segments are in flight
+    /// (Linux `tcp_thin_linear_timeouts`, `TCP_THIN_LINEAR_RETRIES` = 6).
+    pub thin_linear_timeouts: bool,
+}
+
+/// Linux's `TCP_THIN_LINEAR_RETRIES`.
+const THIN_LINEAR_RETRIES: u32 = 6;
 
 impl Default for SenderConfig {
     fn default() -> Self {
@@ -56,6 +80,7 @@ impl Default for SenderConfig {
             dupthresh: 3,
             rto: RtoConfig::default(),
             send_buffer: None,
+            mechanisms: Mechanisms::default(),
         }
     }
 }
@@ -75,16 +100,12 @@ pub struct SenderStats {
     pub bytes_retransmitted: u64,
     /// Data segments sent.
     pub segments_sent: u64,
-}
-
-/// One segment as first sent, kept until cumulatively acknowledged: for RTT samples
-/// (Karn's rule) and for counting SACKed segments (RFC 6675 `IsLost`).
-#[derive(Clone, Copy, Debug)]
-struct Sent {
-    start: u64,
-    end: u64,
-    sent_at: Instant,
-    retransmitted: bool,
+    /// Tail loss probes sent (RFC 8985 §7).
+    pub tlp_probes: u64,
+    /// Segments RACK marked lost (RFC 8985 §6).
+    pub rack_marked_lost: u64,
+    /// SRTT/RTTVAR resets after idle (spec §5.2).
+    pub rto_resets: u64,
 }
 
 /// The sending half of a connection.
@@ -119,15 +140,27 @@ pub struct Sender {
     /// Exponential backoff count (RFC 6298 (5.5)).
     backoff: u32,
     rto_deadline: Option<Instant>,
+    /// Segments in `[snd_una, snd_max)` as first cut, for RTT samples (Karn's rule),
+    /// `IsLost` and RACK.
     sent: VecDeque<Sent>,
     last_send: Option<Instant>,
+    /// Spec §5.3: SACK-based recovery is off until `recover` is acknowledged.
+    sack_suspended: bool,
+    /// Consecutive timeouts without new data acknowledged.
+    rto_retries: u32,
+    last_sample: Option<Duration>,
+    rack: Rack,
+    tlp: Tlp,
+    /// The TLP timer fired: the next `poll_transmit` sends the probe.
+    probe_due: bool,
     stats: SenderStats,
 }
 
 impl Sender {
     /// A connection with nothing written, the RFC 6298 estimator and an initial window.
     pub fn new(cfg: SenderConfig) -> Self {
-        Self::with_estimator(cfg, Box::new(Rfc6298::new(cfg.rto)))
+        let est = if cfg.mechanisms.asymmetric_rtt_gain { Rfc6298::asymmetric(cfg.rto) } else { Rfc6298::new(cfg.rto) };
+        Self::with_estimator(cfg, Box::new(est))
     }
 
     /// The same with another RTT estimator.
@@ -154,6 +187,12 @@ impl Sender {
             rto_deadline: None,
             sent: VecDeque::new(),
             last_send: None,
+            sack_suspended: false,
+            rto_retries: 0,
+            last_sample: None,
+            rack: Rack::default(),
+            tlp: Tlp::default(),
+            probe_due: false,
             stats: SenderStats::default(),
         }
     }
@@ -189,6 +228,7 @@ impl Sender {
                     self.sacked.insert(s, e);
                 }
             }
+            self.note_delivered(now, ack.ack);
         }
         if ack.ack > self.snd_una {
             self.on_new_ack(now, ack.ack);
@@ -197,38 +237,40 @@ impl Sender {
             // window by the out-of-order bytes it holds, so (like Linux and ns-3) we do
             // not require it.
             self.dupacks += 1;
-            if !sack {
+            if self.sack_suspended {
+                self.cwnd += self.mss(); // spec §5.3: grow on every ACK
+            } else if !sack {
                 self.on_dupack_reno();
             }
         }
-        if sack {
-            self.update_lost_edge();
+        if sack && !self.sack_suspended {
+            if self.cfg.mechanisms.rack_tlp {
+                self.rack_detect_loss(now);
+            } else {
+                self.update_lost_edge();
+            }
             self.maybe_enter_sack_recovery();
         }
+        self.arm_tlp(now);
     }
 
-    /// Fire the retransmission timer if it is due (RFC 6298 §5.4–5.6). Returns the
-    /// sequence number of the timed-out segment when it fired.
+    /// Fire whichever timers are due: the retransmission timer (RFC 6298 §5.4–5.6), and
+    /// with RACK-TLP the reordering timer and the probe timer. Returns the sequence
+    /// number of the timed-out segment when the retransmission timer fired.
     pub fn handle_timeout(&mut self, now: Instant) -> Option<u64> {
-        if !self.rto_deadline.is_some_and(|d| d <= now) {
-            return None;
+        let due = |d: Option<Instant>| d.is_some_and(|d| d <= now);
+        if due(self.rto_deadline) {
+            return Some(self.on_rto(now));
         }
-        self.stats.timeouts += 1;
-        // RFC 5681 (4); keep ssthresh when the segment already timed out once.
-        if self.backoff == 0 {
-            self.ssthresh = self.flight_size().div_ceil(2).max(2 * self.mss());
+        if due(self.rack.reo_deadline) {
+            self.rack_detect_loss(now);
+            self.maybe_enter_sack_recovery();
         }
-        self.cwnd = self.mss(); // loss window
-        // RFC 6582 §3.2 (1) / RFC 6675 §5.1: no fast recovery for data sent before the timeout.
-        self.recover = Some(self.snd_max);
-        self.in_recovery = false;
-        self.dupacks = 0;
-        self.pending_rtx = None;
-        self.snd_nxt = self.snd_una; // go-back-N: everything outstanding is presumed lost
-        self.high_rxt = self.snd_una;
-        self.backoff += 1; // (5.5)
-        self.rto_deadline = Some(now + self.current_rto()); // (5.6)
-        Some(self.snd_una)
+        if due(self.tlp.deadline) {
+            self.tlp.deadline = None;
+            self.probe_due = true;
+        }
+        None
     }
 
     // ----- outputs ------------------------------------------------------------------
@@ -237,6 +279,9 @@ impl Sender {
     pub fn poll_transmit(&mut self, now: Instant) -> Option<DataSegment> {
         let seg = if let Some(seq) = self.pending_rtx.take() {
             Some((seq, self.retransmit_len(seq)))
+        } else if self.probe_due {
+            self.probe_due = false;
+            self.tail_probe()
         } else if self.cfg.recovery == Recovery::Sack && self.in_recovery {
             self.next_seg_sack()
         } else {
@@ -247,7 +292,7 @@ impl Sender {
 
     /// When `handle_timeout` should be called next.
     pub fn poll_timeout(&self) -> Option<Instant> {
-        self.rto_deadline
+        [self.rto_deadline, self.rack.reo_deadline, self.tlp.deadline].into_iter().flatten().min()
     }
 
     // ----- observers ----------------------------------------------------------------
@@ -263,6 +308,10 @@ impl Sender {
     /// The RTT estimator.
     pub fn rtt(&self) -> &dyn RttEstimator {
         self.rtt.as_ref()
+    }
+    /// The latest RTT sample taken.
+    pub fn last_rtt_sample(&self) -> Option<Duration> {
+        self.last_sample
     }
     /// RTO including backoff.
     pub fn current_rto(&self) -> Duration {
@@ -297,6 +346,11 @@ impl Sender {
         self.cfg.mss as u64
     }
 
+    /// Is the SACK scoreboard in use right now (spec §5.3 suspends it)?
+    fn use_scoreboard(&self) -> bool {
+        self.cfg.recovery == Recovery::Sack && !self.sack_suspended
+    }
+
     /// RFC 5681 FlightSize: sent but not cumulatively acknowledged.
     fn flight_size(&self) -> u64 {
         self.snd_max - self.snd_una
@@ -304,13 +358,19 @@ impl Sender {
 
     /// Bytes considered in the network when sending in order from `snd_nxt`.
     fn outstanding(&self) -> u64 {
-        (self.snd_nxt - self.snd_una) - self.sacked.bytes_in(self.snd_una, self.snd_nxt)
+        let sacked = if self.use_scoreboard() { self.sacked.bytes_in(self.snd_una, self.snd_nxt) } else { 0 };
+        (self.snd_nxt - self.snd_una) - sacked
     }
 
     /// RFC 6675 §4 SetPipe(), in bytes: unSACKed bytes not presumed lost, plus
-    /// unSACKed bytes retransmitted in this recovery.
+    /// unSACKed bytes retransmitted in this recovery. With RACK (RFC 8985 §6) a
+    /// segment is out of the pipe exactly while it is marked lost.
     fn pipe(&self) -> u64 {
         let unsacked = |a: u64, b: u64| b.saturating_sub(a) - self.sacked.bytes_in(a, b);
+        if self.cfg.mechanisms.rack_tlp {
+            let lost: u64 = self.sent.iter().filter(|s| s.lost && !s.sacked).map(|s| s.end - s.start.max(self.snd_una)).sum();
+            return unsacked(self.snd_una, self.snd_max) - lost;
+        }
         let not_lost = unsacked(self.lost_edge.max(self.snd_una), self.snd_max);
         let rtx = unsacked(self.snd_una, self.high_rxt.min(self.snd_max));
         not_lost + rtx
@@ -324,7 +384,14 @@ impl Sender {
         self.high_rxt = self.high_rxt.max(ack);
         self.sacked.advance(ack);
         self.dupacks = 0;
+        self.rto_retries = 0;
         let mut restart_timer = true;
+        if self.sack_suspended && self.recovery_done() {
+            self.sack_suspended = false;
+        }
+        if self.tlp.end_seq.is_some_and(|e| ack >= e) {
+            self.end_tlp_episode();
+        }
         if self.in_recovery {
             match self.cfg.recovery {
                 // RFC 5681 §3.2 (6): the first new ACK ends fast recovery.
@@ -352,14 +419,14 @@ impl Sender {
                     }
                 }
             }
-        } else if self.cwnd < self.ssthresh {
+        } else if self.sack_suspended || self.cwnd < self.ssthresh {
             // RFC 5681 (2): slow start, at most one SMSS per ACK.
             self.cwnd += acked.min(self.mss());
         } else {
             // RFC 5681 (3): congestion avoidance, about one SMSS per RTT.
             self.cwnd += (self.mss() * self.mss() / self.cwnd).max(1);
         }
-        // Drop the RTT-sample records of acknowledged segments.
+        // Drop the records of acknowledged segments.
         while self.sent.front().is_some_and(|s| s.end <= ack) {
             self.sent.pop_front();
         }
@@ -377,10 +444,38 @@ impl Sender {
         let newest = self.sent.iter().take_while(|s| s.end <= ack).last().copied();
         if let Some(s) = newest {
             if !s.retransmitted {
-                self.rtt.on_sample(now - s.sent_at);
+                let rtt = now - s.xmit_ts;
+                self.rtt.on_sample(rtt);
+                self.last_sample = Some(rtt);
                 self.backoff = 0;
             }
         }
+    }
+
+    /// Mark segments newly delivered by this ACK (cumulatively or by SACK) and tell
+    /// RACK about them (RFC 8985 §6.2 step 1).
+    fn note_delivered(&mut self, now: Instant, ack: u64) {
+        let rack = self.cfg.mechanisms.rack_tlp;
+        for s in self.sent.iter_mut() {
+            if s.sacked {
+                continue;
+            }
+            if s.end <= ack || self.sacked.bytes_in(s.start, s.end) == s.end - s.start {
+                s.sacked = s.end > ack; // cumulatively acked ones are dropped soon
+                s.lost = false;
+                if rack {
+                    self.rack.on_delivered(now, s);
+                }
+            }
+        }
+    }
+
+    /// RFC 8985 §6.2 step 5, then enter recovery if anything was marked.
+    fn rack_detect_loss(&mut self, now: Instant) {
+        let sacked_segs = self.sent.iter().filter(|s| s.sacked).count() as u32;
+        let reo_wnd = self.rack.reo_wnd(self.in_recovery || self.recover.is_some_and(|r| self.snd_una < r), sacked_segs, self.cfg.dupthresh, self.rtt.srtt());
+        let marked = self.rack.detect_loss(now, reo_wnd, self.sent.iter_mut());
+        self.stats.rack_marked_lost += marked as u64;
     }
 
     fn recovery_done(&self) -> bool {
@@ -390,7 +485,9 @@ impl Sender {
     /// May a new fast recovery start? RFC 6582 §3.2 (1): only if the ACK covers more
     /// than `recover` (a timeout or an earlier recovery set it).
     fn may_enter_recovery(&self) -> bool {
-        !self.in_recovery && self.recover.is_none_or(|r| self.snd_una > r || self.cfg.recovery == Recovery::Reno)
+        !self.in_recovery
+            && !self.sack_suspended
+            && self.recover.is_none_or(|r| self.snd_una > r || self.cfg.recovery == Recovery::Reno)
     }
 
     fn exit_recovery(&mut self, cwnd: u64) {
@@ -414,13 +511,18 @@ impl Sender {
         }
     }
 
-    /// RFC 6675 §5 (4): enter on DupThresh duplicate ACKs or when IsLost(HighACK + 1).
+    /// RFC 6675 §5 (4): enter on DupThresh duplicate ACKs or when IsLost(HighACK + 1);
+    /// with RACK (RFC 8985 §6.2), when RACK has marked a segment lost.
     fn maybe_enter_sack_recovery(&mut self) {
         if self.snd_una == self.snd_max || !self.may_enter_recovery() {
             return;
         }
-        let lost = self.lost_edge > self.snd_una && !self.sacked.contains(self.snd_una);
-        if self.dupacks < self.cfg.dupthresh && !lost {
+        let lost = if self.cfg.mechanisms.rack_tlp {
+            self.sent.iter().any(|s| s.lost)
+        } else {
+            self.dupacks >= self.cfg.dupthresh || (self.lost_edge > self.snd_una && !self.sacked.contains(self.snd_una))
+        };
+        if !lost {
             return;
         }
         self.recover = Some(self.snd_max); // (4.1) RecoveryPoint = HighData
@@ -428,7 +530,10 @@ impl Sender {
         self.cwnd = self.ssthresh;
         self.in_recovery = true;
         self.high_rxt = self.snd_una;
-        self.pending_rtx = Some(self.snd_una); // (4.3) retransmit HighACK + 1
+        self.tlp = Tlp::default();
+        if !self.cfg.mechanisms.rack_tlp {
+            self.pending_rtx = Some(self.snd_una); // (4.3) retransmit HighACK + 1
+        }
         self.stats.fast_retransmits += 1;
         self.stats.sack_recoveries += 1;
     }
@@ -459,25 +564,67 @@ impl Sender {
         }
     }
 
+    /// RFC 6298 (5.4)–(5.6), RFC 5681 (4), and the timeout-side mechanisms.
+    fn on_rto(&mut self, now: Instant) -> u64 {
+        self.stats.timeouts += 1;
+        self.rto_retries += 1;
+        let thin = self.sent.len() < 4 && self.ssthresh != u64::MAX;
+        // RFC 5681 (4); keep ssthresh when the segment already timed out once.
+        if self.backoff == 0 {
+            self.ssthresh = self.flight_size().div_ceil(2).max(2 * self.mss());
+        }
+        self.cwnd = self.mss(); // loss window
+        // RFC 6582 §3.2 (1) / RFC 6675 §5.1: no fast recovery for data sent before the timeout.
+        self.recover = Some(self.snd_max);
+        self.in_recovery = false;
+        self.dupacks = 0;
+        self.pending_rtx = None;
+        self.probe_due = false;
+        self.tlp = Tlp::default();
+        self.rack.reo_deadline = None;
+        for s in self.sent.iter_mut() {
+            s.lost = false; // go-back-N resends everything unSACKed anyway
+        }
+        self.snd_nxt = self.snd_una; // go-back-N: everything outstanding is presumed lost
+        self.high_rxt = self.snd_una;
+        self.sack_suspended = self.cfg.mechanisms.sack_off_after_timeout && self.cfg.recovery == Recovery::Sack;
+        let linear = self.cfg.mechanisms.thin_linear_timeouts && thin && self.rto_retries <= THIN_LINEAR_RETRIES;
+        if !linear {
+            self.backoff += 1; // (5.5)
+        }
+        self.rto_deadline = Some(now + self.current_rto()); // (5.6)
+        self.snd_una
+    }
+
     /// Length of a retransmission at `seq`: one SMSS at most, not past data sent
     /// before, and not into SACKed data.
     fn retransmit_len(&self, seq: u64) -> u32 {
         let mut end = (seq + self.mss()).min(self.snd_max);
-        if let Some(&(s, _)) = self.sacked.ranges().iter().find(|&&(s, _)| s > seq) {
-            end = end.min(s);
+        if self.use_scoreboard() {
+            if let Some(&(s, _)) = self.sacked.ranges().iter().find(|&&(s, _)| s > seq) {
+                end = end.min(s);
+            }
         }
         (end - seq) as u32
     }
 
-    /// RFC 6675 §4 NextSeg() under the `cwnd − pipe ≥ 1 SMSS` rule of §5 (C).
+    /// RFC 6675 §4 NextSeg() under the `cwnd − pipe ≥ 1 SMSS` rule of §5 (C); with RACK,
+    /// rule (1) retransmits the first segment RACK marked lost.
     fn next_seg_sack(&mut self) -> Option<(u64, u32)> {
         if self.cwnd < self.pipe() + self.mss() {
             return None;
         }
-        // (1) the first unSACKed byte above HighRxt that IsLost.
-        let s2 = self.sacked.next_gap(self.high_rxt.max(self.snd_una));
-        if s2 < self.lost_edge && s2 < self.snd_max {
-            return Some((s2, self.retransmit_len(s2)));
+        // (1) the first unSACKed byte that is lost (and, without RACK, above HighRxt).
+        if self.cfg.mechanisms.rack_tlp {
+            if let Some(s) = self.sent.iter().find(|s| s.lost && !s.sacked) {
+                let seq = s.start.max(self.snd_una);
+                return Some((seq, (s.end - seq).min(self.mss()) as u32));
+            }
+        } else {
+            let s2 = self.sacked.next_gap(self.high_rxt.max(self.snd_una));
+            if s2 < self.lost_edge && s2 < self.snd_max {
+                return Some((s2, self.retransmit_len(s2)));
+            }
         }
         // (2) new data, if the application has some and the receiver window allows.
         if self.write_end > self.snd_max {
@@ -487,8 +634,10 @@ impl Sender {
                 return Some((self.snd_max, len as u32));
             }
         }
-        // (3) an unSACKed byte above HighRxt that is not (yet) lost.
-        if s2 < self.snd_max && self.sacked.max_end().is_some_and(|e| e > s2) {
+        // (3) an unSACKed byte above HighRxt that is not (yet) lost (not with RACK:
+        // its timer decides).
+        let s2 = self.sacked.next_gap(self.high_rxt.max(self.snd_una));
+        if !self.cfg.mechanisms.rack_tlp && s2 < self.snd_max && self.sacked.max_end().is_some_and(|e| e > s2) {
             return Some((s2, self.retransmit_len(s2)));
         }
         None
@@ -497,7 +646,9 @@ impl Sender {
     /// Normal sending (and Reno/NewReno recovery, and go-back-N after a timeout): the
     /// next bytes from `snd_nxt`, within min(cwnd, rwnd).
     fn next_seg_in_order(&mut self, now: Instant) -> Option<(u64, u32)> {
-        self.snd_nxt = self.sacked.next_gap(self.snd_nxt);
+        if self.use_scoreboard() {
+            self.snd_nxt = self.sacked.next_gap(self.snd_nxt);
+        }
         let len = if self.snd_nxt < self.snd_max {
             self.retransmit_len(self.snd_nxt) as u64
         } else {
@@ -506,12 +657,17 @@ impl Sender {
         if len == 0 {
             return None;
         }
-        // RFC 5681 §4.1: restart from the initial window after an idle period > RTO.
-        if self.cfg.slow_start_restart
-            && self.snd_una == self.snd_max
-            && self.last_send.is_some_and(|t| now - t > self.rtt.rto())
-        {
-            self.cwnd = self.cwnd.min(self.cfg.initial_cwnd_segments as u64 * self.mss());
+        let idle = self.snd_una == self.snd_max && self.last_send.is_some_and(|t| now - t > self.rtt.rto());
+        if idle {
+            // RFC 5681 §4.1: restart from the initial window after an idle period > RTO.
+            if self.cfg.slow_start_restart {
+                self.cwnd = self.cwnd.min(self.cfg.initial_cwnd_segments as u64 * self.mss());
+            }
+            // Spec §5.2: the path may have changed while idle; the next sample is the first.
+            if self.cfg.mechanisms.rto_reset_after_idle && self.rtt.srtt().is_some() {
+                self.rtt.reset();
+                self.stats.rto_resets += 1;
+            }
         }
         let window = self.cwnd.min(self.rwnd);
         if self.outstanding() + len > window {
@@ -525,18 +681,72 @@ impl Sender {
         Some((self.snd_nxt, len as u32))
     }
 
+    /// RFC 8985 §7.3: the probe is one new segment if the application has data and the
+    /// receiver window allows, else a retransmission of the last segment sent.
+    fn tail_probe(&mut self) -> Option<(u64, u32)> {
+        if self.snd_una == self.snd_max || self.in_recovery {
+            return None;
+        }
+        self.stats.tlp_probes += 1;
+        if self.write_end > self.snd_max && self.snd_max < self.snd_una + self.rwnd {
+            let len = (self.write_end - self.snd_max).min(self.mss());
+            self.snd_nxt = self.snd_max;
+            self.tlp = Tlp { deadline: None, end_seq: Some(self.snd_max + len), is_retrans: false };
+            return Some((self.snd_max, len as u32));
+        }
+        let last = self.sent.back().copied()?;
+        let seq = last.start.max(self.snd_una);
+        self.tlp = Tlp { deadline: None, end_seq: Some(self.snd_max), is_retrans: true };
+        Some((seq, (last.end - seq) as u32))
+    }
+
+    /// RFC 8985 §7.2: (re)arm the probe timer while nothing else is going on.
+    fn arm_tlp(&mut self, now: Instant) {
+        if !self.cfg.mechanisms.rack_tlp {
+            return;
+        }
+        let eligible = !self.in_recovery
+            && !self.sack_suspended
+            && self.backoff == 0
+            && self.tlp.end_seq.is_none()
+            && self.snd_una < self.snd_max;
+        if !eligible {
+            self.tlp.deadline = None;
+            return;
+        }
+        let pto = now + probe_timeout(self.rtt.srtt(), self.sent.len() == 1);
+        // A probe later than the RTO would be pointless: the RTO fires first.
+        self.tlp.deadline = Some(self.rto_deadline.map_or(pto, |r| pto.min(r)));
+        if self.tlp.deadline == self.rto_deadline {
+            self.tlp.deadline = None;
+        }
+    }
+
+    /// RFC 8985 §7.4: the probe's episode is over. Without DSACK we cannot tell whether
+    /// a retransmitted probe repaired a real loss, so (conservatively) we assume it did
+    /// and reduce the window as for a loss.
+    fn end_tlp_episode(&mut self) {
+        if self.tlp.is_retrans && !self.in_recovery {
+            self.ssthresh = self.flight_size().div_ceil(2).max(2 * self.mss()).min(self.cwnd.max(2 * self.mss()));
+            self.cwnd = self.ssthresh;
+        }
+        self.tlp = Tlp::default();
+    }
+
     /// Bookkeeping for a segment that leaves now.
     fn emit(&mut self, now: Instant, seq: u64, len: u32) -> DataSegment {
         let end = seq + len as u64;
         let retransmission = seq < self.snd_max;
         if retransmission {
-            self.stats.bytes_retransmitted += (end.min(self.snd_max) - seq) as u64;
+            self.stats.bytes_retransmitted += end.min(self.snd_max) - seq;
             for s in self.sent.iter_mut() {
                 if s.start >= end {
                     break;
                 }
                 if s.end > seq {
                     s.retransmitted = true;
+                    s.lost = false;
+                    s.xmit_ts = now;
                 }
             }
             if self.in_recovery && self.cfg.recovery == Recovery::Sack {
@@ -544,7 +754,8 @@ impl Sender {
             }
         }
         if end > self.snd_max {
-            self.sent.push_back(Sent { start: self.snd_max.max(seq), end, sent_at: now, retransmitted: false });
+            let start = self.snd_max.max(seq);
+            self.sent.push_back(Sent { start, end, xmit_ts: now, retransmitted: false, sacked: false, lost: false });
             self.snd_max = end;
         }
         if seq == self.snd_nxt || (seq < self.snd_nxt && end > self.snd_nxt) {
@@ -556,6 +767,7 @@ impl Sender {
         if self.rto_deadline.is_none() {
             self.rto_deadline = Some(now + self.current_rto()); // RFC 6298 (5.1)
         }
+        self.arm_tlp(now);
         DataSegment { seq, len, retransmission }
     }
 }

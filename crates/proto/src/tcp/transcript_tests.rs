@@ -22,6 +22,7 @@ fn scfg(recovery: Recovery) -> SenderConfig {
         dupthresh: 3,
         rto: RtoConfig { min: Duration::from_millis(200), ..Default::default() },
         send_buffer: None,
+        mechanisms: Mechanisms::default(),
     }
 }
 
