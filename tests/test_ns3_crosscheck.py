@@ -65,9 +65,6 @@ def native() -> Any:
     if importlib.util.find_spec("ns") is None:
         pytest.skip("ns-3 Python bindings not installed (pip install 'thinwan[ns3]')")
     import thinwan._native as native
-
-    if not hasattr(native, "simulate"):
-        pytest.skip("thinwan._native.simulate is not built yet")
     return native
 
 

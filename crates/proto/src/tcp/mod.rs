@@ -83,4 +83,6 @@ pub struct Ack {
 }
 
 #[cfg(test)]
+mod mechanism_tests;
+#[cfg(test)]
 mod transcript_tests;

@@ -126,7 +126,8 @@ pub struct Sender {
     rwnd: u64,
     dupacks: u32,
     in_recovery: bool,
-    /// RFC 6582 `recover` / RFC 6675 RecoveryPoint: `None` until first set (= ISS).
+    /// One past RFC 6582 `recover` / RFC 6675 RecoveryPoint (the highest byte sent when
+    /// recovery or a timeout began): `None` until first set (= ISS).
     recover: Option<u64>,
     /// RFC 6675 HighRxt + 1: bytes below were retransmitted in this recovery.
     high_rxt: u64,
@@ -259,16 +260,20 @@ impl Sender {
     /// number of the timed-out segment when the retransmission timer fired.
     pub fn handle_timeout(&mut self, now: Instant) -> Option<u64> {
         let due = |d: Option<Instant>| d.is_some_and(|d| d <= now);
+        // The probe timer is never later than the RTO; when both are due, probe first
+        // (RFC 8985 §7.2) and restart the RTO after the probe (§7.3).
+        if due(self.tlp.deadline) {
+            self.tlp.deadline = None;
+            self.probe_due = true;
+            self.rto_deadline = Some(now + self.current_rto());
+            return None;
+        }
         if due(self.rto_deadline) {
             return Some(self.on_rto(now));
         }
         if due(self.rack.reo_deadline) {
             self.rack_detect_loss(now);
             self.maybe_enter_sack_recovery();
-        }
-        if due(self.tlp.deadline) {
-            self.tlp.deadline = None;
-            self.probe_due = true;
         }
         None
     }
@@ -483,11 +488,12 @@ impl Sender {
     }
 
     /// May a new fast recovery start? RFC 6582 §3.2 (1): only if the ACK covers more
-    /// than `recover` (a timeout or an earlier recovery set it).
+    /// than `recover` (a timeout or an earlier recovery set it). The RFC's `recover` is
+    /// the highest byte sent; ours is one past it, so "covers more" is `snd_una ≥ recover`.
     fn may_enter_recovery(&self) -> bool {
         !self.in_recovery
             && !self.sack_suspended
-            && self.recover.is_none_or(|r| self.snd_una > r || self.cfg.recovery == Recovery::Reno)
+            && self.recover.is_none_or(|r| self.snd_una >= r || self.cfg.recovery == Recovery::Reno)
     }
 
     fn exit_recovery(&mut self, cwnd: u64) {
@@ -715,11 +721,8 @@ impl Sender {
             return;
         }
         let pto = now + probe_timeout(self.rtt.srtt(), self.sent.len() == 1);
-        // A probe later than the RTO would be pointless: the RTO fires first.
+        // Never later than the RTO (RFC 8985 §7.2; Linux arms min(PTO, RTO)).
         self.tlp.deadline = Some(self.rto_deadline.map_or(pto, |r| pto.min(r)));
-        if self.tlp.deadline == self.rto_deadline {
-            self.tlp.deadline = None;
-        }
     }
 
     /// RFC 8985 §7.4: the probe's episode is over. Without DSACK we cannot tell whether
