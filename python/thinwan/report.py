@@ -24,6 +24,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
+from matplotlib.ticker import NullLocator
 
 from . import __version__
 from .metrics import (
@@ -208,7 +209,8 @@ _KINDS = ((INTERACTIVE, "interactive", "tab:red"), (BULK, "bulk", "tab:blue"))
 
 
 def _fig_end_to_end(delays: pd.DataFrame, thresholds_ms: Sequence[float]) -> Figure:
-    fig = Figure(figsize=(7, 4.5), layout="tight")
+    fig = Figure(figsize=(7, 4.5))
+    fig.subplots_adjust(left=0.11, right=0.97, bottom=0.12, top=0.9)
     ax = fig.subplots()
     _ccdf_axes(ax, delays, "end_to_end", thresholds_ms)
     ax.set_title(FIGURE_TITLES["end_to_end"] + " (never-read messages count as ∞)")
@@ -216,7 +218,8 @@ def _fig_end_to_end(delays: pd.DataFrame, thresholds_ms: Sequence[float]) -> Fig
 
 
 def _fig_components(delays: pd.DataFrame, thresholds_ms: Sequence[float]) -> Figure:
-    fig = Figure(figsize=(13, 7.5), layout="tight")
+    fig = Figure(figsize=(13, 7.5))
+    fig.subplots_adjust(left=0.06, right=0.98, bottom=0.08, top=0.9, wspace=0.12, hspace=0.25)
     # Shared axes, so components can be compared at a glance.
     flat = fig.subplots(2, 3, sharex=True, sharey=True).ravel()
     for ax, component in zip(flat, COMPONENTS):
@@ -269,6 +272,9 @@ def _decorate_ccdf(ax: Axes, thresholds_ms: Sequence[float], drawn: bool) -> Non
                     transform=ax.get_xaxis_transform(), va="bottom", ha="right")
     ax.set_xscale("log")
     ax.set_yscale("log")
+    # Minor ticks on log axes are hundreds of artists per panel; majors (decades) suffice.
+    ax.xaxis.set_minor_locator(NullLocator())
+    ax.yaxis.set_minor_locator(NullLocator())
     ax.set_xlabel("delay (ms)")
     ax.set_ylabel("P(delay > x)")
     ax.grid(True, which="major", alpha=0.3)
@@ -279,7 +285,8 @@ def _decorate_ccdf(ax: Axes, thresholds_ms: Sequence[float], drawn: bool) -> Non
 
 
 def _fig_queue(trace: pd.DataFrame, scenario: Scenario) -> Figure:
-    fig = Figure(figsize=(10, 3.5), layout="tight")
+    fig = Figure(figsize=(10, 3.5))
+    fig.subplots_adjust(left=0.08, right=0.98, bottom=0.15, top=0.88)
     ax = fig.subplots()
     ax.plot(trace["t"], trace["bytes"] / 1000.0, linewidth=0.6)
     limit = scenario.queue.limit_bytes
@@ -296,7 +303,8 @@ def _fig_queue(trace: pd.DataFrame, scenario: Scenario) -> Figure:
 def _fig_conn(digest: RunDigest, scenario: Scenario) -> Figure:
     trace = digest.conn_trace
     mss = scenario.tcp.mss
-    fig = Figure(figsize=(10, 6), layout="tight")
+    fig = Figure(figsize=(10, 6))
+    fig.subplots_adjust(left=0.08, right=0.98, bottom=0.09, top=0.91, hspace=0.08)
     top, bottom = fig.subplots(2, 1, sharex=True)
     top.step(trace["t"], trace["cwnd"] / mss, where="post", label="cwnd", linewidth=0.8)
     ssthresh = trace["ssthresh"].where(np.isfinite(trace["ssthresh"]))  # inf: no loss yet
@@ -315,6 +323,10 @@ def _fig_conn(digest: RunDigest, scenario: Scenario) -> Figure:
         f"connection {digest.worst_conn} ({digest.worst_conn_timeouts} timeouts)"
     )
     return fig
+
+
+# Figures use fixed margins (subplots_adjust) rather than tight/constrained layout: those
+# measure every tick label of every log axis and took most of the report's time.
 
 
 def _png(fig: Figure) -> str:

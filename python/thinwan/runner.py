@@ -109,6 +109,20 @@ def git_revision() -> str:
 
 def _run_all(scenario: Scenario, out: Path, jobs: int, progress: bool) -> list[RunDigest]:
     runs = scenario.scenario.runs
+    if jobs == 1:
+        # One worker would only add a process start and a second import of everything
+        # (about a second); run in this process instead.
+        git_rev = git_revision()
+        digests = []
+        for k in tqdm(range(runs), desc=scenario.name, unit="run", file=sys.stderr,
+                      disable=not (progress and sys.stderr.isatty())):
+            try:
+                digests.append(_run_one(scenario, k, out, git_rev))
+            except (OSError, KeyboardInterrupt):
+                raise
+            except Exception as e:
+                raise RunError(f"run {k} failed: {type(e).__name__}: {e}") from e
+        return digests
     # spawn, not fork: the parent may hold threads (tqdm's monitor) and their locks, which
     # a forked child would inherit in an undefined state.
     pool = ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn"))
