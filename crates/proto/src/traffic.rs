@@ -120,6 +120,21 @@ pub fn stream_rng(seed: u64, stream: u64) -> Xoshiro256PlusPlus {
 #[derive(Clone, Debug, PartialEq)]
 pub struct ParamError(pub String);
 
+/// Parameters with the block-length law solved for its mean; shared by many sources.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Calibrated {
+    params: ThinClientParams,
+    pareto_scale: f64,
+}
+
+impl Calibrated {
+    /// Check the parameters and solve the Pareto scale for `bulk_packets_mean`.
+    pub fn new(params: ThinClientParams) -> Result<Self, ParamError> {
+        let pareto_scale = solve_pareto_scale(params.bulk_packets_mean, params.bulk_pareto_shape, params.bulk_packets_max)?;
+        Ok(Calibrated { params, pareto_scale })
+    }
+}
+
 /// The two-state source. Yields writes in non-decreasing time order.
 pub struct ThinClientSource {
     p: ThinClientParams,
@@ -138,7 +153,13 @@ pub struct ThinClientSource {
 impl ThinClientSource {
     /// A source whose first flow starts at `start`.
     pub fn new(p: ThinClientParams, rng: Xoshiro256PlusPlus, start: Instant) -> Result<Self, ParamError> {
-        let pareto_scale = solve_pareto_scale(p.bulk_packets_mean, p.bulk_pareto_shape, p.bulk_packets_max)?;
+        Ok(Self::calibrated(&Calibrated::new(p)?, rng, start))
+    }
+
+    /// The same from parameters calibrated once (cheaper for many sources: solving the
+    /// block-length scale costs ~10⁵ `powf` calls).
+    pub fn calibrated(c: &Calibrated, rng: Xoshiro256PlusPlus, start: Instant) -> Self {
+        let (p, pareto_scale) = (c.params, c.pareto_scale);
         let mut s = ThinClientSource {
             p,
             rng,
@@ -153,7 +174,7 @@ impl ThinClientSource {
         let p_bulk = if a + b > 0.0 { a / (a + b) } else { 0.0 };
         s.state = if s.rng.gen::<f64>() < p_bulk { Kind::Bulk } else { Kind::Interactive };
         s.begin_flow(start);
-        Ok(s)
+        s
     }
 
     /// The next write.
@@ -247,7 +268,8 @@ fn solve_pareto_scale(mean: f64, shape: f64, max: u32) -> Result<f64, ParamError
         return Err(ParamError(format!("bulk_packets_mean must be in [2, bulk_packets_max): got {mean}")));
     }
     let (mut lo, mut hi) = (1e-9, max as f64);
-    for _ in 0..200 {
+    // 100 halvings take the bracket below f64 resolution.
+    for _ in 0..100 {
         let mid = 0.5 * (lo + hi);
         if expected_block_len(mid, shape, max) < mean {
             lo = mid;

@@ -15,7 +15,7 @@ use crate::engine::{Event, EventQueue};
 use crate::records::RunRecords;
 use thinwan_proto::qdisc::{Classifier, DropTail, Dropped, Limits, Priority, QueueDisc, QueueItem};
 use thinwan_proto::tcp::{Ack, DataSegment, Mechanisms, Receiver, ReceiverConfig, Recovery, RtoConfig, Sender, SenderConfig};
-use thinwan_proto::traffic::{stream_rng, GapLaw, Kind, ThinClientParams, ThinClientSource, Write};
+use thinwan_proto::traffic::{stream_rng, Calibrated, GapLaw, Kind, ThinClientParams, ThinClientSource, Write};
 use thinwan_proto::{Duration, Instant};
 
 /// Hops on every route: sender NIC, a router port, the far router's port to the host.
@@ -246,7 +246,7 @@ impl World {
             delayed_ack_timeout: Duration::from_millis_f64(tcp.delayed_ack_ms),
             sack: tcp.sack,
         };
-        let params = thin_client_params(&cfg)?;
+        let model = Calibrated::new(thin_client_params(&cfg)?).map_err(|e| format!("traffic: {}", e.0))?;
         let duration = Instant::from_secs_f64(cfg.scenario.duration_s);
         let stagger = Duration::from_millis_f64(cfg.scenario.start_stagger_ms);
         let separate = cfg.traffic.separate_connections;
@@ -268,8 +268,7 @@ impl World {
                     (Source::Bulk { chunks }, w)
                 }
                 _ => {
-                    let mut s = ThinClientSource::new(params, stream_rng(seed, 2 * i as u64), start)
-                        .map_err(|e| format!("traffic: {}", e.0))?;
+                    let mut s = ThinClientSource::calibrated(&model, stream_rng(seed, 2 * i as u64), start);
                     let w = s.next_write();
                     (Source::ThinClient(s), w)
                 }

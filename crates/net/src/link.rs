@@ -1,0 +1,539 @@
+//! One direction of the emulated link, sans-IO: packets and `now` in, due packets and
+//! log events out (STYLE.md §1). The real-clock driver is [`crate::emulator`]; the tests
+//! below run it on virtual time.
+//!
+//! A packet's path (every step is one [`Event`]):
+//!
+//! ```text
+//! arrival ─▶ queue discipline ─▶ serialisation at `rate` ─▶ loss ─▶ delay (+jitter) ─▶ delivery
+//!            (enqueue | drop:overflow)   (dequeue = end of tx)   (drop:loss)
+//! ```
+//!
+//! Serialisation is scheduled on ideal times: a transmission starts at
+//! `max(previous end, arrival)`, never at the (late) instant the driver happened to
+//! wake up, so the rate is exact however the OS schedules us. Random loss acts after
+//! serialisation (a corrupted frame still used the link). Without `reorder`, a
+//! packet's due time is at least its predecessor's, so jitter never reorders.
+//!
+//! ```
+//! use thinwan_net::{config::DirConfig, link::Direction};
+//! use thinwan_proto::{Duration, Instant};
+//! let cfg = DirConfig { rate_bps: 10_000_000, delay_ms: 20.0, ..Default::default() };
+//! let mut d = Direction::new(&cfg, 1, 0);
+//! let (mut events, mut out) = (Vec::new(), Vec::new());
+//! let ip = [0x45, 0, 0, 20, 0, 0, 0, 0, 64, 253, 0, 0, 198, 18, 1, 1, 198, 18, 2, 1];
+//! d.arrive(Instant::ZERO, ip.to_vec(), &mut events);
+//! let due = d.poll_timeout().unwrap(); // end of serialisation: 16 µs
+//! d.handle_timeout(due, &mut out, &mut events);
+//! let due = d.poll_timeout().unwrap(); // + 20 ms propagation
+//! d.handle_timeout(due, &mut out, &mut events);
+//! assert_eq!(out[0].due, Instant::ZERO + Duration::from_micros(16) + Duration::from_millis(20));
+//! ```
+
+use crate::config::DirConfig;
+use crate::jitter::Jitter;
+use crate::loss::{LossKind, LossModel};
+use crate::packet::{self, Summary};
+use rand_xoshiro::Xoshiro256PlusPlus;
+use serde::Serialize;
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use thinwan_proto::qdisc::{DropReason, DropTail, Dropped, QueueDisc, QueueItem};
+use thinwan_proto::traffic::stream_rng;
+use thinwan_proto::{Duration, Instant};
+
+/// Streams of `stream_rng` used by the emulator start here (the simulator uses small
+/// stream numbers for its sources), so link randomness never correlates with traffic.
+pub const STREAM_BASE: u64 = 1 << 32;
+
+/// A packet inside the emulator.
+#[derive(Debug)]
+pub struct Packet {
+    /// Arrival number within its direction (joins the events of one packet).
+    pub id: u64,
+    /// The IP packet.
+    pub data: Vec<u8>,
+    /// Its parsed headers.
+    pub hdr: Summary,
+    /// Bytes it occupies on the link (IP length + configured overhead).
+    pub wire: u32,
+    /// When it arrived (a transmission never starts earlier).
+    pub arrived: Instant,
+}
+
+impl QueueItem for Packet {
+    fn wire_len(&self) -> u32 {
+        self.wire
+    }
+}
+
+/// What happened to a packet.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub enum EventKind {
+    /// Read from the input device.
+    Arrival = 0,
+    /// Accepted by the queue discipline.
+    Enqueue = 1,
+    /// Left the link port: end of its serialisation (records' `t_deq`).
+    Dequeue = 2,
+    /// Dropped; see [`Reason`].
+    Drop = 3,
+    /// Written to the output device (records' `t_arrive`).
+    Deliver = 4,
+}
+
+/// Why a packet was dropped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub enum Reason {
+    /// Not a drop.
+    None = 0,
+    /// The queue was full.
+    Overflow = 1,
+    /// Pushed out of the queue by a more important arrival.
+    PushedOut = 2,
+    /// I.i.d. random loss.
+    Loss = 3,
+    /// Gilbert–Elliott loss.
+    BurstLoss = 4,
+    /// Not a well-formed IP packet.
+    Malformed = 5,
+    /// Still inside the emulator when it stopped.
+    Shutdown = 6,
+    /// The output device refused it.
+    WriteError = 7,
+}
+
+impl Reason {
+    /// Name used in files.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Reason::None => "",
+            Reason::Overflow => "overflow",
+            Reason::PushedOut => "pushed_out",
+            Reason::Loss => "loss",
+            Reason::BurstLoss => "burst_loss",
+            Reason::Malformed => "malformed",
+            Reason::Shutdown => "shutdown",
+            Reason::WriteError => "write_error",
+        }
+    }
+}
+
+/// One log record.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Event {
+    /// When.
+    pub t: Instant,
+    /// What.
+    pub kind: EventKind,
+    /// Why (drops).
+    pub reason: Reason,
+    /// Packet number within the direction.
+    pub pkt: u64,
+    /// Its headers (zero for malformed frames, except `ip_len` = frame length).
+    pub hdr: Summary,
+    /// Queue backlog after the event, bytes.
+    pub q_bytes: u64,
+    /// Queue backlog after the event, packets.
+    pub q_pkts: u64,
+    /// For deliveries: the due time (so `t − due` is the emulator's own lateness).
+    pub due: Instant,
+}
+
+/// A packet whose propagation delay has elapsed: write it out.
+#[derive(Debug)]
+pub struct Delivery {
+    /// The packet.
+    pub packet: Packet,
+    /// When it was due.
+    pub due: Instant,
+}
+
+/// Counters of one direction.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct DirStats {
+    /// Frames read.
+    pub arrivals: u64,
+    /// Bytes read.
+    pub arrival_bytes: u64,
+    /// Frames that were not IP packets (dropped).
+    pub malformed: u64,
+    /// Accepted by the queue.
+    pub enqueued: u64,
+    /// Queue overflow drops.
+    pub drops_overflow: u64,
+    /// Pushed-out drops.
+    pub drops_pushed_out: u64,
+    /// I.i.d. loss drops.
+    pub drops_loss: u64,
+    /// Gilbert–Elliott drops.
+    pub drops_burst_loss: u64,
+    /// Serialised packets.
+    pub dequeued: u64,
+    /// Serialised wire bytes.
+    pub bytes_tx: u64,
+    /// Written to the output device.
+    pub delivered: u64,
+    /// Bytes written.
+    pub delivered_bytes: u64,
+    /// Writes that failed.
+    pub write_errors: u64,
+    /// Largest queue backlog, bytes.
+    pub max_queue_bytes: u64,
+    /// Largest queue backlog, packets.
+    pub max_queue_packets: u64,
+}
+
+/// One direction of the link.
+pub struct Direction {
+    rate_bps: u64,
+    delay: Duration,
+    jitter: Jitter,
+    reorder: bool,
+    overhead: u32,
+    queue: Box<dyn QueueDisc<Packet> + Send>,
+    loss: LossModel,
+    rng_loss: Xoshiro256PlusPlus,
+    rng_jitter: Xoshiro256PlusPlus,
+    /// The packet being serialised and the end of its transmission.
+    on_wire: Option<(Instant, Packet)>,
+    /// When the link is next free (end of the last transmission).
+    free_at: Instant,
+    /// Packets in flight, by (due, sequence): a min-heap.
+    line: BinaryHeap<Reverse<(Instant, u64, PacketBox)>>,
+    line_seq: u64,
+    last_due: Instant,
+    next_id: u64,
+    drops: Vec<Dropped<Packet>>,
+    stats: DirStats,
+}
+
+impl Direction {
+    /// A direction configured by `cfg`; `index` (0 = fwd, 1 = rev) selects its random
+    /// streams `stream_rng(seed, STREAM_BASE + 16·index + {0: loss, 1: jitter})`.
+    pub fn new(cfg: &DirConfig, seed: u64, index: u64) -> Self {
+        let stream = STREAM_BASE + 16 * index;
+        // Only "droptail" passes validation so far; new disciplines join this match.
+        let queue: Box<dyn QueueDisc<Packet> + Send> = Box::new(DropTail::new(cfg.limits()));
+        Direction {
+            rate_bps: cfg.rate_bps,
+            delay: cfg.delay(),
+            jitter: cfg.jitter(),
+            reorder: cfg.reorder,
+            overhead: cfg.overhead_bytes,
+            queue,
+            loss: cfg.loss_model(),
+            rng_loss: stream_rng(seed, stream),
+            rng_jitter: stream_rng(seed, stream + 1),
+            on_wire: None,
+            free_at: Instant::ZERO,
+            line: BinaryHeap::new(),
+            line_seq: 0,
+            last_due: Instant::ZERO,
+            next_id: 0,
+            drops: Vec::new(),
+            stats: DirStats::default(),
+        }
+    }
+
+    /// A frame read from the input device at `now`.
+    pub fn arrive(&mut self, now: Instant, data: Vec<u8>, events: &mut Vec<Event>) {
+        let id = self.next_id;
+        self.next_id += 1;
+        self.stats.arrivals += 1;
+        self.stats.arrival_bytes += data.len() as u64;
+        let Ok(hdr) = packet::parse(&data) else {
+            self.stats.malformed += 1;
+            let hdr = Summary { ip_len: data.len().min(u16::MAX as usize) as u16, ..Summary::default() };
+            events.push(self.event(now, EventKind::Drop, Reason::Malformed, id, hdr, Instant::ZERO));
+            return;
+        };
+        events.push(self.event(now, EventKind::Arrival, Reason::None, id, hdr, Instant::ZERO));
+        let wire = (data.len() as u32).saturating_add(self.overhead);
+        self.queue.enqueue(now, Packet { id, data, hdr, wire, arrived: now }, &mut self.drops);
+        let dropped_itself = self.drops.iter().any(|d| d.packet.id == id);
+        if !dropped_itself {
+            self.stats.enqueued += 1;
+            events.push(self.event(now, EventKind::Enqueue, Reason::None, id, hdr, Instant::ZERO));
+        }
+        self.flush_queue_drops(now, events);
+        self.stats.max_queue_bytes = self.stats.max_queue_bytes.max(self.queue.backlog_bytes());
+        self.stats.max_queue_packets = self.stats.max_queue_packets.max(self.queue.backlog_packets() as u64);
+        if self.on_wire.is_none() {
+            self.start_tx(now.max(self.free_at));
+        }
+    }
+
+    /// The next instant at which [`Direction::handle_timeout`] has work, if any.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        let tx = self.on_wire.as_ref().map(|(end, _)| *end);
+        let line = self.line.peek().map(|Reverse((due, _, _))| *due);
+        match (tx, line) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// Advance to `now`: finish transmissions, apply loss, and move every packet whose
+    /// delay has elapsed to `out` (in due order).
+    pub fn handle_timeout(&mut self, now: Instant, out: &mut Vec<Delivery>, events: &mut Vec<Event>) {
+        while let Some(end) = self.on_wire.as_ref().map(|(end, _)| *end).filter(|&end| end <= now) {
+            let Some((_, p)) = self.on_wire.take() else { break };
+            self.finish_tx(end, p, events);
+            self.start_tx(end);
+        }
+        while let Some(Reverse((due, _, _))) = self.line.peek() {
+            if *due > now {
+                break;
+            }
+            let Some(Reverse((due, _, PacketBox(packet)))) = self.line.pop() else { break };
+            out.push(Delivery { packet, due });
+        }
+    }
+
+    /// Log a delivery (or its failure) written at `now`.
+    pub fn delivered(&mut self, now: Instant, d: &Delivery, ok: bool, events: &mut Vec<Event>) {
+        let (kind, reason) = if ok {
+            self.stats.delivered += 1;
+            self.stats.delivered_bytes += d.packet.data.len() as u64;
+            (EventKind::Deliver, Reason::None)
+        } else {
+            self.stats.write_errors += 1;
+            (EventKind::Drop, Reason::WriteError)
+        };
+        events.push(self.event(now, kind, reason, d.packet.id, d.packet.hdr, d.due));
+    }
+
+    /// Packets still inside (queued, on the wire, propagating).
+    pub fn in_flight(&self) -> usize {
+        self.queue.backlog_packets() + self.on_wire.is_some() as usize + self.line.len()
+    }
+
+    /// Counters.
+    pub fn stats(&self) -> &DirStats {
+        &self.stats
+    }
+
+    fn start_tx(&mut self, at: Instant) {
+        debug_assert!(self.on_wire.is_none());
+        let Some(p) = self.queue.dequeue(at) else { return };
+        // A driver that woke up late may hand us an arrival after a transmission's end
+        // time it has not processed yet; the next one still cannot start before it.
+        let at = at.max(p.arrived);
+        let end = at + Duration::transmission(p.wire as u64, self.rate_bps);
+        let end = if self.rate_bps == 0 { at } else { end };
+        self.free_at = end;
+        self.on_wire = Some((end, p));
+    }
+
+    fn finish_tx(&mut self, end: Instant, p: Packet, events: &mut Vec<Event>) {
+        self.stats.dequeued += 1;
+        self.stats.bytes_tx += p.wire as u64;
+        events.push(self.event(end, EventKind::Dequeue, Reason::None, p.id, p.hdr, Instant::ZERO));
+        if let Some(kind) = self.loss.lose(&mut self.rng_loss) {
+            let reason = match kind {
+                LossKind::Random => {
+                    self.stats.drops_loss += 1;
+                    Reason::Loss
+                }
+                LossKind::Burst => {
+                    self.stats.drops_burst_loss += 1;
+                    Reason::BurstLoss
+                }
+            };
+            events.push(self.event(end, EventKind::Drop, reason, p.id, p.hdr, Instant::ZERO));
+            return;
+        }
+        let mut due = end + self.jitter.sample(self.delay, &mut self.rng_jitter);
+        if !self.reorder {
+            due = due.max(self.last_due);
+        }
+        self.last_due = self.last_due.max(due);
+        self.line_seq += 1;
+        self.line.push(Reverse((due, self.line_seq, PacketBox(p))));
+    }
+
+    fn flush_queue_drops(&mut self, now: Instant, events: &mut Vec<Event>) {
+        for d in std::mem::take(&mut self.drops) {
+            let reason = match d.reason {
+                DropReason::Overflow => {
+                    self.stats.drops_overflow += 1;
+                    Reason::Overflow
+                }
+                DropReason::PushedOut => {
+                    self.stats.drops_pushed_out += 1;
+                    Reason::PushedOut
+                }
+            };
+            events.push(self.event(now, EventKind::Drop, reason, d.packet.id, d.packet.hdr, Instant::ZERO));
+        }
+    }
+
+    fn event(&self, t: Instant, kind: EventKind, reason: Reason, pkt: u64, hdr: Summary, due: Instant) -> Event {
+        Event {
+            t,
+            kind,
+            reason,
+            pkt,
+            hdr,
+            q_bytes: self.queue.backlog_bytes(),
+            q_pkts: self.queue.backlog_packets() as u64,
+            due,
+        }
+    }
+}
+
+/// A packet in the delay-line heap; ordering is by (due, sequence) only.
+#[derive(Debug)]
+struct PacketBox(Packet);
+impl PartialEq for PacketBox {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+impl Eq for PacketBox {}
+impl PartialOrd for PacketBox {
+    fn partial_cmp(&self, o: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(o))
+    }
+}
+impl Ord for PacketBox {
+    fn cmp(&self, _: &Self) -> std::cmp::Ordering {
+        std::cmp::Ordering::Equal
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{GeConfig, QueueConfig};
+    use crate::packet::tests::tcp_packet;
+
+    /// Run a direction on virtual time: `arrivals` are (time, payload bytes); returns
+    /// (packet id, due, delivered) and all events.
+    fn run(cfg: &DirConfig, arrivals: &[(Instant, usize)]) -> (Vec<(u64, Instant)>, Vec<Event>) {
+        let mut d = Direction::new(cfg, 42, 0);
+        let (mut events, mut out) = (Vec::new(), Vec::new());
+        let mut i = 0;
+        loop {
+            let next_arrival = arrivals.get(i).map(|a| a.0);
+            let next = match (next_arrival, d.poll_timeout()) {
+                (Some(a), Some(t)) => a.min(t),
+                (a, t) => match a.or(t) {
+                    Some(x) => x,
+                    None => break,
+                },
+            };
+            if next_arrival == Some(next) {
+                d.arrive(next, tcp_packet(i as u32, arrivals[i].1), &mut events);
+                i += 1;
+            }
+            d.handle_timeout(next, &mut out, &mut events);
+            for del in out.drain(..) {
+                d.delivered(del.due, &del, true, &mut events);
+            }
+        }
+        let delivered = events.iter().filter(|e| e.kind == EventKind::Deliver).map(|e| (e.pkt, e.t)).collect();
+        (delivered, events)
+    }
+
+    fn ms(x: f64) -> Instant {
+        Instant::from_secs_f64(x * 1e-3)
+    }
+
+    #[test]
+    fn delay_line_and_rate() {
+        // 1460 B payload + 40 B headers = 1500 B = 1.2 ms at 10 Mbit/s.
+        let cfg = DirConfig { rate_bps: 10_000_000, delay_ms: 20.0, ..Default::default() };
+        let arrivals: Vec<_> = (0..5).map(|_| (Instant::ZERO, 1460)).collect();
+        let (out, events) = run(&cfg, &arrivals);
+        let expect: Vec<_> = (0..5).map(|k| (k as u64, ms(1.2 * (k + 1) as f64 + 20.0))).collect();
+        assert_eq!(out, expect);
+        // Backlog after each enqueue: the first packet goes on the wire right after
+        // its enqueue event, so the second also sees a backlog of one.
+        let enq: Vec<_> = events.iter().filter(|e| e.kind == EventKind::Enqueue).map(|e| e.q_pkts).collect();
+        assert_eq!(enq, vec![1, 1, 2, 3, 4]);
+    }
+
+    #[test]
+    fn idle_link_does_not_bank_credit() {
+        // A packet arriving long after the previous one still takes its full 1.2 ms.
+        let cfg = DirConfig { rate_bps: 10_000_000, delay_ms: 0.0, ..Default::default() };
+        let (out, _) = run(&cfg, &[(ms(0.0), 1460), (ms(50.0), 1460), (ms(50.1), 1460)]);
+        assert_eq!(out, vec![(0, ms(1.2)), (1, ms(51.2)), (2, ms(52.4))]);
+    }
+
+    #[test]
+    fn unshaped_is_pure_delay() {
+        let cfg = DirConfig { delay_ms: 5.0, ..Default::default() };
+        let (out, _) = run(&cfg, &[(ms(0.0), 1460), (ms(0.0), 1460), (ms(1.0), 10)]);
+        assert_eq!(out, vec![(0, ms(5.0)), (1, ms(5.0)), (2, ms(6.0))]);
+    }
+
+    #[test]
+    fn overflow_drops_are_logged_with_reason() {
+        let cfg = DirConfig {
+            rate_bps: 1_000_000,
+            queue: QueueConfig { limit_packets: 2, ..Default::default() },
+            ..Default::default()
+        };
+        let arrivals: Vec<_> = (0..6).map(|_| (Instant::ZERO, 1000)).collect();
+        let (out, events) = run(&cfg, &arrivals);
+        // One on the wire + 2 queued; the other 3 overflow.
+        assert_eq!(out.iter().map(|o| o.0).collect::<Vec<_>>(), vec![0, 1, 2]);
+        let drops: Vec<_> = events.iter().filter(|e| e.kind == EventKind::Drop).map(|e| (e.pkt, e.reason)).collect();
+        assert_eq!(drops, vec![(3, Reason::Overflow), (4, Reason::Overflow), (5, Reason::Overflow)]);
+    }
+
+    #[test]
+    fn jitter_without_reordering_keeps_order() {
+        let cfg = DirConfig { delay_ms: 10.0, jitter: "uniform:50%".into(), ..Default::default() };
+        // Arrivals 4 ms apart against ±5 ms of jitter: some would overtake.
+        let arrivals: Vec<_> = (0..2000).map(|k| (Instant::from_nanos(k * 4_000_000), 100)).collect();
+        let (out, _) = run(&cfg, &arrivals);
+        assert_eq!(out.len(), 2000);
+        assert!(out.windows(2).all(|w| w[0].0 < w[1].0 && w[0].1 <= w[1].1));
+        // Delays really vary, and stay within [5 ms, 15 ms] + the ordering push-back.
+        let delays: Vec<f64> = out.iter().map(|(id, t)| (*t - arrivals[*id as usize].0).as_secs_f64()).collect();
+        let (lo, hi) = delays.iter().fold((1.0f64, 0.0f64), |(l, h), &d| (l.min(d), h.max(d)));
+        assert!(lo >= 0.005 && hi <= 0.015 && hi - lo > 0.008, "{lo} {hi}");
+    }
+
+    #[test]
+    fn jitter_with_reordering_reorders() {
+        let cfg = DirConfig { delay_ms: 10.0, jitter: "uniform:50%".into(), reorder: true, ..Default::default() };
+        let arrivals: Vec<_> = (0..500).map(|k| (Instant::from_nanos(k * 100_000), 100)).collect();
+        let (out, _) = run(&cfg, &arrivals);
+        assert_eq!(out.len(), 500);
+        assert!(out.windows(2).any(|w| w[0].0 > w[1].0));
+        assert!(out.windows(2).all(|w| w[0].1 <= w[1].1)); // delivered in due order
+    }
+
+    #[test]
+    fn loss_is_seeded_and_logged() {
+        let cfg = DirConfig { loss: 0.1, ..Default::default() };
+        let arrivals: Vec<_> = (0..5000).map(|k| (Instant::from_nanos(k * 1000), 100)).collect();
+        let (a, ev) = run(&cfg, &arrivals);
+        let (b, _) = run(&cfg, &arrivals);
+        assert_eq!(a, b);
+        let lost = ev.iter().filter(|e| e.reason == Reason::Loss).count();
+        assert_eq!(lost + a.len(), 5000);
+        assert!((lost as f64 / 5000.0 - 0.1).abs() < 0.02);
+        let ge = DirConfig { ge: Some(GeConfig { p: 0.05, r: 0.5, loss_good: 0.0, loss_bad: 1.0 }), ..Default::default() };
+        let (_, ev) = run(&ge, &arrivals);
+        assert!(ev.iter().any(|e| e.reason == Reason::BurstLoss));
+    }
+
+    #[test]
+    fn junk_frames_are_counted_and_dropped() {
+        let mut d = Direction::new(&DirConfig::default(), 1, 0);
+        let mut events = Vec::new();
+        d.arrive(Instant::ZERO, b"\x00\x01junk".to_vec(), &mut events);
+        d.arrive(Instant::ZERO, Vec::new(), &mut events);
+        assert_eq!(d.stats().malformed, 2);
+        assert_eq!(d.in_flight(), 0);
+        assert!(events.iter().all(|e| e.kind == EventKind::Drop && e.reason == Reason::Malformed));
+    }
+}

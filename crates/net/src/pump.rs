@@ -1,0 +1,553 @@
+//! Traffic pump and sink on real sockets, driven by the simulator's traffic models.
+//!
+//! The pump opens `conns` TCP connections to the sink; connection *i* runs its own
+//! source (the two-state thin-client source seeded with `stream_rng(seed, 2·i)` exactly
+//! like the simulator, a constant-rate source, or a greedy bulk source) starting at
+//! `t0 + i·stagger`, and writes each message ([`crate::wire`]) when it is due. It logs
+//! every write (CLOCK_MONOTONIC before and after the `write`) and, after the drain
+//! period, each connection's `TCP_INFO`. The sink stamps each message with the time the
+//! `read` that completed it returned. Both logs are CSV (docs/lab.md).
+
+use crate::clock;
+use crate::wire::{Deframer, MsgHeader, HEADER};
+use serde::{Deserialize, Serialize};
+use std::fs::File;
+use std::io::{self, BufWriter, Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream, UdpSocket};
+use std::os::fd::AsRawFd;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread;
+use thinwan_proto::traffic::{stream_rng, GapLaw, Kind, ThinClientParams, ThinClientSource, Write as SrcWrite};
+use thinwan_proto::{Duration, Instant};
+
+/// The scenario's `[traffic]` section (same keys as docs/scenario.md) plus the MSS cap.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(default)]
+pub struct TrafficConfig {
+    /// "thin-client", "bulk" or "constant".
+    pub model: String,
+    /// α.
+    pub p_interactive_to_bulk: f64,
+    /// β.
+    pub p_bulk_to_interactive: f64,
+    /// t_II, seconds.
+    pub gap_ii_s: f64,
+    /// t_IB.
+    pub gap_ib_s: f64,
+    /// t_BI.
+    pub gap_bi_s: f64,
+    /// t_BB.
+    pub gap_bb_s: f64,
+    /// "lognormal" | "exponential" | "constant".
+    pub gap_distribution: String,
+    /// σ of ln(gap).
+    pub gap_lognormal_sigma: f64,
+    /// Mean interactive write.
+    pub interactive_bytes_mean: f64,
+    /// Mean bulk write.
+    pub bulk_bytes_mean: f64,
+    /// Size spread.
+    pub size_spread: f64,
+    /// c_B.
+    pub bulk_packets_mean: f64,
+    /// Cap on c_B.
+    pub bulk_packets_max: u32,
+    /// Pareto shape.
+    pub bulk_pareto_shape: f64,
+    /// Mean intra-block gap, ms.
+    pub intra_bulk_gap_ms: f64,
+    /// Largest write (the MSS).
+    pub mss: u32,
+    /// Constant source: bytes per message.
+    pub constant_bytes: u32,
+    /// Constant source: interval, ms.
+    pub constant_interval_ms: f64,
+    /// Bulk source: bytes per write.
+    pub bulk_chunk_bytes: u32,
+}
+
+impl Default for TrafficConfig {
+    fn default() -> Self {
+        let p = ThinClientParams::default();
+        TrafficConfig {
+            model: "thin-client".into(),
+            p_interactive_to_bulk: p.p_interactive_to_bulk,
+            p_bulk_to_interactive: p.p_bulk_to_interactive,
+            gap_ii_s: p.gap_ii,
+            gap_ib_s: p.gap_ib,
+            gap_bi_s: p.gap_bi,
+            gap_bb_s: p.gap_bb,
+            gap_distribution: "lognormal".into(),
+            gap_lognormal_sigma: 1.0,
+            interactive_bytes_mean: p.interactive_bytes_mean,
+            bulk_bytes_mean: p.bulk_bytes_mean,
+            size_spread: p.size_spread,
+            bulk_packets_mean: p.bulk_packets_mean,
+            bulk_packets_max: p.bulk_packets_max,
+            bulk_pareto_shape: p.bulk_pareto_shape,
+            intra_bulk_gap_ms: p.intra_bulk_gap * 1e3,
+            mss: p.max_write,
+            constant_bytes: 200,
+            constant_interval_ms: 100.0,
+            bulk_chunk_bytes: 65536,
+        }
+    }
+}
+
+impl TrafficConfig {
+    fn thin_client_params(&self) -> Result<ThinClientParams, String> {
+        let gap_law = match self.gap_distribution.as_str() {
+            "lognormal" => GapLaw::LogNormal { sigma: self.gap_lognormal_sigma },
+            "exponential" => GapLaw::Exponential,
+            "constant" => GapLaw::Constant,
+            other => return Err(format!("traffic.gap_distribution: unknown {other:?}")),
+        };
+        Ok(ThinClientParams {
+            p_interactive_to_bulk: self.p_interactive_to_bulk,
+            p_bulk_to_interactive: self.p_bulk_to_interactive,
+            gap_ii: self.gap_ii_s,
+            gap_ib: self.gap_ib_s,
+            gap_bi: self.gap_bi_s,
+            gap_bb: self.gap_bb_s,
+            gap_law,
+            interactive_bytes_mean: self.interactive_bytes_mean,
+            bulk_bytes_mean: self.bulk_bytes_mean,
+            size_spread: self.size_spread,
+            bulk_packets_mean: self.bulk_packets_mean,
+            bulk_packets_max: self.bulk_packets_max,
+            bulk_pareto_shape: self.bulk_pareto_shape,
+            intra_bulk_gap: self.intra_bulk_gap_ms * 1e-3,
+            max_write: self.mss,
+        })
+    }
+}
+
+/// A source of writes, relative to the run start.
+pub enum Source {
+    /// The two-state thin-client model.
+    ThinClient(Box<ThinClientSource>),
+    /// `bytes` every `interval`, from `next`.
+    Constant {
+        /// Next write.
+        next: Instant,
+        /// Period.
+        interval: Duration,
+        /// Size.
+        bytes: u32,
+    },
+    /// Greedy: always has a chunk to write (written as fast as the socket takes it).
+    Bulk {
+        /// Start.
+        start: Instant,
+        /// Chunk size.
+        bytes: u32,
+    },
+}
+
+impl Source {
+    /// Source of connection `conn` (virtual time: 0 = run start).
+    pub fn new(cfg: &TrafficConfig, seed: u64, conn: u32, start: Instant) -> Result<Source, String> {
+        match cfg.model.as_str() {
+            "thin-client" => {
+                let p = cfg.thin_client_params()?;
+                // Same stream as the simulator's source i (crates/sim world.rs).
+                let s = ThinClientSource::new(p, stream_rng(seed, 2 * conn as u64), start).map_err(|e| format!("traffic: {}", e.0))?;
+                Ok(Source::ThinClient(Box::new(s)))
+            }
+            "constant" => Ok(Source::Constant {
+                next: start,
+                interval: Duration::from_millis_f64(cfg.constant_interval_ms),
+                bytes: cfg.constant_bytes,
+            }),
+            "bulk" => Ok(Source::Bulk { start, bytes: cfg.bulk_chunk_bytes.max(HEADER as u32) }),
+            other => Err(format!("traffic.model: unknown {other:?} (thin-client, constant, bulk)")),
+        }
+    }
+
+    /// The next write; bulk writes are due at the start and then immediately.
+    pub fn next_write(&mut self) -> SrcWrite {
+        match self {
+            Source::ThinClient(s) => s.next_write(),
+            Source::Constant { next, interval, bytes } => {
+                let w = SrcWrite { at: *next, bytes: *bytes, kind: Kind::Interactive };
+                *next += *interval;
+                w
+            }
+            Source::Bulk { start, bytes } => SrcWrite { at: *start, bytes: *bytes, kind: Kind::Bulk },
+        }
+    }
+}
+
+/// Socket options of the sending side.
+#[derive(Clone, Debug, Default)]
+pub struct SockOpts {
+    /// TCP_NODELAY (Nagle off).
+    pub nodelay: bool,
+    /// TCP_NOTSENT_LOWAT, bytes.
+    pub notsent_lowat: Option<u32>,
+    /// TCP_CONGESTION.
+    pub congestion: Option<String>,
+    /// SO_SNDBUF / SO_RCVBUF, bytes.
+    pub sndbuf: Option<u32>,
+    /// SO_RCVBUF.
+    pub rcvbuf: Option<u32>,
+    /// TCP_QUICKACK after every read (sink).
+    pub quickack: bool,
+}
+
+/// Pump settings.
+#[derive(Clone, Debug)]
+pub struct PumpOptions {
+    /// Sink address.
+    pub connect: SocketAddr,
+    /// Connections.
+    pub conns: u32,
+    /// Traffic model.
+    pub traffic: TrafficConfig,
+    /// Seed (scenario seed + run).
+    pub seed: u64,
+    /// Sources write during [0, duration).
+    pub duration: Duration,
+    /// Then wait this long before reading TCP_INFO and closing.
+    pub drain: Duration,
+    /// Connection i starts at i·stagger.
+    pub stagger: Duration,
+    /// Gap between "all connected" and t0.
+    pub start_delay: Duration,
+    /// Socket options.
+    pub sock: SockOpts,
+    /// Message log (CSV).
+    pub out: PathBuf,
+    /// Connection log (JSON).
+    pub conns_out: PathBuf,
+}
+
+/// Run the pump to completion (or until `stop`).
+pub fn run_pump(o: &PumpOptions, stop: Arc<AtomicBool>) -> io::Result<()> {
+    let mut streams = Vec::new();
+    for conn in 0..o.conns {
+        let s = TcpStream::connect(o.connect).map_err(|e| io::Error::new(e.kind(), format!("connect {}: {e}", o.connect)))?;
+        apply_sockopts(&s, &o.sock)?;
+        // Connection id first, so the sink can label the stream before any message.
+        let mut s2 = s;
+        s2.write_all(&conn.to_le_bytes())?;
+        streams.push(s2);
+    }
+    let t0 = clock::now() + o.start_delay;
+    let log = Arc::new(Mutex::new(BufWriter::new(File::create(&o.out)?)));
+    writeln!(lock(&log), "conn,msg,kind,bytes,wire_bytes,t_write_ns,t_written_ns,end_offset")?;
+    let mut handles = Vec::new();
+    for (conn, stream) in streams.into_iter().enumerate() {
+        let conn = conn as u32;
+        let start = Instant::ZERO + o.stagger.saturating_mul(conn as u64);
+        let source = Source::new(&o.traffic, o.seed, conn, start).map_err(io::Error::other)?;
+        let (log, stop, o) = (Arc::clone(&log), Arc::clone(&stop), o.clone());
+        handles.push(thread::spawn(move || pump_conn(conn, stream, source, t0, &o, &log, &stop)));
+    }
+    let mut infos = Vec::new();
+    for h in handles {
+        infos.push(h.join().map_err(|_| io::Error::other("pump thread panicked"))??);
+    }
+    lock(&log).flush()?;
+    let doc = serde_json::json!({"t0_ns": t0.as_nanos(), "conns": infos});
+    std::fs::write(&o.conns_out, format!("{doc}\n"))?;
+    Ok(())
+}
+
+fn pump_conn(
+    conn: u32,
+    mut stream: TcpStream,
+    mut source: Source,
+    t0: Instant,
+    o: &PumpOptions,
+    log: &Mutex<BufWriter<File>>,
+    stop: &AtomicBool,
+) -> io::Result<serde_json::Value> {
+    clock::tighten_timer_slack();
+    let local = stream.local_addr()?;
+    let remote = stream.peer_addr()?;
+    let mut buf = vec![0u8; 64];
+    let mut offset: u64 = 4; // the connection-id preamble
+    let mut rows = String::new();
+    let end = t0 + o.duration;
+    let mut id = 0u32;
+    let mut write_error = None;
+    while !stop.load(Ordering::Relaxed) {
+        let w = source.next_write();
+        let due = t0 + Duration::from_nanos(w.at.as_nanos());
+        if due >= end {
+            break;
+        }
+        if matches!(source, Source::Bulk { .. }) && clock::now() >= end {
+            break;
+        }
+        clock::sleep_until(due);
+        let wire = (w.bytes as usize).max(HEADER);
+        if buf.len() < wire {
+            buf.resize(wire, 0x5a);
+        }
+        let t_write = clock::now();
+        MsgHeader { len: wire as u32, conn, id, t_write_ns: t_write.as_nanos() }.encode(&mut buf);
+        if let Err(e) = stream.write_all(&buf[..wire]) {
+            write_error = Some(e.to_string());
+            break;
+        }
+        let t_written = clock::now();
+        offset += wire as u64;
+        rows.push_str(&format!(
+            "{conn},{id},{},{},{wire},{},{},{offset}\n",
+            w.kind as u8,
+            w.bytes,
+            t_write.as_nanos(),
+            t_written.as_nanos()
+        ));
+        id += 1;
+        if rows.len() > 1 << 16 {
+            lock(log).write_all(rows.as_bytes())?;
+            rows.clear();
+        }
+    }
+    lock(log).write_all(rows.as_bytes())?;
+    // Let queued data drain, then read the kernel's view of the connection.
+    let drain_end = end + o.drain;
+    while clock::now() < drain_end && !stop.load(Ordering::Relaxed) {
+        let left = drain_end - clock::now();
+        thread::sleep(std::time::Duration::from_nanos(left.as_nanos().min(50_000_000)));
+    }
+    let info = tcp_info(&stream).unwrap_or_default();
+    let _ = stream.shutdown(std::net::Shutdown::Both);
+    Ok(serde_json::json!({
+        "conn": conn, "local": local.to_string(), "remote": remote.to_string(),
+        "messages": id, "bytes_written": offset - 4, "write_error": write_error, "tcp_info": info,
+    }))
+}
+
+/// Sink settings.
+#[derive(Clone, Debug)]
+pub struct SinkOptions {
+    /// Listening address.
+    pub listen: SocketAddr,
+    /// Connections to accept.
+    pub conns: u32,
+    /// Socket options (quickack, rcvbuf).
+    pub sock: SockOpts,
+    /// Message log (CSV: conn,msg,bytes,t_write_ns,t_read_ns).
+    pub out: PathBuf,
+    /// Give up this long after start.
+    pub timeout: Duration,
+}
+
+/// Accept `conns` connections and log every message until all close (or `stop`).
+pub fn run_sink(o: &SinkOptions, stop: Arc<AtomicBool>) -> io::Result<()> {
+    let listener = TcpListener::bind(o.listen)?;
+    if let Some(b) = o.sock.rcvbuf {
+        setsockopt_int(listener.as_raw_fd(), libc::SOL_SOCKET, libc::SO_RCVBUF, b as i32)?;
+    }
+    listener.set_nonblocking(true)?;
+    // Ready line for the orchestrator.
+    println!("{}", serde_json::json!({"ready": true, "listen": o.listen.to_string()}));
+    io::stdout().flush()?;
+    let deadline = clock::now() + o.timeout;
+    let log = Arc::new(Mutex::new(BufWriter::new(File::create(&o.out)?)));
+    writeln!(lock(&log), "conn,msg,bytes,t_write_ns,t_read_ns")?;
+    let mut handles = Vec::new();
+    while (handles.len() as u32) < o.conns && !stop.load(Ordering::Relaxed) && clock::now() < deadline {
+        match listener.accept() {
+            Ok((s, _)) => {
+                s.set_nonblocking(false)?;
+                s.set_read_timeout(Some(std::time::Duration::from_millis(100)))?;
+                let (log, stop, sock) = (Arc::clone(&log), Arc::clone(&stop), o.sock.clone());
+                handles.push(thread::spawn(move || sink_conn(s, &sock, &log, &stop, deadline)));
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => thread::sleep(std::time::Duration::from_millis(2)),
+            Err(e) => return Err(e),
+        }
+    }
+    for h in handles {
+        h.join().map_err(|_| io::Error::other("sink thread panicked"))??;
+    }
+    let flushed = lock(&log).flush();
+    flushed
+}
+
+fn sink_conn(mut s: TcpStream, sock: &SockOpts, log: &Mutex<BufWriter<File>>, stop: &AtomicBool, deadline: Instant) -> io::Result<()> {
+    let mut buf = vec![0u8; 1 << 16];
+    let mut pre = [0u8; 4];
+    let mut got = 0;
+    while got < 4 {
+        match s.read(&mut pre[got..]) {
+            Ok(0) => return Ok(()),
+            Ok(n) => got += n,
+            Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => {
+                if stop.load(Ordering::Relaxed) || clock::now() >= deadline {
+                    return Ok(());
+                }
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    let conn = u32::from_le_bytes(pre);
+    let mut deframer = Deframer::default();
+    let mut done = Vec::new();
+    let mut rows = String::new();
+    loop {
+        if sock.quickack {
+            let _ = setsockopt_int(s.as_raw_fd(), libc::IPPROTO_TCP, libc::TCP_QUICKACK, 1);
+        }
+        match s.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => {
+                let t = clock::now();
+                if deframer.feed(&buf[..n], &mut done).is_err() {
+                    return Err(io::Error::new(io::ErrorKind::InvalidData, format!("conn {conn}: stream lost framing")));
+                }
+                for h in done.drain(..) {
+                    rows.push_str(&format!("{},{},{},{},{}\n", h.conn, h.id, h.len, h.t_write_ns, t.as_nanos()));
+                }
+                if rows.len() > 1 << 16 {
+                    lock(log).write_all(rows.as_bytes())?;
+                    rows.clear();
+                }
+            }
+            Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => {
+                if stop.load(Ordering::Relaxed) || clock::now() >= deadline {
+                    break;
+                }
+            }
+            Err(e) if e.kind() == io::ErrorKind::ConnectionReset => break,
+            Err(e) => return Err(e),
+        }
+    }
+    lock(log).write_all(rows.as_bytes())
+}
+
+/// UDP probe sender: `count` datagrams of `size` bytes every `interval`, each carrying
+/// its sequence number and send time.
+pub fn probe_send(to: SocketAddr, count: u64, interval: Duration, size: usize) -> io::Result<()> {
+    clock::tighten_timer_slack();
+    let bind: SocketAddr = if to.is_ipv4() { "0.0.0.0:0".parse().expect("literal") } else { "[::]:0".parse().expect("literal") };
+    let s = UdpSocket::bind(bind)?;
+    s.connect(to)?;
+    let mut buf = vec![0u8; size.max(16)];
+    let start = clock::now() + Duration::from_millis(10);
+    for k in 0..count {
+        clock::sleep_until(start + interval.saturating_mul(k));
+        let t = clock::now();
+        buf[0..8].copy_from_slice(&k.to_le_bytes());
+        buf[8..16].copy_from_slice(&t.as_nanos().to_le_bytes());
+        // A full socket buffer just loses this probe; the receiver counts losses.
+        let _ = s.send(&buf);
+    }
+    Ok(())
+}
+
+/// UDP probe receiver: writes `seq,bytes,t_send_ns,t_recv_ns` rows until `count`
+/// probes arrived or `timeout` passed without one.
+pub fn probe_recv(listen: SocketAddr, count: u64, timeout: Duration, out: &PathBuf) -> io::Result<u64> {
+    clock::tighten_timer_slack();
+    let s = UdpSocket::bind(listen)?;
+    s.set_read_timeout(Some(std::time::Duration::from_nanos(timeout.as_nanos().max(1_000_000))))?;
+    println!("{}", serde_json::json!({"ready": true, "listen": listen.to_string()}));
+    io::stdout().flush()?;
+    let mut w = BufWriter::new(File::create(out)?);
+    writeln!(w, "seq,bytes,t_send_ns,t_recv_ns")?;
+    let mut buf = vec![0u8; 65536];
+    let mut n = 0;
+    while n < count {
+        match s.recv(&mut buf) {
+            Ok(len) if len >= 16 => {
+                let t = clock::now();
+                let seq = u64::from_le_bytes(buf[0..8].try_into().expect("8 bytes"));
+                let ts = u64::from_le_bytes(buf[8..16].try_into().expect("8 bytes"));
+                writeln!(w, "{seq},{len},{ts},{}", t.as_nanos())?;
+                n += 1;
+            }
+            Ok(_) => {}
+            Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => break,
+            Err(e) => return Err(e),
+        }
+    }
+    w.flush()?;
+    Ok(n)
+}
+
+/// Apply the sending-side socket options.
+pub fn apply_sockopts(s: &TcpStream, o: &SockOpts) -> io::Result<()> {
+    let fd = s.as_raw_fd();
+    if o.nodelay {
+        s.set_nodelay(true)?;
+    }
+    if let Some(v) = o.notsent_lowat {
+        setsockopt_int(fd, libc::IPPROTO_TCP, libc::TCP_NOTSENT_LOWAT, v as i32)?;
+    }
+    if let Some(b) = o.sndbuf {
+        setsockopt_int(fd, libc::SOL_SOCKET, libc::SO_SNDBUF, b as i32)?;
+    }
+    if let Some(b) = o.rcvbuf {
+        setsockopt_int(fd, libc::SOL_SOCKET, libc::SO_RCVBUF, b as i32)?;
+    }
+    if let Some(cc) = &o.congestion {
+        // SAFETY: valid fd, pointer and length of the name bytes.
+        let rc = unsafe { libc::setsockopt(fd, libc::IPPROTO_TCP, libc::TCP_CONGESTION, cc.as_ptr().cast(), cc.len() as libc::socklen_t) };
+        if rc < 0 {
+            let e = io::Error::last_os_error();
+            return Err(io::Error::new(e.kind(), format!("TCP_CONGESTION {cc}: {e}")));
+        }
+    }
+    Ok(())
+}
+
+fn setsockopt_int(fd: i32, level: i32, name: i32, v: i32) -> io::Result<()> {
+    // SAFETY: valid fd and a pointer to one int.
+    let rc = unsafe { libc::setsockopt(fd, level, name, (&v as *const i32).cast(), std::mem::size_of::<i32>() as libc::socklen_t) };
+    if rc < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// The fields of Linux `struct tcp_info` (include/uapi/linux/tcp.h) we report, read by
+/// offset so newer fields (total_rto, Linux ≥ 6.7) are used when the kernel has them.
+pub fn tcp_info(s: &TcpStream) -> io::Result<serde_json::Map<String, serde_json::Value>> {
+    let mut buf = [0u8; 512];
+    let mut len = buf.len() as libc::socklen_t;
+    // SAFETY: valid fd, buffer and length.
+    let rc = unsafe { libc::getsockopt(s.as_raw_fd(), libc::IPPROTO_TCP, libc::TCP_INFO, buf.as_mut_ptr().cast(), &mut len) };
+    if rc < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let len = len as usize;
+    let u16_at = |o: usize| (o + 2 <= len).then(|| u16::from_le_bytes([buf[o], buf[o + 1]]) as u64);
+    let u32_at = |o: usize| (o + 4 <= len).then(|| u32::from_ne_bytes([buf[o], buf[o + 1], buf[o + 2], buf[o + 3]]) as u64);
+    let u64_at = |o: usize| (o + 8 <= len).then(|| u64::from_ne_bytes(buf[o..o + 8].try_into().expect("8 bytes")));
+    let fields: [(&str, Option<u64>); 14] = [
+        ("rto_us", u32_at(8)),
+        ("snd_mss", u32_at(16)),
+        ("rtt_us", u32_at(68)),
+        ("rttvar_us", u32_at(72)),
+        ("snd_ssthresh", u32_at(76)),
+        ("snd_cwnd", u32_at(80)),
+        ("total_retrans", u32_at(100)),
+        ("bytes_acked", u64_at(120)),
+        ("data_segs_out", u32_at(156)),
+        ("bytes_sent", u64_at(200)),
+        ("bytes_retrans", u64_at(208)),
+        ("dsack_dups", u32_at(216)),
+        ("total_rto", u16_at(240)),
+        ("total_rto_recoveries", u16_at(242)),
+    ];
+    let mut m = serde_json::Map::new();
+    for (k, v) in fields {
+        if let Some(v) = v {
+            m.insert(k.into(), v.into());
+        }
+    }
+    Ok(m)
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    // A poisoned log only means another connection's thread panicked; keep logging.
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
