@@ -9,6 +9,13 @@ need() { command -v "$1" >/dev/null 2>&1 || { echo "setup: '$1' not found: $2" >
 need python3 "install Python 3.10 or newer"
 need cargo "install Rust (rustup) 1.80 or newer"
 
+# The lab (network namespaces) needs iproute2 and pgrep; install them when we can.
+if [ "$(id -u)" = 0 ] && ! { command -v ip >/dev/null && command -v pgrep >/dev/null; }; then
+  echo "setup: installing iproute2 procps (apt)" >&2
+  DEBIAN_FRONTEND=noninteractive apt-get update -qq >/dev/null
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq iproute2 procps >/dev/null
+fi
+
 if [ ! -x .venv/bin/python ]; then
   echo "setup: creating .venv" >&2
   python3 -m venv .venv
@@ -33,4 +40,6 @@ printf '%s\n' "$deps" > .venv/requirements.txt
 echo "setup: building the native module (release)" >&2
 VIRTUAL_ENV="$PWD/.venv" PATH="$PWD/.venv/bin:$PATH" .venv/bin/maturin develop --release -q >/dev/null 2>.venv/maturin.log \
   || { cat .venv/maturin.log >&2; echo "setup: building the native module failed" >&2; exit 1; }
+echo "setup: building the lab binaries (thinwan-link, thinwan-net)" >&2
+cargo build --release -q -p thinwan-net
 echo "setup: ready (.venv/bin/thinwan)" >&2

@@ -48,7 +48,7 @@ def test_run_scenario_writes_the_documented_layout(tmp_path: Path, scenario: Sce
         assert (meta["run"], meta["seed"], meta["scenario"]) == (k, 10 + k, "fake")
         assert meta["version"] == thinwan.__version__
         assert meta["git_rev"] == runner.git_revision()
-        assert meta["config"] == scenario.model_dump()
+        assert meta["config"] == scenario.model_dump(mode="json")
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["seeds"] == [10, 11, 12]
     assert summary["runs"] == json.loads(runner.dumps_json(summaries))

@@ -289,3 +289,11 @@ def test_inherits_errors_name_the_file(tmp_path: Path) -> None:
     loop = write(tmp_path, 'inherits = "b.toml"\n', name="b.toml")
     with pytest.raises(ScenarioError, match="b.toml: inherits: .*cycle"):
         load_scenario(loop)
+
+
+def test_lab_section_is_checked_but_not_part_of_the_simulated_scenario(tmp_path: Path) -> None:
+    ok = write(tmp_path, '[lab]\ncongestion_control = "cubic"\n', name="ok.toml")
+    assert "lab" not in json.loads(load_scenario(ok).to_native_json())
+    bad = write(tmp_path, "[lab]\nfoo = 1\n", name="bad.toml")
+    with pytest.raises(ScenarioError, match="bad.toml: lab.foo: unknown key"):
+        load_scenario(bad)

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from . import __version__
+from .lab.netns import LabError
 from .report import summary_table
 from .runner import RunError, dumps_json, run_scenario, summary_document
 from .scenario import ScenarioError, load_scenario
@@ -34,7 +35,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return args.func(args)
     except ScenarioError as e:
         return _error(str(e), EXIT_USAGE)
-    except RunError as e:
+    except (RunError, LabError) as e:
         return _error(str(e), EXIT_FAILURE)
     except OSError as e:  # e.g. an output directory that cannot be written
         return _error(f"{e.filename}: {e.strerror}" if e.filename else str(e), EXIT_FAILURE)
@@ -45,7 +46,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="thinwan", description="Simulate thin-client traffic over a WAN bottleneck.")
     parser.add_argument("--version", action="version", version=f"thinwan {__version__}")
-    # One subparser per pipeline stage; `sweep`, `lab` and `validate` will join `run`.
+    # One subparser per pipeline stage.
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
     run = commands.add_parser("run", help="run a scenario file", description=_cmd_run.__doc__)
@@ -58,6 +59,13 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--no-report", action="store_true", help="do not write report.html")
     run.add_argument("--quiet", action="store_true", help="no progress bar or log lines on stderr")
     run.set_defaults(func=_cmd_run)
+
+    from .lab.cli import add_lab_subcommands, add_validate_subcommand
+    from .sweep import add_sweep_subcommand
+
+    add_sweep_subcommand(commands)
+    add_lab_subcommands(commands)
+    add_validate_subcommand(commands)
     return parser
 
 

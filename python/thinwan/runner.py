@@ -79,7 +79,7 @@ def summary_document(scenario: Scenario, run_summaries: Sequence[Mapping[str, An
         "seeds": [scenario.scenario.seed + k for k in range(len(run_summaries))],
         "version": __version__,
         "git_rev": git_revision(),
-        "config": scenario.model_dump(),
+        "config": scenario.model_dump(mode="json"),
     }
 
 
@@ -157,7 +157,7 @@ def _run_one(scenario: Scenario, run: int, out: Path, git_rev: str) -> RunDigest
     meta.setdefault("version", __version__)
     meta.setdefault("substrate", "sim")
     meta.setdefault("duration_s", scenario.scenario.duration_s)
-    meta.setdefault("config", scenario.model_dump())
+    meta.setdefault("config", scenario.model_dump(mode="json"))
     meta["git_rev"] = git_rev
     records.write(out / "runs" / f"run-{run}")
     return digest_run(records, scenario)

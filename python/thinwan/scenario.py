@@ -48,7 +48,20 @@ def load_scenario(path: str | Path) -> Scenario:
     key by key. The name still defaults to this file's stem.
     """
     path = Path(path)
-    return scenario_from_dict(_read_with_inherits(path, ()), source=str(path))
+    data = read_scenario_data(path)
+    lab = data.pop("lab", None)
+    if lab is not None:
+        # Lab-only settings (docs/lab.md): checked here so a typo fails under `run` too;
+        # the lab reads them itself. Imported late: the lab package imports this module.
+        from .lab.spec import lab_options
+
+        lab_options(lab, str(path))
+    return scenario_from_dict(data, source=str(path))
+
+
+def read_scenario_data(path: Path) -> dict[str, Any]:
+    """A scenario file's tables, with ``inherits`` resolved, before validation."""
+    return _read_with_inherits(Path(path), ())
 
 
 def _read_toml(path: Path) -> dict[str, Any]:

@@ -69,7 +69,11 @@ struct Port {
     rate_bps: u64,
     delay: Duration,
     queue: Box<dyn QueueDisc<QItem> + Send>,
-    busy: bool,
+    /// The link is serialising a packet until then (≤ now: idle).
+    busy_until: Instant,
+    /// A PortFree event is pending. Only a port with a backlog needs one, so idle access
+    /// links cost no event per packet.
+    free_scheduled: bool,
     /// Stamp t_enq / t_deq on data packets here.
     bottleneck: bool,
     /// Report in the ports table.
@@ -188,7 +192,8 @@ impl World {
             rate_bps: mbps(rate),
             delay: Duration::from_millis_f64(delay_ms),
             queue,
-            busy: false,
+            busy_until: Instant::ZERO,
+            free_scheduled: false,
             bottleneck,
             reported,
             bytes_tx: 0,
@@ -339,7 +344,7 @@ impl World {
             match ev {
                 Event::AppWrite { pair } => self.on_app_write(pair),
                 Event::PortFree { port } => {
-                    self.ports[port as usize].busy = false;
+                    self.ports[port as usize].free_scheduled = false;
                     self.start_tx(port);
                 }
                 Event::Arrive { packet } => self.on_arrive(packet),
@@ -554,8 +559,16 @@ impl World {
             self.on_drop(d.packet.packet);
         }
         self.drop_buf = drops;
-        if !self.ports[port as usize].busy {
+        let pt = &mut self.ports[port as usize];
+        if pt.free_scheduled {
+            return; // the pending PortFree serves the queue
+        }
+        if pt.busy_until <= now {
             self.start_tx(port);
+        } else {
+            pt.free_scheduled = true;
+            let at = pt.busy_until;
+            self.events.push(at, Event::PortFree { port });
         }
     }
 
@@ -573,8 +586,8 @@ impl World {
         let now = self.now;
         let pt = &mut self.ports[port as usize];
         let Some(item) = pt.queue.dequeue(now) else { return };
-        pt.busy = true;
         let done = now + Duration::transmission(item.wire as u64, pt.rate_bps);
+        pt.busy_until = done;
         if done <= self.window {
             pt.bytes_tx += item.wire as u64;
             pt.packets_tx += 1;
@@ -586,7 +599,10 @@ impl World {
             self.slab[item.packet as usize].t_deq = done;
         }
         let arrive = done + pt.delay;
-        self.events.push(done, Event::PortFree { port });
+        if pt.queue.backlog_packets() > 0 {
+            pt.free_scheduled = true;
+            self.events.push(done, Event::PortFree { port });
+        }
         self.events.push(arrive, Event::Arrive { packet: item.packet });
     }
 

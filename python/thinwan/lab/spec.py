@@ -1,0 +1,265 @@
+"""What a lab is made of: link settings per direction, TCP settings per namespace, and
+the lab-only options, derived from a scenario (docs/lab.md lists every mapping).
+
+The scenario's dumbbell becomes one emulated link: the bottleneck's rate and queue, and
+its one-way delay plus both access links' delays (the lab has no separate access
+links). Linux cannot honour every ``[tcp]`` key; :func:`tcp_settings` says which ones
+it approximates or ignores, and those notes travel into the run's metadata.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..scenario import Scenario, ScenarioError, read_scenario_data, scenario_from_dict
+
+__all__ = ["DirLink", "LinkSpec", "TcpSettings", "LabOptions", "LabSpec", "load_lab_scenario", "lab_spec"]
+
+JITTER_HELP = "none | uniform:10% | uniform:2ms | normal:1ms"
+
+
+@dataclass(frozen=True)
+class DirLink:
+    """One direction of the emulated link (``thinwan-link`` JSON, docs/lab.md)."""
+
+    rate_bps: int = 0  # 0 = unshaped
+    delay_ms: float = 0.0
+    jitter: str = "none"
+    reorder: bool = False
+    loss: float = 0.0
+    ge: tuple[float, float, float, float] | None = None  # p, r, loss_good, loss_bad
+    queue_packets: int = 1000
+    queue_bytes: int = 0
+    overhead_bytes: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        d: dict[str, Any] = {
+            "rate_bps": int(self.rate_bps),
+            "delay_ms": float(self.delay_ms),
+            "jitter": self.jitter,
+            "reorder": self.reorder,
+            "loss": float(self.loss),
+            "queue": {"discipline": "droptail", "limit_packets": self.queue_packets, "limit_bytes": self.queue_bytes},
+            "overhead_bytes": self.overhead_bytes,
+        }
+        if self.ge is not None:
+            p, r, lg, lb = self.ge
+            d["ge"] = {"p": p, "r": r, "loss_good": lg, "loss_bad": lb}
+        return d
+
+
+@dataclass(frozen=True)
+class LinkSpec:
+    """Both directions plus the seed of their loss/jitter streams."""
+
+    fwd: DirLink = field(default_factory=DirLink)  # server → client
+    rev: DirLink = field(default_factory=DirLink)  # client → server
+    seed: int = 1
+
+    def to_json(self) -> dict[str, Any]:
+        return {"seed": self.seed, "fwd": self.fwd.to_json(), "rev": self.rev.to_json()}
+
+    @classmethod
+    def symmetric(cls, seed: int = 1, **kwargs: Any) -> LinkSpec:
+        d = DirLink(**kwargs)
+        return cls(fwd=d, rev=d, seed=seed)
+
+
+@dataclass(frozen=True)
+class TcpSettings:
+    """Per-namespace TCP settings (both namespaces get the same)."""
+
+    congestion_control: str = "reno"
+    sack: bool = True
+    slow_start_after_idle: bool = True
+    ecn: bool = False
+    timestamps: bool = True
+    rack: bool = False  # net.ipv4.tcp_recovery (RACK-TLP loss detection)
+    tlp: bool = False  # net.ipv4.tcp_early_retrans = 3 (tail loss probe)
+    frto: bool = False
+    min_rto_ms: float = 200.0
+    max_rto_ms: float = 120000.0
+    initcwnd: int = 10
+    quickack: bool = False  # route option: no delayed ACKs
+    reordering: int = 3  # initial dupthresh
+    rmem_max: int = 6291456
+    wmem_max: int = 4194304
+    mtu: int = 1500
+
+    def sysctls(self) -> dict[str, str]:
+        """sysctl key → value, applied in each namespace."""
+        return {
+            "net.ipv4.tcp_congestion_control": self.congestion_control,
+            "net.ipv4.tcp_sack": str(int(self.sack)),
+            "net.ipv4.tcp_dsack": str(int(self.sack)),
+            "net.ipv4.tcp_slow_start_after_idle": str(int(self.slow_start_after_idle)),
+            "net.ipv4.tcp_ecn": "1" if self.ecn else "0",
+            "net.ipv4.tcp_timestamps": str(int(self.timestamps)),
+            "net.ipv4.tcp_recovery": "1" if self.rack else "0",
+            "net.ipv4.tcp_early_retrans": "3" if self.tlp else "0",
+            "net.ipv4.tcp_frto": "2" if self.frto else "0",
+            "net.ipv4.tcp_rto_min_us": str(int(self.min_rto_ms * 1000)),
+            "net.ipv4.tcp_rto_max_ms": str(int(self.max_rto_ms)),
+            "net.ipv4.tcp_reordering": str(self.reordering),
+            "net.ipv4.tcp_rmem": f"4096 131072 {self.rmem_max}",
+            "net.ipv4.tcp_wmem": f"4096 16384 {self.wmem_max}",
+            "net.ipv4.tcp_no_metrics_save": "1",
+        }
+
+    def route_options(self) -> list[str]:
+        """Options of the route to the other side (``ip route replace … OPTIONS``)."""
+        # congctl as well as the sysctl: a namespace's default may only be an algorithm
+        # of the root namespace's tcp_allowed_congestion_control (EPERM otherwise), the
+        # per-route choice has no such limit.
+        opts = ["initcwnd", str(self.initcwnd), "rto_min", f"{int(self.min_rto_ms)}ms", "congctl", self.congestion_control]
+        if self.quickack:
+            opts += ["quickack", "1"]
+        return opts
+
+
+@dataclass(frozen=True)
+class LabOptions:
+    """The lab-only knobs: a scenario's optional ``[lab]`` section, or CLI flags."""
+
+    congestion_control: str = "reno"
+    ecn: bool = False
+    timestamps: bool = True
+    rack: bool = False
+    tlp: bool = False
+    frto: bool = False
+    jitter: str = "none"
+    reorder: bool = False
+    loss: float = 0.0  # server → client
+    loss_rev: float = 0.0  # client → server
+    ge: tuple[float, float, float, float] | None = None  # server → client
+    access_in_delay: bool = True
+    overhead_bytes: int = 0
+    notsent_lowat: int = 0  # 0 = not set
+    pcap: bool = False
+    port: int = 5001
+
+    @classmethod
+    def from_mapping(cls, data: Mapping[str, Any], source: str = "<lab>") -> LabOptions:
+        """Validate a ``[lab]`` table: unknown keys and wrong types name the key."""
+        known = {f.name: f for f in dataclasses.fields(cls)}
+        values: dict[str, Any] = {}
+        for key, value in data.items():
+            if key not in known:
+                raise ScenarioError(f"{source}: lab.{key}: unknown key (known: {', '.join(known)})")
+            default = getattr(cls(), key)
+            if key == "ge":
+                if not (isinstance(value, list) and len(value) in (2, 4) and all(isinstance(x, (int, float)) for x in value)):
+                    raise ScenarioError(f"{source}: lab.ge: expected [p, r] or [p, r, loss_good, loss_bad]")
+                v = [float(x) for x in value] + ([0.0, 1.0] if len(value) == 2 else [])
+                values[key] = (v[0], v[1], v[2], v[3])
+                continue
+            ok = isinstance(value, type(default)) or (isinstance(default, float) and isinstance(value, int))
+            if isinstance(value, bool) and not isinstance(default, bool):
+                ok = False
+            if not ok:
+                raise ScenarioError(f"{source}: lab.{key}: expected {type(default).__name__}, got {value!r}")
+            values[key] = float(value) if isinstance(default, float) else value
+        for key in ("loss", "loss_rev"):
+            if not 0.0 <= values.get(key, 0.0) <= 1.0:
+                raise ScenarioError(f"{source}: lab.{key}: must be in [0, 1]")
+        return cls(**values)
+
+
+@dataclass(frozen=True)
+class LabSpec:
+    """Everything needed to bring a lab up."""
+
+    link: LinkSpec = field(default_factory=LinkSpec)
+    tcp: TcpSettings = field(default_factory=TcpSettings)
+    notes: tuple[str, ...] = ()  # scenario options the kernel cannot honour exactly
+
+
+def load_lab_scenario(path: str | Path) -> tuple[Scenario, LabOptions]:
+    """Load a scenario file whose optional ``[lab]`` section holds :class:`LabOptions`.
+
+    The ``[lab]`` table is taken out before the scenario is validated, so the rest
+    follows docs/scenario.md exactly (``inherits`` included).
+    """
+    path = Path(path)
+    data = read_scenario_data(path)
+    lab = data.pop("lab", {})
+    return scenario_from_dict(data, source=str(path)), lab_options(lab, str(path))
+
+
+def lab_options(lab: Any, source: str) -> LabOptions:
+    """Validate a ``[lab]`` table (anything else is an error naming ``source``)."""
+    if not isinstance(lab, Mapping):
+        raise ScenarioError(f"{source}: lab: expected a table")
+    return LabOptions.from_mapping(lab, source)
+
+
+def lab_spec(scenario: Scenario, opts: LabOptions, run: int = 0) -> LabSpec:
+    """The lab for run ``run`` of ``scenario`` (seed ``scenario.seed + run``)."""
+    t, q = scenario.topology, scenario.queue
+    delay = t.bottleneck_delay_ms + (2 * t.access_delay_ms if opts.access_in_delay else 0.0)
+    common = dict(
+        rate_bps=int(round(t.bottleneck_rate_mbps * 1e6)),
+        delay_ms=delay,
+        jitter=opts.jitter,
+        reorder=opts.reorder,
+        queue_packets=q.limit_packets,
+        queue_bytes=q.limit_bytes,
+        overhead_bytes=opts.overhead_bytes,
+    )
+    link = LinkSpec(
+        fwd=DirLink(**common, loss=opts.loss, ge=opts.ge),
+        rev=DirLink(**common, loss=opts.loss_rev),
+        seed=scenario.scenario.seed + run,
+    )
+    tcp, notes = tcp_settings(scenario, opts)
+    return LabSpec(link=link, tcp=tcp, notes=tuple(notes))
+
+
+def tcp_settings(scenario: Scenario, opts: LabOptions) -> tuple[TcpSettings, list[str]]:
+    """Linux settings for the scenario's ``[tcp]`` section, and what Linux cannot honour."""
+    tcp = scenario.tcp
+    notes = []
+    max_rto = min(max(tcp.max_rto_ms, 1000.0), 120000.0)
+    if max_rto != tcp.max_rto_ms:
+        notes.append(f"tcp.max_rto_ms={tcp.max_rto_ms:g}: Linux allows 1000..120000 ms; using {max_rto:g}")
+    if tcp.initial_rto_ms != 1000.0:
+        notes.append(f"tcp.initial_rto_ms={tcp.initial_rto_ms:g}: Linux's initial RTO is fixed at 1000 ms")
+    if tcp.clock_granularity_ms != 1.0:
+        notes.append("tcp.clock_granularity_ms: Linux uses its own timer granularity (not settable)")
+    if tcp.delayed_ack and tcp.delayed_ack_ms != 40.0:
+        notes.append(f"tcp.delayed_ack_ms={tcp.delayed_ack_ms:g}: Linux's delayed-ACK timer is adaptive (40–200 ms), not settable")
+    if not tcp.sack and tcp.recovery == "reno":
+        notes.append("tcp.recovery=reno: Linux always uses NewReno recovery without SACK")
+    if tcp.header_bytes != (52 if opts.timestamps else 40):
+        notes.append(
+            f"tcp.header_bytes={tcp.header_bytes}: Linux sends {52 if opts.timestamps else 40} header bytes per segment "
+            f"(timestamps {'on' if opts.timestamps else 'off'}) plus SACK blocks when present"
+        )
+    if tcp.nagle:
+        notes.append("tcp.nagle: honoured by the pump (no TCP_NODELAY); other programs choose for themselves")
+    if tcp.send_buffer_bytes:
+        notes.append("tcp.send_buffer_bytes: approximated by net.ipv4.tcp_wmem's maximum (Linux counts overhead too)")
+    notes.append("tcp.rwnd_bytes: approximated by net.ipv4.tcp_rmem's maximum (2 × rwnd; Linux advertises part of it)")
+    settings = TcpSettings(
+        congestion_control=opts.congestion_control,
+        sack=tcp.sack,
+        slow_start_after_idle=tcp.slow_start_restart,
+        ecn=opts.ecn,
+        timestamps=opts.timestamps,
+        rack=opts.rack,
+        tlp=opts.tlp,
+        frto=opts.frto,
+        min_rto_ms=tcp.min_rto_ms,
+        max_rto_ms=max_rto,
+        initcwnd=tcp.initial_cwnd_segments,
+        quickack=not tcp.delayed_ack,
+        reordering=tcp.dupthresh,
+        rmem_max=max(2 * tcp.rwnd_bytes, 131072),
+        wmem_max=max(tcp.send_buffer_bytes, 4096) if tcp.send_buffer_bytes else 64 << 20,
+        mtu=tcp.mss + 40,
+    )
+    return settings, notes

@@ -1,0 +1,48 @@
+"""Fixtures of the namespace-lab tests: they need root, /dev/net/tun and the
+``thinwan-link`` / ``thinwan-net`` binaries (built here if cargo is available)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from thinwan.lab.netns import LabError
+from thinwan.lab.topology import find_binary
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _have_binaries() -> str | None:
+    try:
+        find_binary("thinwan-link")
+        find_binary("thinwan-net")
+        return None
+    except LabError as e:
+        if shutil.which("cargo") is None:
+            return str(e)
+    env = {**os.environ, "CARGO_TARGET_DIR": str(REPO / "target" / "net")}
+    done = subprocess.run(
+        ["cargo", "build", "--release", "-p", "thinwan-net"], cwd=REPO, env=env, capture_output=True, text=True, timeout=900
+    )
+    return None if done.returncode == 0 else f"cargo build -p thinwan-net failed:\n{done.stderr[-2000:]}"
+
+
+@pytest.fixture(scope="session")
+def lab_env() -> None:
+    """Skip unless the lab can run here."""
+    if os.geteuid() != 0:
+        pytest.skip("lab tests need root")
+    if not Path("/dev/net/tun").exists():
+        pytest.skip("no /dev/net/tun")
+    problem = _have_binaries()
+    if problem:
+        pytest.fail(problem)
+
+
+@pytest.fixture
+def net_bin(lab_env: None) -> str:
+    return str(find_binary("thinwan-net"))
