@@ -111,11 +111,11 @@ def html_report(scenario: Scenario, digests: Sequence[RunDigest], summary: Mappi
         runs=summary["runs"],
         run_rows=[_run_row(d) for d in digests],
         titles=FIGURE_TITLES,
-        end_to_end=_png(_fig_end_to_end(delays, thresholds_ms)),
-        components=_png(_fig_components(delays, thresholds_ms)),
-        queue=None if queue_run is None else _png(_fig_queue(queue_run.queue_trace, scenario)),
+        end_to_end=png(_fig_end_to_end(delays, thresholds_ms)),
+        components=png(_fig_components(delays, thresholds_ms)),
+        queue=None if queue_run is None else png(_fig_queue(queue_run.queue_trace, scenario)),
         queue_run=queue_run,
-        conn=None if conn_run.conn_trace.empty else _png(_fig_conn(conn_run, scenario)),
+        conn=None if conn_run.conn_trace.empty else png(_fig_conn(conn_run, scenario)),
         conn_run=conn_run,
         scenario_toml=scenario.to_toml(),
         metas=[(d.meta.get("run", "?"), _meta_json(d.meta)) for d in digests],
@@ -231,7 +231,7 @@ def _fig_components(delays: pd.DataFrame, thresholds_ms: Sequence[float]) -> Fig
     overview = flat[len(COMPONENTS)]
     interactive = delays.loc[delays["kind"] == INTERACTIVE]
     drawn = [_ccdf_line(overview, interactive[component], component) for component in COMPONENTS]
-    _decorate_ccdf(overview, thresholds_ms, any(drawn))
+    decorate_ccdf(overview, thresholds_ms, any(drawn))
     overview.set_title("interactive: all components")
     fig.suptitle(FIGURE_TITLES["components"])
     return fig
@@ -242,7 +242,7 @@ def _ccdf_axes(ax: Axes, delays: pd.DataFrame, column: str, thresholds_ms: Seque
         _ccdf_line(ax, delays.loc[delays["kind"] == kind, column], label, color)
         for kind, label, color in _KINDS
     ]
-    _decorate_ccdf(ax, thresholds_ms, any(drawn))
+    decorate_ccdf(ax, thresholds_ms, any(drawn))
 
 
 def _ccdf_line(ax: Axes, seconds: pd.Series, label: str, color: str | None = None) -> bool:
@@ -266,7 +266,7 @@ def _ccdf_line(ax: Axes, seconds: pd.Series, label: str, color: str | None = Non
     return True
 
 
-def _decorate_ccdf(ax: Axes, thresholds_ms: Sequence[float], drawn: bool) -> None:
+def decorate_ccdf(ax: Axes, thresholds_ms: Sequence[float], drawn: bool) -> None:
     for t in thresholds_ms:
         if t > 0:  # a WAN delay ≥ the threshold leaves nothing to draw
             ax.axvline(t, color="gray", linestyle="--", linewidth=1)
@@ -339,7 +339,7 @@ def _figure(**kwargs: Any) -> Figure:
     return Figure(**kwargs)
 
 
-def _png(fig: Figure) -> str:
+def png(fig: Figure) -> str:  # also used by the sweep report (compare.py)
     """Render ``fig`` as a base64 PNG for an ``<img src="data:…">``."""
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=100)
