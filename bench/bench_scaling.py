@@ -95,10 +95,12 @@ def main() -> None:
     ap.add_argument("--out", default=str(ROOT / "bench/results/scaling.json"))
     ap.add_argument("--skip-memory", action="store_true")
     a = ap.parse_args()
-    res = {"version": thinwan.__version__, "cpu_count": os.cpu_count(),
-           "scaling": scaling([int(x) for x in a.pairs.split(",")], a.duration)}
+    res: dict = {"version": thinwan.__version__, "cpu_count": os.cpu_count()}
+    # Memory first: a child forked from this process once it holds a big run would count
+    # the parent's pages in its own peak RSS.
     if not a.skip_memory:
         res["memory"] = memory()
+    res["scaling"] = scaling([int(x) for x in a.pairs.split(",")], a.duration)
     base = res["scaling"][0]
     for row in res["scaling"]:
         row["cost_per_packet_vs_smallest"] = row["ns_per_packet"] / base["ns_per_packet"]

@@ -3,7 +3,7 @@
 //! deterministic. Events are small (24 bytes); packets live in a slab elsewhere.
 
 use std::cmp::Ordering;
-use std::collections::BinaryHeap;
+use dary_heap::QuaternaryHeap as BinaryHeap;
 use thinwan_proto::Instant;
 
 /// What happens. Fields name the connection, port or packet (slab index) concerned.
