@@ -60,10 +60,12 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--quiet", action="store_true", help="no progress bar or log lines on stderr")
     run.set_defaults(func=_cmd_run)
 
+    from .anatomy import add_anatomy_subcommand
     from .lab.cli import add_lab_subcommands, add_validate_subcommand
     from .sweep import add_sweep_subcommand
 
     add_sweep_subcommand(commands)
+    add_anatomy_subcommand(commands)
     add_lab_subcommands(commands)
     add_validate_subcommand(commands)
     return parser

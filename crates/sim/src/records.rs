@@ -114,7 +114,8 @@ pub struct PacketLog {
     pub conn: Vec<u32>,
     /// Time.
     pub t: Vec<f64>,
-    /// 0 data sent, 1 data dropped, 2 data arrived at the client, 3 ACK sent, 4 ACK arrived at the server.
+    /// 0 data sent, 1 data dropped, 2 data arrived at the client, 3 ACK sent, 4 ACK
+    /// arrived at the server, 5 retransmission timeout at the server (seq = timed-out byte).
     pub event: Vec<u8>,
     /// Data: first byte; ACK: cumulative ACK.
     pub seq: Vec<u64>,

@@ -165,6 +165,7 @@ const LOG_DROPPED: u8 = 1;
 const LOG_DATA_ARRIVED: u8 = 2;
 const LOG_ACK_SENT: u8 = 3;
 const LOG_ACK_ARRIVED: u8 = 4;
+const LOG_TIMEOUT: u8 = 5;
 
 fn secs(t: Instant) -> f64 {
     if t == NONE {
@@ -439,6 +440,15 @@ impl World {
             c.dropped.retain(|&(_, e)| e > una);
             if !c.dropped.iter().any(|&(s, e)| s <= seq && seq < e) {
                 c.spurious_timeouts += 1;
+            }
+            if self.logged[conn as usize] {
+                let l = &mut self.out.packet_log;
+                l.conn.push(conn);
+                l.t.push(self.now.as_secs_f64());
+                l.event.push(LOG_TIMEOUT);
+                l.seq.push(seq);
+                l.len.push(0);
+                l.retx.push(0);
             }
         }
         self.transmit(conn);
