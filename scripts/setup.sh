@@ -40,6 +40,6 @@ printf '%s\n' "$deps" > .venv/requirements.txt
 echo "setup: building the native module (release)" >&2
 VIRTUAL_ENV="$PWD/.venv" PATH="$PWD/.venv/bin:$PATH" .venv/bin/maturin develop --release -q >/dev/null 2>.venv/maturin.log \
   || { cat .venv/maturin.log >&2; echo "setup: building the native module failed" >&2; exit 1; }
-echo "setup: building the lab binaries (thinwan-link, thinwan-net)" >&2
-cargo build --release -q -p thinwan-net
+echo "setup: building the lab and tunnel binaries (thinwan-link, thinwan-net, thinwan-mux)" >&2
+cargo build --release -q -p thinwan-net -p thinwan-mux
 echo "setup: ready (.venv/bin/thinwan)" >&2

@@ -62,12 +62,14 @@ def _parser() -> argparse.ArgumentParser:
 
     from .anatomy import add_anatomy_subcommand
     from .lab.cli import add_lab_subcommands, add_validate_subcommand
+    from .mux import add_mux_subcommand
     from .sweep import add_sweep_subcommand
 
     add_sweep_subcommand(commands)
     add_anatomy_subcommand(commands)
     add_lab_subcommands(commands)
     add_validate_subcommand(commands)
+    add_mux_subcommand(commands)
     return parser
 
 

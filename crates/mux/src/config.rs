@@ -1,0 +1,522 @@
+//! Typed configuration: TOML → serde `Raw*` structs (unknown keys rejected) → validated
+//! [`CoreConfig`] / [`EdgeConfig`] via `TryFrom`, so a bad value fails at load with its
+//! key named (rpxy `config/toml.rs` style, STYLE.md §11).
+
+use std::collections::HashSet;
+use std::fmt;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+use thinwan_proto::mux::{Class, Config as SessionConfig};
+use thinwan_proto::Duration;
+
+/// A configuration error, naming the offending key.
+#[derive(Debug)]
+pub struct ConfigError {
+    /// Dotted key path, e.g. `target[1].connect`.
+    pub key: String,
+    /// What is wrong.
+    pub message: String,
+}
+
+impl ConfigError {
+    fn new(key: impl Into<String>, message: impl Into<String>) -> Self {
+        ConfigError { key: key.into(), message: message.into() }
+    }
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.key.is_empty() {
+            write!(f, "{}", self.message)
+        } else {
+            write!(f, "{}: {}", self.key, self.message)
+        }
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+/// `[trunk]`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawTrunk {
+    /// (core) Address to accept trunk connections on.
+    pub listen: Option<String>,
+    /// (edge) Core address to dial.
+    pub connect: Option<String>,
+    /// (edge) Parallel trunk connections (lanes). Default 1.
+    pub connections: Option<u16>,
+    /// (edge) TLS server name of the core certificate. Default "thinwan-core".
+    pub server_name: Option<String>,
+    /// TCP_NOTSENT_LOWAT on trunk sockets, bytes. Default 32768.
+    pub notsent_lowat: Option<u32>,
+}
+
+/// `[auth]`: either `psk`/`psk_file`, or `cert` + `key` + `ca`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawAuth {
+    /// Pre-shared key text (≥ 16 bytes).
+    pub psk: Option<String>,
+    /// File whose trimmed contents are the pre-shared key.
+    pub psk_file: Option<PathBuf>,
+    /// This side's certificate chain (PEM).
+    pub cert: Option<PathBuf>,
+    /// This side's private key (PEM).
+    pub key: Option<PathBuf>,
+    /// CA that signed the peer's certificate (PEM).
+    pub ca: Option<PathBuf>,
+}
+
+/// `[limits]`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawLimits {
+    /// Concurrent streams. Default 4096.
+    pub max_streams: Option<usize>,
+    /// Per-stream receive window, bytes. Default 1 MiB.
+    pub stream_window: Option<u32>,
+    /// Per-stream send buffer, bytes. Default 256 KiB.
+    pub stream_buffer: Option<usize>,
+    /// All streams' send buffers plus replay buffers, bytes. Default 256 MiB.
+    pub total_buffer: Option<usize>,
+    /// Largest data frame payload, bytes. Default 16384.
+    pub max_frame_payload: Option<u32>,
+    /// Thin-stream threshold: bytes per ~100 ms. Default 32768.
+    pub thin_bytes: Option<u32>,
+}
+
+/// `[timeouts]`, all in milliseconds.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawTimeouts {
+    /// Default 1000.
+    pub ping_interval_ms: Option<u64>,
+    /// Default 5000.
+    pub idle_timeout_ms: Option<u64>,
+    /// Default 30000.
+    pub resume_timeout_ms: Option<u64>,
+    /// Trunk and target connect timeout. Default 5000.
+    pub connect_timeout_ms: Option<u64>,
+    /// How long a shutdown waits for streams to finish. Default 5000.
+    pub shutdown_grace_ms: Option<u64>,
+}
+
+/// `[metrics]`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawMetrics {
+    /// Address for the Prometheus text endpoint (`GET /metrics`).
+    pub listen: Option<String>,
+}
+
+/// `[log]`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawLog {
+    /// "text" (default) or "json".
+    pub format: Option<String>,
+    /// tracing filter, e.g. "info" (default) or "thinwan_mux=debug".
+    pub level: Option<String>,
+}
+
+/// `[[target]]` (core): a server the core may connect streams to.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawTarget {
+    /// Name the edge refers to.
+    pub name: String,
+    /// Server address.
+    pub connect: String,
+    /// "auto" (default), "interactive" or "bulk".
+    pub class: Option<String>,
+}
+
+/// `[[forward]]` (edge): a local listener whose connections go to a core target.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawForward {
+    /// Target name at the core.
+    pub name: String,
+    /// Address clients connect to.
+    pub listen: String,
+    /// "auto" (default), "interactive" or "bulk".
+    pub class: Option<String>,
+}
+
+/// The whole file.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawConfig {
+    /// `[trunk]`.
+    #[serde(default)]
+    pub trunk: RawTrunk,
+    /// `[auth]`.
+    #[serde(default)]
+    pub auth: RawAuth,
+    /// `[limits]`.
+    #[serde(default)]
+    pub limits: RawLimits,
+    /// `[timeouts]`.
+    #[serde(default)]
+    pub timeouts: RawTimeouts,
+    /// `[metrics]`.
+    #[serde(default)]
+    pub metrics: RawMetrics,
+    /// `[log]`.
+    #[serde(default)]
+    pub log: RawLog,
+    /// `[[target]]` (core only).
+    #[serde(default)]
+    pub target: Vec<RawTarget>,
+    /// `[[forward]]` (edge only).
+    #[serde(default)]
+    pub forward: Vec<RawForward>,
+}
+
+/// How the trunk is authenticated.
+#[derive(Clone, Debug)]
+pub enum Auth {
+    /// TLS 1.3 with throw-away certificates, then both sides prove the key with an
+    /// HMAC over the TLS exporter (binds the proof to this connection).
+    Psk(Vec<u8>),
+    /// TLS 1.3 with mutual certificate authentication against `ca`.
+    Certs {
+        /// Own chain.
+        cert: PathBuf,
+        /// Own key.
+        key: PathBuf,
+        /// Peer CA.
+        ca: PathBuf,
+    },
+}
+
+/// Settings both daemons share.
+#[derive(Clone, Debug)]
+pub struct Common {
+    /// Trunk authentication.
+    pub auth: Auth,
+    /// Session parameters for the sans-IO core.
+    pub session: SessionConfig,
+    /// TCP_NOTSENT_LOWAT for trunk sockets.
+    pub notsent_lowat: u32,
+    /// Connect timeout.
+    pub connect_timeout: std::time::Duration,
+    /// Shutdown grace period.
+    pub shutdown_grace: std::time::Duration,
+    /// Metrics endpoint.
+    pub metrics: Option<SocketAddr>,
+    /// Log format is JSON.
+    pub log_json: bool,
+    /// Log filter.
+    pub log_level: String,
+}
+
+/// A validated core configuration.
+#[derive(Clone, Debug)]
+pub struct CoreConfig {
+    /// Trunk listen address.
+    pub listen: SocketAddr,
+    /// Targets by name.
+    pub targets: Vec<Target>,
+    /// Shared settings.
+    pub common: Common,
+}
+
+/// A core target.
+#[derive(Clone, Debug)]
+pub struct Target {
+    /// Name.
+    pub name: String,
+    /// Address.
+    pub connect: SocketAddr,
+    /// Scheduling class.
+    pub class: Class,
+}
+
+/// A validated edge configuration.
+#[derive(Clone, Debug)]
+pub struct EdgeConfig {
+    /// Core address.
+    pub connect: SocketAddr,
+    /// TLS server name expected on the core's certificate.
+    pub server_name: String,
+    /// Local listeners.
+    pub forwards: Vec<Forward>,
+    /// Shared settings.
+    pub common: Common,
+}
+
+/// An edge listener.
+#[derive(Clone, Debug)]
+pub struct Forward {
+    /// Target name at the core.
+    pub name: String,
+    /// Listen address.
+    pub listen: SocketAddr,
+    /// Scheduling class.
+    pub class: Class,
+}
+
+/// Parse TOML text into the raw structure (errors carry the key and position).
+pub fn parse(text: &str) -> Result<RawConfig, ConfigError> {
+    toml::from_str(text).map_err(|e| ConfigError::new("", e.to_string()))
+}
+
+/// Read and parse a file; relative paths inside are resolved against its directory.
+pub fn load(path: &Path) -> Result<RawConfig, ConfigError> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| ConfigError::new("", format!("cannot read {}: {e}", path.display())))?;
+    let mut raw = parse(&text).map_err(|e| ConfigError::new("", format!("{}: {}", path.display(), e.message)))?;
+    let base = path.parent().unwrap_or(Path::new("."));
+    for p in [&mut raw.auth.psk_file, &mut raw.auth.cert, &mut raw.auth.key, &mut raw.auth.ca].into_iter().flatten() {
+        if p.is_relative() {
+            *p = base.join(&*p);
+        }
+    }
+    Ok(raw)
+}
+
+impl TryFrom<RawConfig> for CoreConfig {
+    type Error = ConfigError;
+    fn try_from(raw: RawConfig) -> Result<Self, ConfigError> {
+        if raw.trunk.connect.is_some() {
+            return Err(ConfigError::new("trunk.connect", "is an edge setting; the core uses trunk.listen"));
+        }
+        if raw.trunk.connections.is_some() {
+            return Err(ConfigError::new("trunk.connections", "is chosen by the edge"));
+        }
+        if !raw.forward.is_empty() {
+            return Err(ConfigError::new("forward", "is an edge setting; the core has [[target]]"));
+        }
+        let listen = addr("trunk.listen", raw.trunk.listen.as_deref())?;
+        if raw.target.is_empty() {
+            return Err(ConfigError::new("target", "at least one [[target]] is required"));
+        }
+        let mut names = HashSet::new();
+        let mut targets = Vec::new();
+        for (i, t) in raw.target.iter().enumerate() {
+            let key = |f: &str| format!("target[{i}].{f}");
+            check_name(&key("name"), &t.name)?;
+            if !names.insert(t.name.clone()) {
+                return Err(ConfigError::new(key("name"), format!("duplicate target name {:?}", t.name)));
+            }
+            targets.push(Target {
+                name: t.name.clone(),
+                connect: addr(&key("connect"), Some(&t.connect))?,
+                class: class(&key("class"), t.class.as_deref())?,
+            });
+        }
+        let common = common(&raw, 1)?;
+        Ok(CoreConfig { listen, targets, common })
+    }
+}
+
+impl TryFrom<RawConfig> for EdgeConfig {
+    type Error = ConfigError;
+    fn try_from(raw: RawConfig) -> Result<Self, ConfigError> {
+        if raw.trunk.listen.is_some() {
+            return Err(ConfigError::new("trunk.listen", "is a core setting; the edge uses trunk.connect"));
+        }
+        if !raw.target.is_empty() {
+            return Err(ConfigError::new("target", "is a core setting; the edge has [[forward]]"));
+        }
+        let connect = addr("trunk.connect", raw.trunk.connect.as_deref())?;
+        let lanes = raw.trunk.connections.unwrap_or(1);
+        if !(1..=64).contains(&lanes) {
+            return Err(ConfigError::new("trunk.connections", "must be between 1 and 64"));
+        }
+        if raw.forward.is_empty() {
+            return Err(ConfigError::new("forward", "at least one [[forward]] is required"));
+        }
+        let mut listens = HashSet::new();
+        let mut forwards = Vec::new();
+        for (i, f) in raw.forward.iter().enumerate() {
+            let key = |k: &str| format!("forward[{i}].{k}");
+            check_name(&key("name"), &f.name)?;
+            let listen = addr(&key("listen"), Some(&f.listen))?;
+            if !listens.insert(listen) {
+                return Err(ConfigError::new(key("listen"), format!("address {listen} used twice")));
+            }
+            forwards.push(Forward { name: f.name.clone(), listen, class: class(&key("class"), f.class.as_deref())? });
+        }
+        let server_name = raw.trunk.server_name.clone().unwrap_or_else(|| "thinwan-core".into());
+        if rustls_pki_types::ServerName::try_from(server_name.as_str()).is_err() {
+            return Err(ConfigError::new("trunk.server_name", format!("{server_name:?} is not a valid DNS name or IP")));
+        }
+        let common = common(&raw, lanes)?;
+        Ok(EdgeConfig { connect, server_name, forwards, common })
+    }
+}
+
+fn common(raw: &RawConfig, lanes: u16) -> Result<Common, ConfigError> {
+    let d = SessionConfig::default();
+    let l = &raw.limits;
+    let t = &raw.timeouts;
+    let max_payload = l.max_frame_payload.unwrap_or(d.max_payload);
+    if !(512..=1024 * 1024).contains(&max_payload) {
+        return Err(ConfigError::new("limits.max_frame_payload", "must be between 512 and 1048576"));
+    }
+    let stream_window = l.stream_window.unwrap_or(d.stream_window);
+    if stream_window < max_payload {
+        return Err(ConfigError::new("limits.stream_window", "must be at least limits.max_frame_payload"));
+    }
+    let stream_buffer = l.stream_buffer.unwrap_or(d.stream_buffer);
+    if stream_buffer < 1024 {
+        return Err(ConfigError::new("limits.stream_buffer", "must be at least 1024"));
+    }
+    let total_buffer = l.total_buffer.unwrap_or(d.total_buffer);
+    if total_buffer < stream_buffer {
+        return Err(ConfigError::new("limits.total_buffer", "must be at least limits.stream_buffer"));
+    }
+    let max_streams = l.max_streams.unwrap_or(d.max_streams);
+    if max_streams == 0 {
+        return Err(ConfigError::new("limits.max_streams", "must be positive"));
+    }
+    let ms = |key: &str, v: Option<u64>, default: u64| -> Result<u64, ConfigError> {
+        let v = v.unwrap_or(default);
+        if v == 0 {
+            return Err(ConfigError::new(format!("timeouts.{key}"), "must be positive"));
+        }
+        Ok(v)
+    };
+    let ping = ms("ping_interval_ms", t.ping_interval_ms, 1000)?;
+    let idle = ms("idle_timeout_ms", t.idle_timeout_ms, 5000)?;
+    if idle <= ping {
+        return Err(ConfigError::new("timeouts.idle_timeout_ms", "must exceed timeouts.ping_interval_ms"));
+    }
+    let resume = ms("resume_timeout_ms", t.resume_timeout_ms, 30_000)?;
+    let connect = ms("connect_timeout_ms", t.connect_timeout_ms, 5000)?;
+    let grace = t.shutdown_grace_ms.unwrap_or(5000);
+    let session = SessionConfig {
+        lanes,
+        max_payload,
+        stream_window,
+        stream_buffer,
+        total_buffer,
+        max_streams,
+        thin_bytes: l.thin_bytes.unwrap_or(d.thin_bytes),
+        ping_interval: Duration::from_millis(ping),
+        idle_timeout: Duration::from_millis(idle),
+        resume_timeout: Duration::from_millis(resume),
+        ..d
+    };
+    let metrics = match raw.metrics.listen.as_deref() {
+        None => None,
+        Some(s) => Some(addr("metrics.listen", Some(s))?),
+    };
+    let log_json = match raw.log.format.as_deref().unwrap_or("text") {
+        "text" => false,
+        "json" => true,
+        other => return Err(ConfigError::new("log.format", format!("{other:?}: expected \"text\" or \"json\""))),
+    };
+    Ok(Common {
+        auth: auth(&raw.auth)?,
+        session,
+        notsent_lowat: raw.trunk.notsent_lowat.unwrap_or(32 * 1024),
+        connect_timeout: std::time::Duration::from_millis(connect),
+        shutdown_grace: std::time::Duration::from_millis(grace),
+        metrics,
+        log_json,
+        log_level: raw.log.level.clone().unwrap_or_else(|| "info".into()),
+    })
+}
+
+fn auth(a: &RawAuth) -> Result<Auth, ConfigError> {
+    let psk = match (&a.psk, &a.psk_file) {
+        (Some(_), Some(_)) => return Err(ConfigError::new("auth.psk", "give auth.psk or auth.psk_file, not both")),
+        (Some(p), None) => Some(("auth.psk", p.trim().as_bytes().to_vec())),
+        (None, Some(f)) => {
+            let text = std::fs::read_to_string(f)
+                .map_err(|e| ConfigError::new("auth.psk_file", format!("cannot read {}: {e}", f.display())))?;
+            Some(("auth.psk_file", text.trim().as_bytes().to_vec()))
+        }
+        (None, None) => None,
+    };
+    let certs = a.cert.is_some() || a.key.is_some() || a.ca.is_some();
+    match (psk, certs) {
+        (Some(_), true) => Err(ConfigError::new("auth", "use either a pre-shared key or certificates, not both")),
+        (Some((key, p)), false) => {
+            if p.len() < 16 {
+                return Err(ConfigError::new(key, "pre-shared key must be at least 16 bytes"));
+            }
+            Ok(Auth::Psk(p))
+        }
+        (None, true) => {
+            let need = |k: &str, v: &Option<PathBuf>| -> Result<PathBuf, ConfigError> {
+                let p = v.clone().ok_or_else(|| ConfigError::new(format!("auth.{k}"), "required with certificates"))?;
+                if !p.is_file() {
+                    return Err(ConfigError::new(format!("auth.{k}"), format!("no such file {}", p.display())));
+                }
+                Ok(p)
+            };
+            Ok(Auth::Certs { cert: need("cert", &a.cert)?, key: need("key", &a.key)?, ca: need("ca", &a.ca)? })
+        }
+        (None, false) => Err(ConfigError::new(
+            "auth",
+            "the trunk must be authenticated: set auth.psk / auth.psk_file, or auth.cert + auth.key + auth.ca",
+        )),
+    }
+}
+
+fn addr(key: &str, v: Option<&str>) -> Result<SocketAddr, ConfigError> {
+    let v = v.ok_or_else(|| ConfigError::new(key, "required"))?;
+    v.parse().map_err(|_| ConfigError::new(key, format!("{v:?} is not an IP:port socket address")))
+}
+
+fn class(key: &str, v: Option<&str>) -> Result<Class, ConfigError> {
+    match v.unwrap_or("auto") {
+        "auto" => Ok(Class::Auto),
+        "interactive" => Ok(Class::Interactive),
+        "bulk" => Ok(Class::Bulk),
+        other => Err(ConfigError::new(key, format!("{other:?}: expected \"auto\", \"interactive\" or \"bulk\""))),
+    }
+}
+
+fn check_name(key: &str, name: &str) -> Result<(), ConfigError> {
+    if name.is_empty() || name.len() > thinwan_proto::mux::frame::MAX_TARGET_NAME {
+        return Err(ConfigError::new(key, "must be 1 to 255 bytes"));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const CORE: &str = r#"
+        [trunk]
+        listen = "127.0.0.1:7400"
+        [auth]
+        psk = "0123456789abcdef0123"
+        [[target]]
+        name = "echo"
+        connect = "127.0.0.1:7000"
+    "#;
+
+    #[test]
+    fn core_ok() {
+        let c = CoreConfig::try_from(parse(CORE).unwrap()).unwrap();
+        assert_eq!(c.targets[0].name, "echo");
+        assert!(matches!(c.common.auth, Auth::Psk(_)));
+    }
+
+    #[test]
+    fn bad_values_name_their_key() {
+        let bad = CORE.replace("127.0.0.1:7000", "localhost");
+        let e = CoreConfig::try_from(parse(&bad).unwrap()).unwrap_err();
+        assert_eq!(e.key, "target[0].connect");
+        let bad = CORE.replace("[auth]\n        psk = \"0123456789abcdef0123\"", "");
+        let e = CoreConfig::try_from(parse(&bad).unwrap()).unwrap_err();
+        assert_eq!(e.key, "auth");
+        let bad = format!("{CORE}\n[limits]\nstream_window = 100\n");
+        let e = CoreConfig::try_from(parse(&bad).unwrap()).unwrap_err();
+        assert_eq!(e.key, "limits.stream_window");
+        let e = parse(&format!("{CORE}\n[limits]\nmax_stream = 3\n")).unwrap_err();
+        assert!(e.message.contains("max_stream"), "{e}");
+        let e = EdgeConfig::try_from(parse(CORE).unwrap()).unwrap_err();
+        assert_eq!(e.key, "trunk.listen");
+    }
+}

@@ -1,0 +1,177 @@
+//! `thinwan-mux core`: the data-centre side next to the servers. Accepts authenticated
+//! trunk connections, routes each to its session by the `Hello`, and connects streams
+//! to configured targets only (an unknown name is reset, never resolved).
+
+use std::collections::HashMap;
+use std::io;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+
+use thinwan_proto::mux::frame::{FLAG_NEW, MAX_REASON_TEXT};
+use thinwan_proto::mux::session::{peek_hello, unknown_session_reply};
+use thinwan_proto::mux::{ResetCode, Role};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{mpsc, watch};
+
+use crate::config::{CoreConfig, Target};
+use crate::driver::{tune_trunk, Counters, Opened, Shared};
+use crate::tls::Acceptor;
+
+/// Sessions by id.
+pub type Registry = Arc<Mutex<HashMap<u64, Arc<Shared>>>>;
+
+/// The core daemon.
+pub struct Core;
+
+impl Core {
+    /// Serve trunks on an already-bound listener until `shutdown` turns true.
+    pub async fn run(
+        cfg: CoreConfig,
+        listener: TcpListener,
+        counters: Arc<Counters>,
+        registry: Registry,
+        mut shutdown: watch::Receiver<bool>,
+    ) -> io::Result<()> {
+        let acceptor = Acceptor::new(&cfg.common.auth)?;
+        let cfg = Arc::new(cfg);
+        tracing::info!(listen = %listener.local_addr()?, targets = cfg.targets.len(), "core listening");
+        let mut conns = tokio::task::JoinSet::new();
+        loop {
+            tokio::select! {
+                r = listener.accept() => match r {
+                    Ok((tcp, peer)) => {
+                        let (cfg, acc, reg, ctr) = (cfg.clone(), acceptor.clone(), registry.clone(), counters.clone());
+                        conns.spawn(async move {
+                            if let Err(e) = serve_trunk(cfg, acc, reg, ctr.clone(), tcp).await {
+                                tracing::warn!(%peer, error = %e, "trunk connection ended");
+                            }
+                        });
+                    }
+                    Err(e) => tracing::warn!(error = %e, "accept failed"),
+                },
+                _ = shutdown.wait_for(|s| *s) => break,
+            }
+        }
+        tracing::info!("core shutting down");
+        let sessions: Vec<Arc<Shared>> = lock(&registry).values().cloned().collect();
+        let grace = cfg.common.shutdown_grace;
+        let mut all = tokio::task::JoinSet::new();
+        for s in sessions {
+            all.spawn(async move { s.shutdown(grace).await });
+        }
+        while all.join_next().await.is_some() {}
+        conns.abort_all();
+        Ok(())
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+async fn serve_trunk(
+    cfg: Arc<CoreConfig>,
+    acceptor: Acceptor,
+    registry: Registry,
+    counters: Arc<Counters>,
+    tcp: TcpStream,
+) -> io::Result<()> {
+    tune_trunk(&tcp, cfg.common.notsent_lowat);
+    let handshake = async {
+        let mut tls = acceptor.accept(tcp).await?;
+        // Read until the first frame (the Hello) is complete.
+        let mut buf = Vec::new();
+        let mut chunk = [0u8; 4096];
+        loop {
+            if let Some(h) = peek_hello(&buf, MAX_REASON_TEXT as u32).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))? {
+                return Ok::<_, io::Error>((tls, buf, h));
+            }
+            let n = tls.read(&mut chunk).await?;
+            if n == 0 {
+                return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "closed before hello"));
+            }
+            buf.extend_from_slice(&chunk[..n]);
+        }
+    };
+    let (mut tls, initial, hello) = match tokio::time::timeout(cfg.common.connect_timeout, handshake).await {
+        Ok(Ok(x)) => x,
+        Ok(Err(e)) => {
+            counters.trunk_failures.fetch_add(1, Ordering::Relaxed);
+            return Err(e);
+        }
+        Err(_) => {
+            counters.trunk_failures.fetch_add(1, Ordering::Relaxed);
+            return Err(io::Error::new(io::ErrorKind::TimedOut, "trunk handshake timeout"));
+        }
+    };
+    counters.trunk_connects.fetch_add(1, Ordering::Relaxed);
+    let shared = {
+        let mut reg = lock(&registry);
+        match reg.get(&hello.session) {
+            Some(s) => Some(s.clone()),
+            None if hello.flags & FLAG_NEW != 0 && hello.lanes <= 64 => {
+                let mut scfg = cfg.common.session.clone();
+                scfg.lanes = hello.lanes;
+                let (tx, rx) = mpsc::unbounded_channel();
+                let s = Shared::new(Role::Core, hello.session, scfg, counters.clone(), Some(tx));
+                reg.insert(hello.session, s.clone());
+                tracing::info!(session = hello.session, lanes = hello.lanes, "new session");
+                tokio::spawn(connector(s.clone(), cfg.clone(), rx));
+                let (s2, reg2) = (s.clone(), registry.clone());
+                tokio::spawn(async move {
+                    s2.clone().run_timers().await;
+                    lock(&reg2).remove(&hello.session);
+                    tracing::info!(session = hello.session, "session removed");
+                });
+                Some(s)
+            }
+            None => None,
+        }
+    };
+    let Some(shared) = shared else {
+        tracing::warn!(session = hello.session, "resume for an unknown session refused");
+        let mut out = Vec::new();
+        unknown_session_reply(&hello).encode(&mut out);
+        tls.write_all(&out).await?;
+        tls.flush().await?;
+        return Ok(());
+    };
+    shared.run_lane(hello.lane, tls, &initial).await
+}
+
+/// Connect streams the edge opened to their targets; never blocks other streams.
+async fn connector(shared: Arc<Shared>, cfg: Arc<CoreConfig>, mut rx: mpsc::UnboundedReceiver<Opened>) {
+    let targets: HashMap<String, Target> = cfg.targets.iter().map(|t| (t.name.clone(), t.clone())).collect();
+    while let Some(o) = rx.recv().await {
+        let Some(t) = targets.get(&o.target).cloned() else {
+            shared.counters.unknown_targets.fetch_add(1, Ordering::Relaxed);
+            tracing::warn!(stream = o.id, target = %o.target, "stream for an unconfigured target refused");
+            shared.reset(o.epoch, o.id, ResetCode::UnknownTarget, "no such target at the core");
+            continue;
+        };
+        let (shared, timeout) = (shared.clone(), cfg.common.connect_timeout);
+        tokio::spawn(async move {
+            match tokio::time::timeout(timeout, TcpStream::connect(t.connect)).await {
+                Ok(Ok(sock)) => {
+                    shared.counters.app_connections.fetch_add(1, Ordering::Relaxed);
+                    {
+                        let mut g = shared.lock();
+                        if g.epoch == o.epoch {
+                            g.session.set_class(o.id, t.class);
+                        }
+                    }
+                    shared.pump(o, sock).await;
+                }
+                Ok(Err(e)) => {
+                    shared.counters.target_connect_failures.fetch_add(1, Ordering::Relaxed);
+                    shared.reset(o.epoch, o.id, ResetCode::ConnectFailed, &format!("connect {}: {e}", t.connect));
+                }
+                Err(_) => {
+                    shared.counters.target_connect_failures.fetch_add(1, Ordering::Relaxed);
+                    shared.reset(o.epoch, o.id, ResetCode::ConnectFailed, &format!("connect {}: timeout", t.connect));
+                }
+            }
+        });
+    }
+}

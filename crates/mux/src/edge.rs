@@ -1,0 +1,118 @@
+//! `thinwan-mux edge`: the regional proxy next to the clients. Accepts clients on the
+//! configured listeners, opens one stream per client connection on the trunk, and keeps
+//! `trunk.connections` trunk lanes to the core connected (reconnecting with resume).
+
+use std::io;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use thinwan_proto::mux::Role;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::watch;
+
+use crate::config::EdgeConfig;
+use crate::driver::{abort_socket, random_id, tune_trunk, Counters, Shared};
+use crate::tls::Connector;
+
+/// A running edge: its session (for metrics and tests).
+pub struct Edge {
+    /// The shared session.
+    pub shared: Arc<Shared>,
+}
+
+impl Edge {
+    /// Start the edge on already-bound client listeners (one per `cfg.forwards`, same
+    /// order). Runs until `shutdown` turns true, then shuts down gracefully.
+    pub async fn run(
+        cfg: EdgeConfig,
+        listeners: Vec<TcpListener>,
+        counters: Arc<Counters>,
+        shared_out: Option<tokio::sync::oneshot::Sender<Arc<Shared>>>,
+        mut shutdown: watch::Receiver<bool>,
+    ) -> io::Result<()> {
+        let connector = Connector::new(&cfg.common.auth, &cfg.server_name)?;
+        let shared = Shared::new(Role::Edge, random_id(), cfg.common.session.clone(), counters.clone(), None);
+        if let Some(tx) = shared_out {
+            let _ = tx.send(shared.clone());
+        }
+        let mut tasks = tokio::task::JoinSet::new();
+        tasks.spawn(shared.clone().run_timers());
+        for lane in 0..cfg.common.session.lanes {
+            tasks.spawn(lane_loop(shared.clone(), lane, connector.clone(), cfg.clone(), shutdown.clone()));
+        }
+        for (l, f) in listeners.into_iter().zip(cfg.forwards.iter().cloned()) {
+            let shared = shared.clone();
+            let mut stop = shutdown.clone();
+            tracing::info!(listen = %f.listen, target = %f.name, "forwarding");
+            tasks.spawn(async move {
+                loop {
+                    tokio::select! {
+                        r = l.accept() => match r {
+                            Ok((sock, peer)) => {
+                                shared.counters.app_connections.fetch_add(1, Ordering::Relaxed);
+                                match shared.open(&f.name, f.class) {
+                                    Some(o) => {
+                                        tracing::debug!(%peer, stream = o.id, target = %f.name, "client connected");
+                                        tokio::spawn(shared.clone().pump(o, sock));
+                                    }
+                                    None => {
+                                        shared.counters.app_refused.fetch_add(1, Ordering::Relaxed);
+                                        abort_socket(&sock);
+                                    }
+                                }
+                            }
+                            Err(e) => tracing::warn!(error = %e, "accept failed"),
+                        },
+                        _ = stop.changed() => return,
+                    }
+                }
+            });
+        }
+        let _ = shutdown.wait_for(|s| *s).await;
+        tracing::info!("edge shutting down");
+        shared.shutdown(cfg.common.shutdown_grace).await;
+        tasks.abort_all();
+        Ok(())
+    }
+}
+
+/// Keep one trunk lane connected: dial, authenticate, run, back off, repeat.
+async fn lane_loop(shared: Arc<Shared>, lane: u16, connector: Connector, cfg: EdgeConfig, mut stop: watch::Receiver<bool>) {
+    let mut backoff = std::time::Duration::from_millis(50);
+    loop {
+        let stopping = *stop.borrow();
+        if stopping {
+            return;
+        }
+        let attempt = async {
+            let tcp = tokio::time::timeout(cfg.common.connect_timeout, TcpStream::connect(cfg.connect))
+                .await
+                .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "connect timeout"))??;
+            tune_trunk(&tcp, cfg.common.notsent_lowat);
+            tokio::time::timeout(cfg.common.connect_timeout, connector.connect(tcp))
+                .await
+                .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "TLS handshake timeout"))?
+        };
+        match attempt.await {
+            Ok(tls) => {
+                shared.counters.trunk_connects.fetch_add(1, Ordering::Relaxed);
+                backoff = std::time::Duration::from_millis(50);
+                tracing::info!(lane, core = %cfg.connect, "trunk connected");
+                // Runs through a graceful shutdown too (the session drains over it);
+                // `Edge::run` aborts this task at the end.
+                if let Err(e) = shared.run_lane(lane, tls, &[]).await {
+                    tracing::warn!(lane, error = %e, "trunk connection ended");
+                }
+            }
+            Err(e) => {
+                shared.counters.trunk_failures.fetch_add(1, Ordering::Relaxed);
+                tracing::warn!(lane, core = %cfg.connect, error = %e, "trunk connect failed");
+            }
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(backoff) => {}
+            _ = stop.changed() => {}
+        }
+        backoff = (backoff * 2).min(std::time::Duration::from_secs(2));
+    }
+}

@@ -1,0 +1,62 @@
+//! thinwan-mux: the thin-stream multiplexing tunnel daemons.
+//!
+//! `thinwan-mux edge` (regional proxy, next to the clients) and `thinwan-mux core`
+//! (next to the servers) carry every client connection as a stream over one or more
+//! authenticated TLS 1.3 trunk connections. All protocol logic — framing, credit,
+//! scheduling, replay and resumption — is the sans-IO `thinwan_proto::mux`; this crate
+//! is the tokio/rustls shell around it (see `docs/mux.md`).
+
+pub mod config;
+pub mod core;
+pub mod driver;
+pub mod edge;
+pub mod metrics;
+pub mod tls;
+
+use std::io;
+use std::sync::Arc;
+
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+
+pub use crate::config::{CoreConfig, EdgeConfig};
+pub use crate::driver::{Counters, Shared};
+
+/// Bind everything a core config names and run until `shutdown`.
+pub async fn run_core(cfg: CoreConfig, shutdown: watch::Receiver<bool>) -> io::Result<()> {
+    let listener = TcpListener::bind(cfg.listen).await?;
+    let counters = Arc::new(Counters::default());
+    let registry: core::Registry = Default::default();
+    if let Some(m) = cfg.common.metrics {
+        let l = TcpListener::bind(m).await?;
+        let reg = registry.clone();
+        let sessions: metrics::Sessions =
+            Arc::new(move || reg.lock().unwrap_or_else(|p| p.into_inner()).values().cloned().collect());
+        tokio::spawn(metrics::serve(l, "core", counters.clone(), sessions, shutdown.clone()));
+        tracing::info!(listen = %m, "metrics endpoint");
+    }
+    core::Core::run(cfg, listener, counters, registry, shutdown).await
+}
+
+/// Bind everything an edge config names and run until `shutdown`.
+pub async fn run_edge(cfg: EdgeConfig, shutdown: watch::Receiver<bool>) -> io::Result<()> {
+    let mut listeners = Vec::new();
+    for f in &cfg.forwards {
+        listeners.push(TcpListener::bind(f.listen).await?);
+    }
+    let counters = Arc::new(Counters::default());
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    let metrics_listener = match cfg.common.metrics {
+        Some(m) => Some(TcpListener::bind(m).await?),
+        None => None,
+    };
+    let (c2, sd) = (counters.clone(), shutdown.clone());
+    tokio::spawn(async move {
+        let Ok(shared) = rx.await else { return };
+        if let Some(l) = metrics_listener {
+            let sessions: metrics::Sessions = Arc::new(move || vec![Arc::clone(&shared)]);
+            let _ = metrics::serve(l, "edge", c2, sessions, sd).await;
+        }
+    });
+    edge::Edge::run(cfg, listeners, counters, Some(tx), shutdown).await
+}

@@ -1,0 +1,146 @@
+//! Prometheus text exposition (format 0.0.4) on `GET /metrics`.
+//!
+//! Hand-written rather than a metrics crate: the numbers already live in the sans-IO
+//! session's `Stats` and a few atomics; a scrape locks each session once and prints.
+
+use std::fmt::Write as _;
+use std::io;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use thinwan_proto::mux::stats::{Histogram, Stats, DELAY_BUCKETS_US};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+
+use crate::driver::{Counters, Shared};
+
+/// Where a scrape finds the sessions.
+pub type Sessions = Arc<dyn Fn() -> Vec<Arc<Shared>> + Send + Sync>;
+
+const FRAME_TYPES: [&str; 10] = ["", "open", "data", "close", "reset", "credit", "ack", "ping", "hello", "goaway"];
+
+/// Render all metrics.
+pub fn render(role: &str, counters: &Counters, sessions: &[Arc<Shared>]) -> String {
+    let mut st = Stats::default();
+    let (mut streams, mut buffered, mut thin_q, mut bulk_q, mut replay, mut lanes_up) = (0, 0, 0, 0, 0, 0);
+    let mut rtt = None;
+    for s in sessions {
+        let g = s.lock();
+        let ss = g.session.stats();
+        for i in 0..10 {
+            st.frames_tx[i] += ss.frames_tx[i];
+            st.frames_rx[i] += ss.frames_rx[i];
+        }
+        st.trunk_bytes_tx += ss.trunk_bytes_tx;
+        st.trunk_bytes_rx += ss.trunk_bytes_rx;
+        st.payload_bytes_tx += ss.payload_bytes_tx;
+        st.payload_bytes_rx += ss.payload_bytes_rx;
+        st.streams_opened += ss.streams_opened;
+        st.streams_reset += ss.streams_reset;
+        st.frames_replayed += ss.frames_replayed;
+        st.resumes += ss.resumes;
+        st.lane_drops += ss.lane_drops;
+        st.delay_thin.merge(&ss.delay_thin);
+        st.delay_bulk.merge(&ss.delay_bulk);
+        rtt = rtt.or(ss.rtt);
+        streams += g.session.stream_count();
+        buffered += g.session.buffered_bytes();
+        let (t, b) = g.session.queue_depth();
+        thin_q += t;
+        bulk_q += b;
+        replay += g.session.replay_frames();
+        lanes_up += g.session.lanes_up();
+    }
+    let mut o = String::new();
+    let gauge = |o: &mut String, name: &str, help: &str, v: f64| {
+        let _ = writeln!(o, "# HELP thinwan_mux_{name} {help}\n# TYPE thinwan_mux_{name} gauge\nthinwan_mux_{name}{{role=\"{role}\"}} {v}");
+    };
+    gauge(&mut o, "sessions", "Live sessions.", sessions.len() as f64);
+    gauge(&mut o, "streams", "Open streams.", streams as f64);
+    gauge(&mut o, "buffered_bytes", "Bytes in stream send queues and replay buffers.", buffered as f64);
+    gauge(&mut o, "replay_frames", "Reliable frames kept for replay (unacknowledged).", replay as f64);
+    gauge(&mut o, "lanes_up", "Trunk lanes up.", lanes_up as f64);
+    gauge(&mut o, "rtt_seconds", "Last trunk ping round trip.", rtt.map_or(0.0, |d| d.as_secs_f64()));
+    let _ = writeln!(o, "# HELP thinwan_mux_queue_streams Streams waiting in the scheduler.\n# TYPE thinwan_mux_queue_streams gauge");
+    let _ = writeln!(o, "thinwan_mux_queue_streams{{role=\"{role}\",class=\"thin\"}} {thin_q}");
+    let _ = writeln!(o, "thinwan_mux_queue_streams{{role=\"{role}\",class=\"bulk\"}} {bulk_q}");
+    let counter = |o: &mut String, name: &str, help: &str, v: u64| {
+        let _ = writeln!(o, "# HELP thinwan_mux_{name} {help}\n# TYPE thinwan_mux_{name} counter\nthinwan_mux_{name}{{role=\"{role}\"}} {v}");
+    };
+    let c = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
+    counter(&mut o, "streams_opened_total", "Streams opened.", st.streams_opened);
+    counter(&mut o, "streams_reset_total", "Streams reset (either side).", st.streams_reset);
+    counter(&mut o, "frames_replayed_total", "Reliable frames re-sent after reconnects.", st.frames_replayed);
+    counter(&mut o, "resumes_total", "Trunk lane resumptions.", st.resumes);
+    counter(&mut o, "lane_drops_total", "Trunk lane disconnects.", st.lane_drops);
+    counter(&mut o, "reconnects_total", "Trunk connections established.", c(&counters.trunk_connects));
+    counter(&mut o, "trunk_failures_total", "Trunk connects/handshakes failed (incl. authentication).", c(&counters.trunk_failures));
+    counter(&mut o, "sessions_lost_total", "Sessions lost (streams failed).", c(&counters.sessions_lost));
+    counter(&mut o, "app_connections_total", "Client (edge) or target (core) connections.", c(&counters.app_connections));
+    counter(&mut o, "app_refused_total", "Client connections refused.", c(&counters.app_refused));
+    counter(&mut o, "unknown_targets_total", "Streams refused: target not configured.", c(&counters.unknown_targets));
+    counter(&mut o, "target_connect_failures_total", "Target connects failed.", c(&counters.target_connect_failures));
+    let _ = writeln!(o, "# HELP thinwan_mux_trunk_bytes_total Trunk bytes (plaintext frames).\n# TYPE thinwan_mux_trunk_bytes_total counter");
+    let _ = writeln!(o, "thinwan_mux_trunk_bytes_total{{role=\"{role}\",dir=\"tx\"}} {}", st.trunk_bytes_tx);
+    let _ = writeln!(o, "thinwan_mux_trunk_bytes_total{{role=\"{role}\",dir=\"rx\"}} {}", st.trunk_bytes_rx);
+    let _ = writeln!(o, "# HELP thinwan_mux_payload_bytes_total Stream payload bytes.\n# TYPE thinwan_mux_payload_bytes_total counter");
+    let _ = writeln!(o, "thinwan_mux_payload_bytes_total{{role=\"{role}\",dir=\"tx\"}} {}", st.payload_bytes_tx);
+    let _ = writeln!(o, "thinwan_mux_payload_bytes_total{{role=\"{role}\",dir=\"rx\"}} {}", st.payload_bytes_rx);
+    let _ = writeln!(o, "# HELP thinwan_mux_frames_total Frames by type and direction.\n# TYPE thinwan_mux_frames_total counter");
+    for (i, name) in FRAME_TYPES.iter().enumerate().skip(1) {
+        let _ = writeln!(o, "thinwan_mux_frames_total{{role=\"{role}\",dir=\"tx\",type=\"{name}\"}} {}", st.frames_tx[i]);
+        let _ = writeln!(o, "thinwan_mux_frames_total{{role=\"{role}\",dir=\"rx\",type=\"{name}\"}} {}", st.frames_rx[i]);
+    }
+    let _ = writeln!(o, "# HELP thinwan_mux_queue_delay_seconds Time a data frame's first byte waited in the mux before the trunk.\n# TYPE thinwan_mux_queue_delay_seconds histogram");
+    for (class, h) in [("thin", &st.delay_thin), ("bulk", &st.delay_bulk)] {
+        histogram(&mut o, role, class, h);
+    }
+    o
+}
+
+fn histogram(o: &mut String, role: &str, class: &str, h: &Histogram) {
+    let mut cum = 0;
+    for (i, b) in DELAY_BUCKETS_US.iter().enumerate() {
+        cum += h.buckets[i];
+        let _ = writeln!(o, "thinwan_mux_queue_delay_seconds_bucket{{role=\"{role}\",class=\"{class}\",le=\"{}\"}} {cum}", *b as f64 * 1e-6);
+    }
+    let _ = writeln!(o, "thinwan_mux_queue_delay_seconds_bucket{{role=\"{role}\",class=\"{class}\",le=\"+Inf\"}} {}", h.count);
+    let _ = writeln!(o, "thinwan_mux_queue_delay_seconds_sum{{role=\"{role}\",class=\"{class}\"}} {}", h.sum_secs);
+    let _ = writeln!(o, "thinwan_mux_queue_delay_seconds_count{{role=\"{role}\",class=\"{class}\"}} {}", h.count);
+}
+
+/// Serve `GET /metrics` (any path, really) until shutdown.
+pub async fn serve(
+    listener: TcpListener,
+    role: &'static str,
+    counters: Arc<Counters>,
+    sessions: Sessions,
+    mut shutdown: watch::Receiver<bool>,
+) -> io::Result<()> {
+    loop {
+        let (mut sock, _) = tokio::select! {
+            r = listener.accept() => r?,
+            _ = shutdown.wait_for(|s| *s) => return Ok(()),
+        };
+        let (counters, sessions) = (counters.clone(), sessions.clone());
+        tokio::spawn(async move {
+            let mut req = Vec::new();
+            let mut buf = [0u8; 1024];
+            while !req.windows(4).any(|w| w == b"\r\n\r\n") && req.len() < 8192 {
+                match tokio::time::timeout(std::time::Duration::from_secs(5), sock.read(&mut buf)).await {
+                    Ok(Ok(n)) if n > 0 => req.extend_from_slice(&buf[..n]),
+                    _ => return,
+                }
+            }
+            let body = render(role, &counters, &sessions());
+            let head = format!(
+                "HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+                body.len()
+            );
+            let _ = sock.write_all(head.as_bytes()).await;
+            let _ = sock.write_all(body.as_bytes()).await;
+            let _ = sock.shutdown().await;
+        });
+    }
+}

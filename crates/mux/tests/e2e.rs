@@ -1,0 +1,277 @@
+//! End-to-end tests on 127.0.0.1: client → edge → (chaos proxy) → core → echo server.
+
+use std::net::SocketAddr;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use thinwan_mux::config::parse;
+use thinwan_mux::core::{Core, Registry};
+use thinwan_mux::driver::abort_socket;
+use thinwan_mux::edge::Edge;
+use thinwan_mux::{Counters, CoreConfig, EdgeConfig, Shared};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::watch;
+
+const PSK: &str = "test-psk-0123456789abcdef";
+
+async fn echo_server() -> (SocketAddr, Arc<std::sync::atomic::AtomicU64>) {
+    let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = l.local_addr().unwrap();
+    let conns = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let c = conns.clone();
+    tokio::spawn(async move {
+        while let Ok((mut s, _)) = l.accept().await {
+            c.fetch_add(1, Ordering::SeqCst);
+            tokio::spawn(async move {
+                let (mut r, mut w) = s.split();
+                let _ = tokio::io::copy(&mut r, &mut w).await;
+                let _ = w.shutdown().await;
+            });
+        }
+    });
+    (addr, conns)
+}
+
+/// Forwards edge→core trunk connections; `cut()` resets all of them.
+#[derive(Clone, Default)]
+struct Chaos {
+    conns: Arc<Mutex<Vec<(Arc<TcpStream>, tokio::task::AbortHandle)>>>,
+}
+
+impl Chaos {
+    async fn start(to: SocketAddr) -> (SocketAddr, Chaos) {
+        let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = l.local_addr().unwrap();
+        let chaos = Chaos::default();
+        let c = chaos.clone();
+        tokio::spawn(async move {
+            while let Ok((a, _)) = l.accept().await {
+                let Ok(b) = TcpStream::connect(to).await else { continue };
+                let (a, b) = (Arc::new(a), Arc::new(b));
+                let (a2, b2) = (a.clone(), b.clone());
+                let t = tokio::spawn(async move {
+                    let f1 = pipe(a2.clone(), b2.clone());
+                    let f2 = pipe(b2, a2);
+                    tokio::join!(f1, f2);
+                });
+                c.conns.lock().unwrap().push((a, t.abort_handle()));
+                c.conns.lock().unwrap().push((b, t.abort_handle()));
+            }
+        });
+        (addr, chaos)
+    }
+
+    fn cut(&self) {
+        for (s, t) in self.conns.lock().unwrap().drain(..) {
+            abort_socket(&s);
+            t.abort();
+        }
+    }
+}
+
+async fn pipe(from: Arc<TcpStream>, to: Arc<TcpStream>) {
+    let mut buf = vec![0u8; 65536];
+    loop {
+        if from.readable().await.is_err() {
+            return;
+        }
+        let n = match from.try_read(&mut buf) {
+            Ok(0) => return,
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
+            Err(_) => return,
+        };
+        let mut off = 0;
+        while off < n {
+            if to.writable().await.is_err() {
+                return;
+            }
+            match to.try_write(&buf[off..n]) {
+                Ok(k) => off += k,
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
+                Err(_) => return,
+            }
+        }
+    }
+}
+
+struct Harness {
+    client_addrs: Vec<SocketAddr>,
+    stop: watch::Sender<bool>,
+    edge: Arc<Shared>,
+    edge_counters: Arc<Counters>,
+    core_counters: Arc<Counters>,
+    registry: Registry,
+    chaos: Chaos,
+    echo_conns: Arc<std::sync::atomic::AtomicU64>,
+}
+
+/// Start echo server, core, chaos proxy and edge. `core_auth`/`edge_auth` are TOML
+/// `[auth]` bodies; `forwards` names the edge's targets (the core has only "echo").
+async fn start(core_auth: &str, edge_auth: &str, forwards: &[&str], extra: &str) -> Harness {
+    let (echo, echo_conns) = echo_server().await;
+    let core_l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let core_addr = core_l.local_addr().unwrap();
+    let core_cfg = CoreConfig::try_from(
+        parse(&format!(
+            "[trunk]\nlisten = \"{core_addr}\"\n[auth]\n{core_auth}\n{extra}\n[[target]]\nname = \"echo\"\nconnect = \"{echo}\"\n"
+        ))
+        .unwrap(),
+    )
+    .unwrap();
+    let (stop, rx) = watch::channel(false);
+    let core_counters = Arc::new(Counters::default());
+    let registry: Registry = Default::default();
+    tokio::spawn(Core::run(core_cfg, core_l, core_counters.clone(), registry.clone(), rx.clone()));
+    let (chaos_addr, chaos) = Chaos::start(core_addr).await;
+    let mut fwd = String::new();
+    let mut listeners = Vec::new();
+    let mut client_addrs = Vec::new();
+    for name in forwards {
+        let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let a = l.local_addr().unwrap();
+        fwd += &format!("[[forward]]\nname = \"{name}\"\nlisten = \"{a}\"\n");
+        listeners.push(l);
+        client_addrs.push(a);
+    }
+    let edge_cfg = EdgeConfig::try_from(
+        parse(&format!(
+            "[trunk]\nconnect = \"{chaos_addr}\"\nconnections = 2\n[auth]\n{edge_auth}\n{extra}\n{fwd}"
+        ))
+        .unwrap(),
+    )
+    .unwrap();
+    let edge_counters = Arc::new(Counters::default());
+    let (tx, srx) = tokio::sync::oneshot::channel();
+    tokio::spawn(Edge::run(edge_cfg, listeners, edge_counters.clone(), Some(tx), rx));
+    let edge = srx.await.unwrap();
+    Harness { client_addrs, stop, edge, edge_counters, core_counters, registry, chaos, echo_conns }
+}
+
+fn psk() -> String {
+    format!("psk = \"{PSK}\"")
+}
+
+fn pattern(seed: u64, n: usize) -> Vec<u8> {
+    let mut x = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+    (0..n)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect()
+}
+
+/// Write `n` pattern bytes through the tunnel to the echo server and check that the
+/// echo matches exactly (same bytes, same order, nothing extra).
+async fn echo_roundtrip(addr: SocketAddr, seed: u64, n: usize, chunk: usize) -> std::io::Result<()> {
+    let s = TcpStream::connect(addr).await?;
+    s.set_nodelay(true)?;
+    let (mut r, mut w) = s.into_split();
+    let data = pattern(seed, n);
+    let d2 = data.clone();
+    let writer = tokio::spawn(async move {
+        for c in d2.chunks(chunk) {
+            w.write_all(c).await?;
+        }
+        w.shutdown().await?;
+        Ok::<_, std::io::Error>(())
+    });
+    let mut got = Vec::with_capacity(n);
+    r.read_to_end(&mut got).await?;
+    writer.await.unwrap()?;
+    assert_eq!(got.len(), n, "stream {seed}: length");
+    assert!(got == data, "stream {seed}: bytes differ");
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn streams_echo_through_the_tunnel() {
+    let h = start(&psk(), &psk(), &["echo"], "").await;
+    let mut tasks = Vec::new();
+    for i in 0..50u64 {
+        let a = h.client_addrs[0];
+        let n = if i % 10 == 0 { 2_000_000 } else { 1 + (i as usize * 997) % 20_000 };
+        tasks.push(tokio::spawn(async move { echo_roundtrip(a, i, n, 3000).await }));
+    }
+    for t in tasks {
+        t.await.unwrap().unwrap();
+    }
+    assert_eq!(h.edge.lock().session.stream_count(), 0, "finished streams are released");
+    let _ = h.stop.send(true);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn trunk_resets_lose_and_duplicate_nothing() {
+    let h = start(&psk(), &psk(), &["echo"], "").await;
+    let mut tasks = Vec::new();
+    for i in 0..20u64 {
+        let a = h.client_addrs[0];
+        tasks.push(tokio::spawn(async move { echo_roundtrip(a, 100 + i, 3_000_000, 10_000).await }));
+    }
+    for _ in 0..6 {
+        tokio::time::sleep(Duration::from_millis(150)).await;
+        h.chaos.cut();
+    }
+    for t in tasks {
+        t.await.unwrap().unwrap();
+    }
+    let g = h.edge.lock();
+    assert!(g.session.stats().resumes >= 1, "lanes were resumed");
+    assert_eq!(h.edge_counters.sessions_lost.load(Ordering::SeqCst), 0);
+    drop(g);
+    let _ = h.stop.send(true);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wrong_psk_cannot_open_a_trunk() {
+    let extra = "[timeouts]\nresume_timeout_ms = 1500";
+    let h = start(&psk(), "psk = \"some-other-key-0123456789\"", &["echo"], extra).await;
+    let r = tokio::time::timeout(Duration::from_secs(10), echo_roundtrip(h.client_addrs[0], 1, 100, 100)).await;
+    assert!(matches!(r, Ok(Err(_))), "the client's stream fails: {r:?}");
+    assert!(h.core_counters.trunk_failures.load(Ordering::SeqCst) >= 1);
+    assert_eq!(h.core_counters.trunk_connects.load(Ordering::SeqCst), 0);
+    assert!(h.registry.lock().unwrap().is_empty(), "no session was created");
+    assert_eq!(h.echo_conns.load(Ordering::SeqCst), 0, "nothing reached the server");
+    let _ = h.stop.send(true);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unconfigured_target_is_refused() {
+    let h = start(&psk(), &psk(), &["echo", "ssh"], "").await;
+    let r = echo_roundtrip(h.client_addrs[1], 1, 100, 100).await;
+    assert!(r.is_err(), "stream to an unknown target fails at the client");
+    assert_eq!(h.core_counters.unknown_targets.load(Ordering::SeqCst), 1);
+    assert_eq!(h.echo_conns.load(Ordering::SeqCst), 0);
+    // The tunnel still works for configured targets.
+    echo_roundtrip(h.client_addrs[0], 2, 1000, 100).await.unwrap();
+    let _ = h.stop.send(true);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn certificates_mutual_auth() {
+    let dir = std::env::temp_dir().join(format!("thinwan-mux-certs-{}", std::process::id()));
+    thinwan_mux::tls::generate_certs(&dir, "thinwan-core").unwrap();
+    let other = dir.join("other");
+    thinwan_mux::tls::generate_certs(&other, "thinwan-core").unwrap();
+    let d = dir.display();
+    let core = format!("cert = \"{d}/core.pem\"\nkey = \"{d}/core.key\"\nca = \"{d}/ca.pem\"");
+    let edge = format!("cert = \"{d}/edge.pem\"\nkey = \"{d}/edge.key\"\nca = \"{d}/ca.pem\"");
+    let h = start(&core, &edge, &["echo"], "").await;
+    echo_roundtrip(h.client_addrs[0], 5, 100_000, 1000).await.unwrap();
+    let _ = h.stop.send(true);
+    // An edge whose certificate comes from another CA is refused.
+    let o = other.display();
+    let bad_edge = format!("cert = \"{o}/edge.pem\"\nkey = \"{o}/edge.key\"\nca = \"{d}/ca.pem\"");
+    let extra = "[timeouts]\nresume_timeout_ms = 1500";
+    let h = start(&core, &bad_edge, &["echo"], extra).await;
+    let r = tokio::time::timeout(Duration::from_secs(10), echo_roundtrip(h.client_addrs[0], 1, 100, 100)).await;
+    assert!(matches!(r, Ok(Err(_))), "{r:?}");
+    assert_eq!(h.core_counters.trunk_connects.load(Ordering::SeqCst), 0);
+    let _ = h.stop.send(true);
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -1,0 +1,20 @@
+//! Thin-stream multiplexing over trunk TCP connections (spec: `thin-stream-mux.md`).
+//!
+//! Sans-IO pieces shared by the tunnel daemons (`crates/mux`) and the simulator:
+//! - [`frame`]: the trunk wire format (typed header, `encode`/`decode`, bounded decoder);
+//! - [`sched`]: thin-first / bulk round-robin scheduler and the thin-stream rate meter;
+//! - [`session`]: streams with credit-based flow control, per-lane replay buffers and
+//!   the resume handshake, driven by `handle_*(now)` / `poll_*()`;
+//! - [`stats`]: counters and delay histograms.
+
+pub mod frame;
+pub mod sched;
+pub mod session;
+pub mod stats;
+
+pub use frame::{DecodeError, Frame, FrameDecoder, FrameType, Header, Hello, ResetCode, StreamId};
+pub use sched::{Class, Scheduler};
+pub use session::{Config, Event, OpenError, Role, Session, StreamError};
+
+#[cfg(test)]
+mod tests;

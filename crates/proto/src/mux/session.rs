@@ -1,0 +1,1080 @@
+//! The multiplexing session between one edge and one core: streams, per-stream credit,
+//! the thin-first scheduler, and per-lane replay buffers for resumption. Sans-IO.
+//!
+//! # Call order (quinn-proto `Connection` style)
+//! - When a trunk connection for lane `l` is established (TLS done), call
+//!   [`Session::lane_connected`]; it returns a generation number that every later call
+//!   for that connection passes, so bytes from a superseded connection are ignored.
+//! - Feed received trunk bytes to [`Session::handle_bytes`].
+//! - Fill the socket with [`Session::poll_transmit`] until it returns `false`.
+//! - When the connection fails, call [`Session::lane_disconnected`].
+//! - Application side: [`Session::open_stream`] (edge), [`Session::stream_send`],
+//!   [`Session::stream_finish`], [`Session::stream_consumed`] (after the bytes of a
+//!   `Data` event were written to the local socket — this is what returns credit, so a
+//!   slow reader holds at most one window), [`Session::stream_reset`].
+//! - After every call drain [`Session::poll_event`]; call [`Session::handle_timeout`]
+//!   at [`Session::poll_timeout`].
+//!
+//! # Resumption
+//! Every reliable frame (open, data, close, reset, credit, go-away) sent on a lane gets
+//! the next sequence number of that lane (implicitly: the count of reliable frames sent
+//! before it) and is kept, encoded, until the peer's cumulative `Ack` covers it. A new
+//! connection for the lane starts with `Hello { next_expected }` from both sides; each
+//! side drops what the other already has and re-sends the rest in order. All frames of
+//! a stream travel on one lane (`id % lanes`), so per-stream order survives. A peer
+//! that does not know the session, or a lane that stays down longer than the resume
+//! timeout, fails the session: every stream gets a `Reset` event with
+//! [`ResetCode::ResumeFailed`].
+
+use std::collections::{HashMap, VecDeque};
+
+use super::frame::{
+    DecodeError, Frame, FrameDecoder, FrameType, Hello, ResetCode, StreamId, FLAG_NEW, FLAG_UNKNOWN_SESSION,
+    HEADER_LEN,
+};
+use super::sched::{Class, RateMeter, Scheduler};
+use super::stats::Stats;
+use crate::time::{Duration, Instant};
+
+/// Which end of the trunk this session is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Role {
+    /// Regional proxy: accepts clients, opens streams, dials the core.
+    Edge,
+    /// Data-centre side: accepts trunks, connects streams to configured targets.
+    Core,
+}
+
+/// Session parameters. Defaults are documented on [`Config::default`].
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// Trunk connections (lanes) per session.
+    pub lanes: u16,
+    /// Largest data frame payload; larger writes are split.
+    pub max_payload: u32,
+    /// Receive window granted to each stream (its peer's initial credit).
+    pub stream_window: u32,
+    /// Bytes a stream may have queued for the trunk but not yet framed.
+    pub stream_buffer: usize,
+    /// Bytes all streams together may hold in send queues plus replay buffers.
+    pub total_buffer: usize,
+    /// Concurrent streams allowed.
+    pub max_streams: usize,
+    /// A stream is thin while it sent fewer than this many bytes in about `thin_tau`.
+    pub thin_bytes: u32,
+    /// Time constant of the thin-stream rate meter.
+    pub thin_tau: Duration,
+    /// Ping period on an idle lane.
+    pub ping_interval: Duration,
+    /// A lane with nothing received for this long is declared dead.
+    pub idle_timeout: Duration,
+    /// How long a lane may stay down before the session's streams are failed.
+    pub resume_timeout: Duration,
+    /// Longest an acknowledgement is delayed.
+    pub ack_delay: Duration,
+    /// Acknowledge at once after this many reliable frames.
+    pub ack_every: u64,
+}
+
+impl Default for Config {
+    /// - one lane; 16 KiB frames (bounds the wait of a thin frame behind a bulk one);
+    /// - 1 MiB stream window (≈ 80 Mbit/s per stream at 100 ms RTT), 256 KiB stream send
+    ///   buffer, 256 MiB total, 4096 streams;
+    /// - thin below 32 KiB per 100 ms (≈ 2.6 Mbit/s);
+    /// - ping every 1 s, dead after 5 s silence, resume within 30 s;
+    /// - ack after 5 ms or 64 frames.
+    fn default() -> Self {
+        Config {
+            lanes: 1,
+            max_payload: 16 * 1024,
+            stream_window: 1024 * 1024,
+            stream_buffer: 256 * 1024,
+            total_buffer: 256 * 1024 * 1024,
+            max_streams: 4096,
+            thin_bytes: 32 * 1024,
+            thin_tau: Duration::from_millis(100),
+            ping_interval: Duration::from_secs(1),
+            idle_timeout: Duration::from_secs(5),
+            resume_timeout: Duration::from_secs(30),
+            ack_delay: Duration::from_millis(5),
+            ack_every: 64,
+        }
+    }
+}
+
+/// What the session tells its driver.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Event {
+    /// (core) The edge opened a stream to the target called `target`; connect it, or
+    /// [`Session::stream_reset`] it with [`ResetCode::UnknownTarget`].
+    StreamOpened {
+        /// Stream id.
+        id: StreamId,
+        /// Target name from the edge.
+        target: String,
+    },
+    /// Bytes for the local socket. Call [`Session::stream_consumed`] once written.
+    Data {
+        /// Stream id.
+        id: StreamId,
+        /// Payload.
+        bytes: Vec<u8>,
+    },
+    /// The peer half-closed: shut down the local socket's write side after the data.
+    Finished {
+        /// Stream id.
+        id: StreamId,
+    },
+    /// The stream is gone; abort the local socket.
+    Reset {
+        /// Stream id.
+        id: StreamId,
+        /// Why.
+        code: ResetCode,
+        /// Detail.
+        message: String,
+        /// True when the peer sent the reset, false when this side decided it.
+        remote: bool,
+    },
+    /// A stream that could not take all bytes earlier has room again.
+    Writable {
+        /// Stream id.
+        id: StreamId,
+    },
+    /// A lane finished its handshake (and replayed what the peer missed).
+    LaneUp {
+        /// Lane index.
+        lane: u16,
+        /// True for a resumption rather than the first connection.
+        resumed: bool,
+    },
+    /// The lane's connection must be closed (idle timeout or protocol error).
+    LaneDead {
+        /// Lane index.
+        lane: u16,
+        /// Why.
+        reason: String,
+    },
+    /// The peer is shutting down and will open no more streams.
+    GoAway,
+    /// The session cannot continue; all its streams were reset. Start a new one.
+    SessionLost {
+        /// Why.
+        reason: String,
+    },
+}
+
+/// Why a stream call failed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum StreamError {
+    /// No such stream (finished, reset, or never opened).
+    Unknown,
+    /// The stream was already finished for writing.
+    Finished,
+}
+
+/// Why a stream could not be opened.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum OpenError {
+    /// `max_streams` streams are open.
+    TooManyStreams,
+    /// The peer or this side is shutting down, or the session was lost.
+    Closing,
+    /// Only the edge opens streams.
+    WrongRole,
+}
+
+/// A multiplexing session. See the module documentation for the call order.
+#[derive(Debug)]
+pub struct Session {
+    role: Role,
+    id: u64,
+    cfg: Config,
+    streams: HashMap<StreamId, Stream>,
+    lanes: Vec<Lane>,
+    events: VecDeque<Event>,
+    next_stream: StreamId,
+    /// Initial credit for our streams, learned from the peer's Hello.
+    peer_window: u32,
+    /// The edge has completed one handshake (so later Hellos ask to resume).
+    established: bool,
+    going_away: bool,
+    peer_going_away: bool,
+    lost: bool,
+    /// Bytes in stream send queues plus lane replay buffers.
+    buffered: usize,
+    total_blocked: bool,
+    stats: Stats,
+}
+
+#[derive(Debug)]
+struct Stream {
+    lane: u16,
+    class: Class,
+    meter: RateMeter,
+    send: ByteQueue,
+    /// (end offset in `queued_total` terms, time enqueued) per `stream_send` call, for
+    /// the queueing-delay histogram.
+    send_times: VecDeque<(u64, Instant)>,
+    queued_total: u64,
+    sent_total: u64,
+    send_credit: u64,
+    fin_queued: bool,
+    fin_sent: bool,
+    recv_window: u64,
+    consumed_unreported: u64,
+    fin_received: bool,
+    queued: bool,
+    blocked: bool,
+}
+
+#[derive(Debug)]
+enum LaneState {
+    /// No connection (see `Lane::down_since`).
+    Down,
+    /// Connected; waiting for the peer's Hello.
+    Handshake,
+    /// Exchanging frames.
+    Up,
+}
+
+#[derive(Debug)]
+struct Lane {
+    state: LaneState,
+    generation: u64,
+    decoder: FrameDecoder,
+    /// Sequence number of the next new reliable frame.
+    tx_seq: u64,
+    /// Encoded reliable frames not yet acknowledged; the front has `replay_base`.
+    replay: VecDeque<Vec<u8>>,
+    replay_base: u64,
+    replay_bytes: usize,
+    /// Index into `replay` of the next frame to re-send after a resume.
+    resend: usize,
+    /// Next reliable sequence number expected from the peer.
+    rx_next: u64,
+    rx_acked: u64,
+    ack_due: Option<Instant>,
+    /// Reliable control frames (open, reset, credit, go-away), in order.
+    ctrl: VecDeque<Frame>,
+    /// Per-connection frames (hello, ack, ping), sent first.
+    urgent: VecDeque<Frame>,
+    sched: Scheduler,
+    last_rx: Instant,
+    next_ping: Instant,
+    /// Hello to send once the peer's arrives (core) — or already sent (edge).
+    hello_sent: bool,
+    handshakes: u64,
+    /// When the lane last stopped being up (None while up). Connection attempts that
+    /// fail before the handshake completes do not restart the resume timeout.
+    down_since: Option<Instant>,
+}
+
+impl Session {
+    /// A new session. The edge picks a random `id`; the core uses the id from the
+    /// edge's first `Hello`. Lanes start down at `now` (the resume timeout applies).
+    pub fn new(role: Role, id: u64, cfg: Config, now: Instant) -> Session {
+        let lanes = (0..cfg.lanes.max(1))
+            .map(|_| Lane {
+                state: LaneState::Down,
+                generation: 0,
+                decoder: FrameDecoder::new(cfg.max_payload.max(2 + super::frame::MAX_REASON_TEXT as u32)),
+                tx_seq: 0,
+                replay: VecDeque::new(),
+                replay_base: 0,
+                replay_bytes: 0,
+                resend: 0,
+                rx_next: 0,
+                rx_acked: 0,
+                ack_due: None,
+                ctrl: VecDeque::new(),
+                urgent: VecDeque::new(),
+                sched: Scheduler::new(),
+                last_rx: now,
+                next_ping: now,
+                hello_sent: false,
+                handshakes: 0,
+                down_since: Some(now),
+            })
+            .collect();
+        Session {
+            role,
+            id,
+            peer_window: cfg.stream_window,
+            cfg,
+            streams: HashMap::new(),
+            lanes,
+            events: VecDeque::new(),
+            next_stream: 1,
+            established: false,
+            going_away: false,
+            peer_going_away: false,
+            lost: false,
+            buffered: 0,
+            total_blocked: false,
+            stats: Stats::default(),
+        }
+    }
+
+    /// Session id.
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+    /// Role.
+    pub fn role(&self) -> Role {
+        self.role
+    }
+    /// Configuration.
+    pub fn config(&self) -> &Config {
+        &self.cfg
+    }
+    /// Counters.
+    pub fn stats(&self) -> &Stats {
+        &self.stats
+    }
+    /// Open streams.
+    pub fn stream_count(&self) -> usize {
+        self.streams.len()
+    }
+    /// Bytes held in send queues and replay buffers.
+    pub fn buffered_bytes(&self) -> usize {
+        self.buffered
+    }
+    /// Streams waiting in the schedulers (thin, bulk), summed over lanes.
+    pub fn queue_depth(&self) -> (usize, usize) {
+        self.lanes.iter().fold((0, 0), |(t, b), l| {
+            let (t2, b2) = l.sched.depth();
+            (t + t2, b + b2)
+        })
+    }
+    /// Unacknowledged reliable frames held for replay, summed over lanes.
+    pub fn replay_frames(&self) -> usize {
+        self.lanes.iter().map(|l| l.replay.len()).sum()
+    }
+    /// Lanes currently up.
+    pub fn lanes_up(&self) -> usize {
+        self.lanes.iter().filter(|l| matches!(l.state, LaneState::Up)).count()
+    }
+    /// The session failed; drop it (after draining events).
+    pub fn is_lost(&self) -> bool {
+        self.lost
+    }
+    /// This side or the peer is shutting down.
+    pub fn is_going_away(&self) -> bool {
+        self.going_away || self.peer_going_away
+    }
+    /// The lane that carries `stream` (stream-to-trunk affinity).
+    pub fn lane_of(&self, stream: StreamId) -> u16 {
+        (stream % self.lanes.len() as u32) as u16
+    }
+    /// Number of lanes.
+    pub fn lane_count(&self) -> u16 {
+        self.lanes.len() as u16
+    }
+
+    // ----- lanes -------------------------------------------------------------------
+
+    /// A trunk connection for `lane` is ready (after TLS and authentication). Any
+    /// previous connection of the lane is superseded. Returns its generation.
+    pub fn lane_connected(&mut self, lane: u16, now: Instant) -> u64 {
+        let cfg_max = self.cfg.max_payload.max(2 + super::frame::MAX_REASON_TEXT as u32);
+        let Some(l) = self.lanes.get_mut(lane as usize) else { return 0 };
+        if matches!(l.state, LaneState::Up | LaneState::Handshake) {
+            self.stats.lane_drops += 1;
+        }
+        l.down_since.get_or_insert(now);
+        l.generation += 1;
+        l.state = LaneState::Handshake;
+        l.decoder = FrameDecoder::new(cfg_max);
+        l.urgent.clear();
+        l.ack_due = None;
+        l.last_rx = now;
+        l.next_ping = now + self.cfg.ping_interval;
+        l.hello_sent = false;
+        if self.role == Role::Edge {
+            let hello = self.hello_for(lane, 0);
+            let l = &mut self.lanes[lane as usize];
+            l.urgent.push_back(hello);
+            l.hello_sent = true;
+        }
+        self.lanes[lane as usize].generation
+    }
+
+    /// The connection `generation` of `lane` failed or was closed.
+    pub fn lane_disconnected(&mut self, lane: u16, generation: u64, now: Instant) {
+        let Some(l) = self.lanes.get_mut(lane as usize) else { return };
+        if l.generation != generation || matches!(l.state, LaneState::Down) {
+            return;
+        }
+        l.state = LaneState::Down;
+        l.down_since.get_or_insert(now);
+        l.urgent.clear();
+        self.stats.lane_drops += 1;
+        if self.peer_going_away && self.streams.is_empty() {
+            self.fail("peer went away", now);
+        }
+    }
+
+    /// Bytes received on connection `generation` of `lane`.
+    pub fn handle_bytes(&mut self, lane: u16, generation: u64, bytes: &[u8], now: Instant) {
+        let Some(l) = self.lanes.get_mut(lane as usize) else { return };
+        if l.generation != generation || matches!(l.state, LaneState::Down) || self.lost {
+            return;
+        }
+        self.stats.trunk_bytes_rx += bytes.len() as u64;
+        l.last_rx = now;
+        l.decoder.push(bytes);
+        loop {
+            let l = &mut self.lanes[lane as usize];
+            if l.generation != generation || matches!(l.state, LaneState::Down) || self.lost {
+                return;
+            }
+            match l.decoder.next_frame() {
+                Ok(Some(frame)) => self.handle_frame(lane, frame, now),
+                Ok(None) => return,
+                Err(e) => {
+                    self.protocol_error(lane, &format!("undecodable trunk bytes: {e}"), now);
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Append frames for connection `generation` of `lane` to `out` until it holds at
+    /// least `max` bytes or nothing is ready. Returns true if anything was appended.
+    pub fn poll_transmit(&mut self, lane: u16, generation: u64, out: &mut Vec<u8>, max: usize, now: Instant) -> bool {
+        let start = out.len();
+        let Some(l) = self.lanes.get_mut(lane as usize) else { return false };
+        if l.generation != generation || matches!(l.state, LaneState::Down) || self.lost {
+            return false;
+        }
+        // Per-connection frames first: hello, acks, pongs.
+        while let Some(f) = l.urgent.pop_front() {
+            self.stats.frames_tx[f.kind() as usize] += 1;
+            f.encode(out);
+        }
+        if !matches!(l.state, LaneState::Up) {
+            self.stats.trunk_bytes_tx += (out.len() - start) as u64;
+            return out.len() > start;
+        }
+        // Then what the peer missed before this connection.
+        while l.resend < l.replay.len() && out.len() < max {
+            out.extend_from_slice(&l.replay[l.resend]);
+            l.resend += 1;
+            self.stats.frames_replayed += 1;
+        }
+        // Then new reliable control frames, then stream data by the scheduler.
+        while out.len() < max {
+            let l = &mut self.lanes[lane as usize];
+            if let Some(f) = l.ctrl.pop_front() {
+                self.send_reliable(lane, &f, out);
+                continue;
+            }
+            if !self.send_next_stream_frame(lane, out, now) {
+                break;
+            }
+        }
+        self.stats.trunk_bytes_tx += (out.len() - start) as u64;
+        out.len() > start
+    }
+
+    /// True while connection `generation` is the live connection of `lane`; when false
+    /// the driver closes it (superseded, idle timeout, or session lost).
+    pub fn lane_is_current(&self, lane: u16, generation: u64) -> bool {
+        self.lanes.get(lane as usize).is_some_and(|l| {
+            !self.lost && l.generation == generation && !matches!(l.state, LaneState::Down)
+        })
+    }
+
+    /// True if [`Session::poll_transmit`] would write something on `lane`.
+    pub fn wants_transmit(&self, lane: u16) -> bool {
+        let Some(l) = self.lanes.get(lane as usize) else { return false };
+        if self.lost || matches!(l.state, LaneState::Down) {
+            return false;
+        }
+        !l.urgent.is_empty()
+            || (matches!(l.state, LaneState::Up)
+                && (l.resend < l.replay.len() || !l.ctrl.is_empty() || l.sched.depth() != (0, 0)))
+    }
+
+    /// When [`Session::handle_timeout`] must next be called.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        if self.lost {
+            return None;
+        }
+        let mut t: Option<Instant> = None;
+        let mut min = |x: Instant| t = Some(t.map_or(x, |y| y.min(x)));
+        for l in &self.lanes {
+            if let Some(d) = l.down_since {
+                min(d + self.cfg.resume_timeout);
+            }
+            match l.state {
+                LaneState::Down => {}
+                LaneState::Handshake => min(l.last_rx + self.cfg.idle_timeout),
+                LaneState::Up => {
+                    min(l.last_rx + self.cfg.idle_timeout);
+                    min(l.next_ping);
+                    if let Some(a) = l.ack_due {
+                        min(a);
+                    }
+                }
+            }
+        }
+        t
+    }
+
+    /// Fire every timer that is due at `now`.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        if self.lost {
+            return;
+        }
+        for i in 0..self.lanes.len() {
+            let lane = i as u16;
+            let l = &mut self.lanes[i];
+            if l.down_since.is_some_and(|d| now >= d + self.cfg.resume_timeout) {
+                let msg = format!("trunk lane {lane} down longer than the resume timeout");
+                self.fail(&msg, now);
+                return;
+            }
+            match l.state {
+                LaneState::Down => {}
+                LaneState::Handshake | LaneState::Up => {
+                    if now >= l.last_rx + self.cfg.idle_timeout {
+                        l.state = LaneState::Down;
+                        l.down_since.get_or_insert(now);
+                        l.urgent.clear();
+                        self.stats.lane_drops += 1;
+                        self.events.push_back(Event::LaneDead { lane, reason: "idle timeout".into() });
+                        continue;
+                    }
+                    if !matches!(l.state, LaneState::Up) {
+                        continue;
+                    }
+                    if l.ack_due.is_some_and(|a| now >= a) {
+                        l.ack_due = None;
+                        l.rx_acked = l.rx_next;
+                        l.urgent.push_back(Frame::Ack { next_expected: l.rx_next });
+                    }
+                    if now >= l.next_ping {
+                        l.next_ping = now + self.cfg.ping_interval;
+                        l.urgent.push_back(Frame::Ping { pong: false, opaque: now.as_nanos() });
+                    }
+                }
+            }
+        }
+    }
+
+    /// Next event for the driver.
+    pub fn poll_event(&mut self) -> Option<Event> {
+        self.events.pop_front()
+    }
+
+    // ----- streams -----------------------------------------------------------------
+
+    /// (edge) Open a stream to the core's target called `target`. Data may be sent at
+    /// once; it flows when the lane is up.
+    pub fn open_stream(&mut self, target: &str, class: Class, now: Instant) -> Result<StreamId, OpenError> {
+        if self.role != Role::Edge {
+            return Err(OpenError::WrongRole);
+        }
+        if self.lost || self.going_away || self.peer_going_away {
+            return Err(OpenError::Closing);
+        }
+        if self.streams.len() >= self.cfg.max_streams {
+            return Err(OpenError::TooManyStreams);
+        }
+        let id = self.next_stream;
+        self.next_stream = self.next_stream.wrapping_add(1).max(1);
+        let lane = self.lane_of(id);
+        let stream = self.new_stream(lane, class, now);
+        self.streams.insert(id, stream);
+        self.lanes[lane as usize].ctrl.push_back(Frame::Open { stream: id, target: target.to_owned() });
+        self.stats.streams_opened += 1;
+        Ok(id)
+    }
+
+    /// (core) Set the scheduling class of a stream the edge opened.
+    pub fn set_class(&mut self, id: StreamId, class: Class) {
+        if let Some(s) = self.streams.get_mut(&id) {
+            s.class = class;
+        }
+    }
+
+    /// Queue bytes from the local socket. Returns how many were taken; fewer than
+    /// offered means the stream's or the session's buffer is full — wait for
+    /// [`Event::Writable`].
+    pub fn stream_send(&mut self, id: StreamId, data: &[u8], now: Instant) -> Result<usize, StreamError> {
+        let total_room = self.cfg.total_buffer.saturating_sub(self.buffered);
+        let s = self.streams.get_mut(&id).ok_or(StreamError::Unknown)?;
+        if s.fin_queued {
+            return Err(StreamError::Finished);
+        }
+        let room = self.cfg.stream_buffer.saturating_sub(s.send.len()).min(total_room);
+        let n = data.len().min(room);
+        if n < data.len() {
+            s.blocked = true;
+            if total_room < data.len() {
+                self.total_blocked = true;
+            }
+        }
+        if n == 0 {
+            return Ok(0);
+        }
+        s.send.push(&data[..n]);
+        s.queued_total += n as u64;
+        s.send_times.push_back((s.queued_total, now));
+        self.buffered += n;
+        self.make_ready(id, now);
+        Ok(n)
+    }
+
+    /// The local socket reached end of file: send `Close` after the queued bytes.
+    pub fn stream_finish(&mut self, id: StreamId, now: Instant) {
+        if let Some(s) = self.streams.get_mut(&id) {
+            if !s.fin_queued {
+                s.fin_queued = true;
+                self.make_ready(id, now);
+            }
+        }
+    }
+
+    /// `n` bytes of `Data` events were written to the local socket: return credit.
+    pub fn stream_consumed(&mut self, id: StreamId, n: usize) {
+        let window = self.cfg.stream_window as u64;
+        let Some(s) = self.streams.get_mut(&id) else { return };
+        s.consumed_unreported += n as u64;
+        // Grant in half-window steps: a thin stream never causes credit traffic, a
+        // bulk one gets a frame per half window.
+        if s.consumed_unreported >= window / 2 && !s.fin_received {
+            let inc = s.consumed_unreported.min(u32::MAX as u64) as u32;
+            s.consumed_unreported -= inc as u64;
+            s.recv_window += inc as u64;
+            let lane = s.lane;
+            self.lanes[lane as usize].ctrl.push_back(Frame::Credit { stream: id, increment: inc });
+        }
+    }
+
+    /// Abort a stream: drop its queued bytes and tell the peer.
+    pub fn stream_reset(&mut self, id: StreamId, code: ResetCode, message: &str) {
+        if let Some(s) = self.streams.remove(&id) {
+            self.buffered -= s.send.len();
+            self.stats.streams_reset += 1;
+            self.lanes[s.lane as usize].ctrl.push_back(Frame::Reset { stream: id, code, message: message.to_owned() });
+        }
+    }
+
+    /// Begin a graceful shutdown: tell the peer no more streams will be opened.
+    pub fn go_away(&mut self) {
+        if self.going_away {
+            return;
+        }
+        self.going_away = true;
+        for l in &mut self.lanes {
+            l.ctrl.push_back(Frame::GoAway { code: ResetCode::Shutdown });
+        }
+    }
+
+    /// Reset every stream (shutdown after the grace period).
+    pub fn reset_all(&mut self, code: ResetCode, message: &str) {
+        let ids: Vec<StreamId> = self.streams.keys().copied().collect();
+        for id in ids {
+            self.stream_reset(id, code, message);
+            self.events.push_back(Event::Reset { id, code, message: message.to_owned(), remote: false });
+        }
+    }
+
+    /// Nothing left to send or to be acknowledged (for a clean shutdown).
+    pub fn is_drained(&self) -> bool {
+        self.lanes.iter().all(|l| l.replay.is_empty() && l.ctrl.is_empty() && l.sched.depth() == (0, 0))
+    }
+
+    // ----- internals ---------------------------------------------------------------
+
+    fn new_stream(&self, lane: u16, class: Class, now: Instant) -> Stream {
+        Stream {
+            lane,
+            class,
+            meter: RateMeter::new(now),
+            send: ByteQueue::default(),
+            send_times: VecDeque::new(),
+            queued_total: 0,
+            sent_total: 0,
+            send_credit: self.peer_window as u64,
+            fin_queued: false,
+            fin_sent: false,
+            recv_window: self.cfg.stream_window as u64,
+            consumed_unreported: 0,
+            fin_received: false,
+            queued: false,
+            blocked: false,
+        }
+    }
+
+    fn hello_for(&self, lane: u16, extra_flags: u8) -> Frame {
+        let l = &self.lanes[lane as usize];
+        let new = self.role == Role::Edge && !self.established;
+        Frame::Hello(Hello {
+            session: self.id,
+            lane,
+            lanes: self.lanes.len() as u16,
+            next_expected: l.rx_next,
+            window: self.cfg.stream_window,
+            flags: if new { FLAG_NEW } else { 0 } | extra_flags,
+        })
+    }
+
+    fn is_thin(&self, s: &mut Stream, now: Instant) -> bool {
+        match s.class {
+            Class::Interactive => true,
+            Class::Bulk => false,
+            Class::Auto => s.meter.value(now, self.cfg.thin_tau) < self.cfg.thin_bytes as f64,
+        }
+    }
+
+    /// Queue the stream in its lane's scheduler if it has something sendable.
+    fn make_ready(&mut self, id: StreamId, now: Instant) {
+        let (thin_bytes, tau) = (self.cfg.thin_bytes as f64, self.cfg.thin_tau);
+        let Some(s) = self.streams.get_mut(&id) else { return };
+        if s.queued {
+            return;
+        }
+        let has_data = !s.send.is_empty() && s.send_credit > 0;
+        let has_fin = s.fin_queued && !s.fin_sent && s.send.is_empty();
+        if !(has_data || has_fin) {
+            return;
+        }
+        let thin = match s.class {
+            Class::Interactive => true,
+            Class::Bulk => false,
+            Class::Auto => s.meter.value(now, tau) < thin_bytes,
+        };
+        s.queued = true;
+        self.lanes[s.lane as usize].sched.push(id, thin);
+    }
+
+    /// Emit one data (or close) frame of the next scheduled stream. False if none.
+    fn send_next_stream_frame(&mut self, lane: u16, out: &mut Vec<u8>, now: Instant) -> bool {
+        loop {
+            let Some(id) = self.lanes[lane as usize].sched.pop() else { return false };
+            let max_payload = self.cfg.max_payload as usize;
+            let Some(mut s) = self.streams.remove(&id) else { continue };
+            s.queued = false;
+            let thin = self.is_thin(&mut s, now);
+            let frame = if !s.send.is_empty() && s.send_credit > 0 {
+                let n = s.send.len().min(max_payload).min(s.send_credit as usize);
+                // Queueing delay of the frame's first byte.
+                let first = s.sent_total;
+                while s.send_times.front().is_some_and(|&(end, _)| end <= first) {
+                    s.send_times.pop_front();
+                }
+                if let Some(&(_, t)) = s.send_times.front() {
+                    self.stats.delay(thin).observe(now.saturating_since(t));
+                }
+                let mut payload = Vec::with_capacity(n);
+                s.send.take_into(n, &mut payload);
+                s.sent_total += n as u64;
+                s.send_credit -= n as u64;
+                s.meter.record(n, now, self.cfg.thin_tau);
+                self.buffered -= n;
+                self.stats.payload_bytes_tx += n as u64;
+                Some(Frame::Data { stream: id, payload })
+            } else if s.fin_queued && !s.fin_sent && s.send.is_empty() {
+                s.fin_sent = true;
+                Some(Frame::Close { stream: id })
+            } else {
+                None
+            };
+            let writable = s.blocked && s.send.len() <= self.cfg.stream_buffer / 2 && !self.total_blocked;
+            if writable {
+                s.blocked = false;
+            }
+            let done = s.fin_sent && s.fin_received;
+            if !done {
+                self.streams.insert(id, s);
+                self.make_ready(id, now);
+            }
+            if writable {
+                self.events.push_back(Event::Writable { id });
+            }
+            if let Some(f) = frame {
+                self.send_reliable(lane, &f, out);
+                return true;
+            }
+        }
+    }
+
+    /// Encode a reliable frame, keep it for replay, append it to `out`.
+    fn send_reliable(&mut self, lane: u16, f: &Frame, out: &mut Vec<u8>) {
+        let mut enc = Vec::with_capacity(f.encoded_len());
+        f.encode(&mut enc);
+        out.extend_from_slice(&enc);
+        self.stats.frames_tx[f.kind() as usize] += 1;
+        let l = &mut self.lanes[lane as usize];
+        l.tx_seq += 1;
+        l.replay_bytes += enc.len();
+        self.buffered += enc.len();
+        l.replay.push_back(enc);
+        l.resend = l.replay.len();
+    }
+
+    fn handle_frame(&mut self, lane: u16, frame: Frame, now: Instant) {
+        let kind = frame.kind();
+        self.stats.frames_rx[kind as usize] += 1;
+        if let Frame::Hello(h) = frame {
+            self.handle_hello(lane, h, now);
+            return;
+        }
+        let l = &mut self.lanes[lane as usize];
+        if !matches!(l.state, LaneState::Up) {
+            self.protocol_error(lane, "frame before hello", now);
+            return;
+        }
+        if kind.is_reliable() {
+            l.rx_next += 1;
+            if l.rx_next - l.rx_acked >= self.cfg.ack_every {
+                l.rx_acked = l.rx_next;
+                l.ack_due = None;
+                l.urgent.push_back(Frame::Ack { next_expected: l.rx_next });
+            } else if l.ack_due.is_none() {
+                l.ack_due = Some(now + self.cfg.ack_delay);
+            }
+        }
+        match frame {
+            Frame::Open { stream, target } => {
+                if self.role != Role::Core || self.streams.contains_key(&stream) {
+                    self.protocol_error(lane, "unexpected open", now);
+                    return;
+                }
+                if self.lane_of(stream) != lane {
+                    self.protocol_error(lane, "stream opened on the wrong lane", now);
+                    return;
+                }
+                if self.going_away || self.streams.len() >= self.cfg.max_streams {
+                    let why = if self.going_away { "core shutting down" } else { "too many streams" };
+                    let code = if self.going_away { ResetCode::Shutdown } else { ResetCode::Limit };
+                    self.lanes[lane as usize].ctrl.push_back(Frame::Reset { stream, code, message: why.into() });
+                    self.stats.streams_reset += 1;
+                    return;
+                }
+                let s = self.new_stream(lane, Class::Auto, now);
+                self.streams.insert(stream, s);
+                self.stats.streams_opened += 1;
+                self.events.push_back(Event::StreamOpened { id: stream, target });
+            }
+            Frame::Data { stream, payload } => {
+                let Some(s) = self.streams.get_mut(&stream) else { return };
+                if s.fin_received {
+                    self.local_reset(stream, ResetCode::Protocol, "data after close");
+                    return;
+                }
+                if payload.len() as u64 > s.recv_window {
+                    self.local_reset(stream, ResetCode::FlowControl, "peer exceeded its credit");
+                    return;
+                }
+                s.recv_window -= payload.len() as u64;
+                self.stats.payload_bytes_rx += payload.len() as u64;
+                self.events.push_back(Event::Data { id: stream, bytes: payload });
+            }
+            Frame::Close { stream } => {
+                let Some(s) = self.streams.get_mut(&stream) else { return };
+                s.fin_received = true;
+                let done = s.fin_sent;
+                self.events.push_back(Event::Finished { id: stream });
+                if done {
+                    self.remove_stream(stream);
+                }
+            }
+            Frame::Reset { stream, code, message } => {
+                if self.remove_stream(stream) {
+                    self.stats.streams_reset += 1;
+                    self.events.push_back(Event::Reset { id: stream, code, message, remote: true });
+                }
+            }
+            Frame::Credit { stream, increment } => {
+                let Some(s) = self.streams.get_mut(&stream) else { return };
+                s.send_credit += increment as u64;
+                self.make_ready(stream, now);
+            }
+            Frame::GoAway { .. } => {
+                self.peer_going_away = true;
+                self.events.push_back(Event::GoAway);
+            }
+            Frame::Ack { next_expected } => {
+                let l = &mut self.lanes[lane as usize];
+                if next_expected > l.tx_seq {
+                    self.protocol_error(lane, "ack beyond what was sent", now);
+                    return;
+                }
+                self.release_replay(lane, next_expected);
+            }
+            Frame::Ping { pong: false, opaque } => {
+                self.lanes[lane as usize].urgent.push_back(Frame::Ping { pong: true, opaque });
+            }
+            Frame::Ping { pong: true, opaque } => {
+                self.stats.rtt = Some(now.saturating_since(Instant::from_nanos(opaque)));
+            }
+            // Handled above; a second Hello on an up lane is ignored.
+            Frame::Hello(_) => {}
+        }
+    }
+
+    fn handle_hello(&mut self, lane: u16, h: Hello, now: Instant) {
+        let l = &self.lanes[lane as usize];
+        if !matches!(l.state, LaneState::Handshake) || h.session != self.id || h.lane != lane {
+            self.protocol_error(lane, "unexpected hello", now);
+            return;
+        }
+        if h.flags & FLAG_UNKNOWN_SESSION != 0 {
+            self.fail("peer does not know this session (it restarted or timed the session out)", now);
+            return;
+        }
+        if h.lanes as usize != self.lanes.len() {
+            self.fail("peer uses a different number of trunk lanes", now);
+            return;
+        }
+        if self.role == Role::Core && h.flags & FLAG_NEW != 0 && (l.tx_seq > 0 || l.rx_next > 0) {
+            self.fail("peer restarted the session", now);
+            return;
+        }
+        // Resume point: the peer has everything before `next_expected`.
+        if h.next_expected < l.replay_base || h.next_expected > l.tx_seq {
+            self.fail("peer's resume point is outside what this side kept", now);
+            return;
+        }
+        self.peer_window = h.window;
+        self.release_replay(lane, h.next_expected);
+        let resumed = self.lanes[lane as usize].handshakes > 0 || self.established;
+        if self.role == Role::Core {
+            let hello = self.hello_for(lane, 0);
+            self.lanes[lane as usize].urgent.push_back(hello);
+        }
+        let l = &mut self.lanes[lane as usize];
+        l.resend = 0;
+        l.state = LaneState::Up;
+        l.down_since = None;
+        l.handshakes += 1;
+        l.rx_acked = l.rx_next;
+        if resumed {
+            self.stats.resumes += 1;
+        }
+        self.established = true;
+        self.events.push_back(Event::LaneUp { lane, resumed });
+    }
+
+    /// Drop replay entries the peer has (sequence numbers below `next_expected`).
+    fn release_replay(&mut self, lane: u16, next_expected: u64) {
+        let l = &mut self.lanes[lane as usize];
+        while l.replay_base < next_expected {
+            let Some(f) = l.replay.pop_front() else { break };
+            l.replay_base += 1;
+            l.replay_bytes -= f.len();
+            self.buffered -= f.len();
+            l.resend = l.resend.saturating_sub(1);
+        }
+        if self.total_blocked && self.buffered < self.cfg.total_buffer {
+            self.total_blocked = false;
+            for (&id, s) in self.streams.iter_mut() {
+                if s.blocked {
+                    s.blocked = false;
+                    self.events.push_back(Event::Writable { id });
+                }
+            }
+        }
+    }
+
+    fn local_reset(&mut self, id: StreamId, code: ResetCode, message: &str) {
+        self.stream_reset(id, code, message);
+        self.events.push_back(Event::Reset { id, code, message: message.to_owned(), remote: false });
+    }
+
+    fn remove_stream(&mut self, id: StreamId) -> bool {
+        match self.streams.remove(&id) {
+            Some(s) => {
+                self.buffered -= s.send.len();
+                true
+            }
+            None => false,
+        }
+    }
+
+    fn protocol_error(&mut self, lane: u16, why: &str, now: Instant) {
+        // A peer that breaks the protocol cannot be resumed with: fail everything.
+        self.fail(&format!("protocol error on lane {lane}: {why}"), now);
+    }
+
+    fn fail(&mut self, reason: &str, _now: Instant) {
+        if self.lost {
+            return;
+        }
+        self.lost = true;
+        let mut ids: Vec<StreamId> = self.streams.keys().copied().collect();
+        ids.sort_unstable();
+        for id in ids {
+            self.stats.streams_reset += 1;
+            self.events.push_back(Event::Reset {
+                id,
+                code: ResetCode::ResumeFailed,
+                message: reason.to_owned(),
+                remote: false,
+            });
+        }
+        self.streams.clear();
+        for l in &mut self.lanes {
+            l.sched.clear();
+            l.replay.clear();
+            l.ctrl.clear();
+            l.urgent.clear();
+        }
+        self.buffered = 0;
+        self.events.push_back(Event::SessionLost { reason: reason.to_owned() });
+    }
+}
+
+/// The reply a core sends on a trunk whose `Hello` names a session it does not have.
+pub fn unknown_session_reply(h: &Hello) -> Frame {
+    Frame::Hello(Hello { flags: FLAG_UNKNOWN_SESSION, next_expected: 0, ..*h })
+}
+
+/// Peek at the first frame of a new trunk connection without consuming it: the core
+/// routes the connection to a session by the `Hello`. `Ok(None)`: need more bytes.
+pub fn peek_hello(buf: &[u8], max_body: u32) -> Result<Option<Hello>, DecodeError> {
+    match Frame::decode(buf, max_body)? {
+        Some((Frame::Hello(h), _)) => Ok(Some(h)),
+        Some(_) => Err(DecodeError::Malformed("first trunk frame is not a hello")),
+        None if buf.len() >= HEADER_LEN && buf[0] != FrameType::Hello as u8 => {
+            Err(DecodeError::Malformed("first trunk frame is not a hello"))
+        }
+        None => Ok(None),
+    }
+}
+
+/// A byte FIFO: a `Vec` with a consumed prefix, compacted lazily.
+#[derive(Debug, Default)]
+struct ByteQueue {
+    buf: Vec<u8>,
+    start: usize,
+}
+
+impl ByteQueue {
+    fn len(&self) -> usize {
+        self.buf.len() - self.start
+    }
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    fn push(&mut self, b: &[u8]) {
+        if self.start > 0 && (self.start == self.buf.len() || self.start >= self.buf.len() / 2) {
+            self.buf.drain(..self.start);
+            self.start = 0;
+        }
+        self.buf.extend_from_slice(b);
+    }
+    fn take_into(&mut self, n: usize, out: &mut Vec<u8>) {
+        out.extend_from_slice(&self.buf[self.start..self.start + n]);
+        self.start += n;
+        if self.start == self.buf.len() {
+            self.buf.clear();
+            self.start = 0;
+        }
+    }
+}
