@@ -58,3 +58,70 @@ def test_lab_run_writes_records_like_the_simulator(tmp_path: Path) -> None:
     assert (m.t_write <= m.t_first_tx).all() and (m.t_enq <= m.t_deq).all() and (m.t_arrive <= m.t_read).all()
     assert rec.meta["substrate"] == "lab" and rec.meta["lab"]["not_honoured"]
     assert (out / "report.html").exists() and (out / "summary.json").exists()
+
+
+PRIORITY = """
+[scenario]
+name = "lab-priority"
+duration_s = 3.0
+drain_s = 1.0
+seed = 5
+
+[topology]
+pairs = 4
+bottleneck_rate_mbps = 2.0
+bottleneck_delay_ms = 10.0
+access_delay_ms = 0.5
+
+[queue]
+discipline = "priority"
+limit_packets = 50
+priority_classifier = "{classifier}"
+"""
+
+
+@pytest.mark.parametrize("classifier", ["label", "gap"])
+def test_lab_run_with_priority_queue(tmp_path: Path, classifier: str) -> None:
+    from thinwan.lab.events import ARRIVAL, FWD, read_events
+
+    scn = tmp_path / "s.toml"
+    scn.write_text(PRIORITY.format(classifier=classifier))
+    out = tmp_path / "out"
+    done = subprocess.run([sys.executable, "-m", "thinwan.lab.cli", "lab", "run", str(scn), "--out", str(out), "--json", "--quiet",
+                           "--no-report"], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    rec = RunRecords.read(out / "runs" / "run-0")
+    q = rec.meta["lab"]["link"]["fwd"]["queue"]
+    assert (q["discipline"], q["priority_classifier"]) == ("priority", classifier)
+    m = rec.messages
+    assert len(m) > 20 and m.t_read.notna().all()
+    ev = read_events(out / "lab-raw" / "run-0" / "events.bin")
+    data = ev[(ev.dir == FWD) & (ev.event == ARRIVAL) & (ev.payload > 0)]
+    marked = (data.tos.to_numpy() >> 2) != 0
+    if classifier == "label":
+        # The pump marks interactive writes (CS4); bulk blocks go out unmarked.
+        assert marked.any() and (~marked).any()
+        assert set(data.tos.to_numpy()[marked] >> 2) == {32}
+    else:
+        assert not marked.any()
+
+
+def test_lab_run_samples_conn_trace(tmp_path: Path) -> None:
+    scn = tmp_path / "s.toml"
+    scn.write_text(SCENARIO.replace("duration_s = 4.0", "duration_s = 2.0") + "\n[records]\ntrace_interval_ms = 100.0\n")
+    out = tmp_path / "out"
+    done = subprocess.run([sys.executable, "-m", "thinwan.lab.cli", "lab", "run", str(scn), "--out", str(out), "--json", "--quiet",
+                           "--no-report"], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    rec = RunRecords.read(out / "runs" / "run-0")
+    ct = rec.conn_trace
+    assert list(ct.columns)[: len(SCHEMA["conn_trace"])] == list(SCHEMA["conn_trace"])
+    assert set(ct.conn) == {0, 1, 2}
+    # ~100 ms samples over the 2 s run + 1 s drain, per connection.
+    per_conn = ct.groupby("conn").size()
+    assert (per_conn >= 10).all(), per_conn
+    assert (ct.cwnd >= 1448).all() and (ct.cwnd % 1448 == 0).all()  # whole segments of the MSS (1460 − 12 B timestamps)
+    # RTO ≥ min RTO (200 ms); srtt ≈ the 2 × 11 ms round trip.
+    assert (ct.rto >= 0.2).all() and ct.srtt.between(0.02, 0.2).all()
+    assert ct.t.is_monotonic_increasing or (ct.groupby("conn").t.apply(lambda t: t.is_monotonic_increasing)).all()
+    assert rec.meta["lab"]["conn_trace"]["samples"] >= 10

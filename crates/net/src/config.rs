@@ -5,7 +5,7 @@
 use crate::jitter::{Jitter, JitterLaw, JitterSize};
 use crate::loss::LossModel;
 use serde::{Deserialize, Serialize};
-use thinwan_proto::qdisc::Limits;
+use thinwan_proto::qdisc::{Classifier, Limits};
 use thinwan_proto::Duration;
 
 /// Both directions of the emulated link plus the seed.
@@ -78,21 +78,49 @@ fn one() -> f64 {
     1.0
 }
 
-/// The queue in front of one direction.
+/// The queue in front of one direction (the scenario's `[queue]` keys, docs/scenario.md).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct QueueConfig {
-    /// `"droptail"` (the only discipline of `thinwan_proto::qdisc` so far).
+    /// `"droptail"` (`thinwan_proto::qdisc::DropTail`) or `"priority"` (`Priority`:
+    /// two bands sharing the buffer, interactive served first).
     pub discipline: String,
     /// Byte limit (IP bytes + overhead), 0 = none.
     pub limit_bytes: u64,
     /// Packet limit, 0 = none.
     pub limit_packets: u64,
+    /// Priority only: `"label"` = a packet is interactive when its IP DSCP is nonzero
+    /// ([`INTERACTIVE_TOS`] is what the pump sets); `"gap"` = per flow (5-tuple), a
+    /// packet more than `classifier_gap_ms` after its flow's previous one is
+    /// interactive.
+    pub priority_classifier: String,
+    /// Priority with the gap classifier: the threshold, ms (10^−2.2 s by default).
+    pub classifier_gap_ms: f64,
 }
+
+/// The TOS byte the pump puts on interactive messages: DSCP CS4 (32), ECN bits clear.
+/// The label classifier accepts any nonzero DSCP, so other marking programs work too.
+pub const INTERACTIVE_TOS: u8 = 32 << 2;
 
 impl Default for QueueConfig {
     fn default() -> Self {
-        QueueConfig { discipline: "droptail".into(), limit_bytes: 0, limit_packets: 1000 }
+        QueueConfig {
+            discipline: "droptail".into(),
+            limit_bytes: 0,
+            limit_packets: 1000,
+            priority_classifier: "label".into(),
+            classifier_gap_ms: 6.31,
+        }
+    }
+}
+
+impl QueueConfig {
+    /// The priority classifier (validated by [`LinkConfig::validate`]).
+    pub fn classifier(&self) -> Classifier {
+        match self.priority_classifier.as_str() {
+            "gap" => Classifier::Gap(Duration::from_millis_f64(self.classifier_gap_ms)),
+            _ => Classifier::Label,
+        }
     }
 }
 
@@ -141,8 +169,14 @@ impl DirConfig {
         if let Err(e) = parse_jitter(&self.jitter) {
             return err("jitter", e);
         }
-        if self.queue.discipline != "droptail" {
-            return err("queue.discipline", format!("unknown discipline {:?} (known: droptail)", self.queue.discipline));
+        if !matches!(self.queue.discipline.as_str(), "droptail" | "priority") {
+            return err("queue.discipline", format!("unknown discipline {:?} (known: droptail, priority)", self.queue.discipline));
+        }
+        if !matches!(self.queue.priority_classifier.as_str(), "label" | "gap") {
+            return err("queue.priority_classifier", format!("unknown classifier {:?} (known: label, gap)", self.queue.priority_classifier));
+        }
+        if !(self.queue.classifier_gap_ms.is_finite() && self.queue.classifier_gap_ms > 0.0) {
+            return err("queue.classifier_gap_ms", format!("must be a finite number > 0, got {}", self.queue.classifier_gap_ms));
         }
         if self.queue.limit_bytes == 0 && self.queue.limit_packets == 0 {
             return err("queue", "limit_bytes and limit_packets are both 0; set at least one".into());
@@ -284,5 +318,11 @@ mod tests {
         let c = LinkConfig::from_json(r#"{"seed": 3, "fwd": {"rate_bps": 10000000, "delay_ms": 20, "ge": {"p": 0.01, "r": 0.3}}}"#).unwrap();
         assert_eq!(c.fwd.ge.unwrap().loss_bad, 1.0);
         assert_eq!(c.rev, DirConfig::default());
+        let e = LinkConfig::from_json(r#"{"fwd": {"queue": {"discipline": "red"}}}"#).unwrap_err();
+        assert!(e.0.starts_with("fwd.queue.discipline:"), "{e}");
+        let e = LinkConfig::from_json(r#"{"fwd": {"queue": {"discipline": "priority", "priority_classifier": "dpi"}}}"#).unwrap_err();
+        assert!(e.0.starts_with("fwd.queue.priority_classifier:"), "{e}");
+        let c = LinkConfig::from_json(r#"{"fwd": {"queue": {"discipline": "priority", "priority_classifier": "gap", "classifier_gap_ms": 5}}}"#).unwrap();
+        assert_eq!(c.fwd.queue.classifier(), Classifier::Gap(Duration::from_millis(5)));
     }
 }

@@ -24,7 +24,8 @@
 //!  57  flags    u8    TCP flags (FIN 1, SYN 2, RST 4, PSH 8, ACK 16, URG 32, ECE 64, CWR 128)
 //!  58  proto    u8    IP protocol
 //!  59  version  u8    IP version (0 for malformed)
-//!  60  pad      u32
+//!  60  tos      u8    IPv4 TOS / IPv6 traffic class (DSCP << 2 | ECN)
+//!  61  pad      [u8; 3]
 //! ```
 
 use crate::link::Event;
@@ -86,6 +87,7 @@ pub fn encode(dir: u8, e: &Event) -> [u8; RECORD] {
     b[57] = h.flags;
     b[58] = h.proto;
     b[59] = h.version;
+    b[60] = h.tos;
     b
 }
 
@@ -103,7 +105,7 @@ mod tests {
             kind: EventKind::Drop,
             reason: Reason::Overflow,
             pkt: 9,
-            hdr: Summary { src: 0xc612_0101, sport: 5001, seq: 77, payload: 1448, ip_len: 1500, flags: 0x18, proto: 6, version: 4, ..Default::default() },
+            hdr: Summary { src: 0xc612_0101, sport: 5001, seq: 77, payload: 1448, ip_len: 1500, flags: 0x18, proto: 6, version: 4, tos: 0x80, ..Default::default() },
             q_bytes: 1 << 40,
             q_pkts: 3,
             due: Instant::ZERO,
@@ -114,7 +116,7 @@ mod tests {
         assert_eq!(u32::from_le_bytes(b[40..44].try_into().unwrap()), u32::MAX);
         assert_eq!(u16::from_le_bytes(b[44..46].try_into().unwrap()), 5001);
         assert_eq!(u16::from_le_bytes(b[52..54].try_into().unwrap()), 3);
-        assert_eq!(&b[54..60], &[1, 3, 1, 0x18, 6, 4]);
+        assert_eq!(&b[54..61], &[1, 3, 1, 0x18, 6, 4, 0x80]);
         let mut w = EventWriter::new(Vec::new()).unwrap();
         w.write(0, &e).unwrap();
         let v = w.finish().unwrap();

@@ -38,7 +38,7 @@ use rand_xoshiro::Xoshiro256PlusPlus;
 use serde::Serialize;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
-use thinwan_proto::qdisc::{DropReason, DropTail, Dropped, QueueDisc, QueueItem};
+use thinwan_proto::qdisc::{DropReason, DropTail, Dropped, Priority, QueueDisc, QueueItem};
 use thinwan_proto::traffic::stream_rng;
 use thinwan_proto::{Duration, Instant};
 
@@ -65,6 +65,25 @@ impl QueueItem for Packet {
     fn wire_len(&self) -> u32 {
         self.wire
     }
+    /// Real packets carry no interactive/bulk label; the label classifier reads the
+    /// DSCP instead: any nonzero codepoint is interactive (the pump marks CS4,
+    /// [`crate::config::INTERACTIVE_TOS`]). ECN bits are ignored.
+    fn is_interactive(&self) -> bool {
+        self.hdr.dscp() != 0
+    }
+    /// The flow is the 5-tuple (protocol, addresses, ports), hashed.
+    fn flow(&self) -> u64 {
+        flow_id(&self.hdr)
+    }
+}
+
+/// A 64-bit id of a packet's 5-tuple (`DefaultHasher::new()` has fixed keys, so the
+/// id is the same for every packet of a flow; it is never stored).
+pub fn flow_id(h: &Summary) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut s = std::collections::hash_map::DefaultHasher::new();
+    (h.proto, h.src, h.dst, h.sport, h.dport).hash(&mut s);
+    s.finish()
 }
 
 /// What happened to a packet.
@@ -215,8 +234,11 @@ impl Direction {
     /// streams `stream_rng(seed, STREAM_BASE + 16·index + {0: loss, 1: jitter})`.
     pub fn new(cfg: &DirConfig, seed: u64, index: u64) -> Self {
         let stream = STREAM_BASE + 16 * index;
-        // Only "droptail" passes validation so far; new disciplines join this match.
-        let queue: Box<dyn QueueDisc<Packet> + Send> = Box::new(DropTail::new(cfg.limits()));
+        // Validation admits only these names; anything else would be a bug upstream.
+        let queue: Box<dyn QueueDisc<Packet> + Send> = match cfg.queue.discipline.as_str() {
+            "priority" => Box::new(Priority::new(cfg.limits(), cfg.queue.classifier())),
+            _ => Box::new(DropTail::new(cfg.limits())),
+        };
         Direction {
             rate_bps: cfg.rate_bps,
             delay: cfg.delay(),
@@ -414,6 +436,12 @@ mod tests {
     /// Run a direction on virtual time: `arrivals` are (time, payload bytes); returns
     /// (packet id, due, delivered) and all events.
     fn run(cfg: &DirConfig, arrivals: &[(Instant, usize)]) -> (Vec<(u64, Instant)>, Vec<Event>) {
+        let frames: Vec<_> = arrivals.iter().enumerate().map(|(i, &(t, n))| (t, tcp_packet(i as u32, n))).collect();
+        run_frames(cfg, &frames)
+    }
+
+    /// [`run`] with given frames.
+    fn run_frames(cfg: &DirConfig, arrivals: &[(Instant, Vec<u8>)]) -> (Vec<(u64, Instant)>, Vec<Event>) {
         let mut d = Direction::new(cfg, 42, 0);
         let (mut events, mut out) = (Vec::new(), Vec::new());
         let mut i = 0;
@@ -427,7 +455,7 @@ mod tests {
                 },
             };
             if next_arrival == Some(next) {
-                d.arrive(next, tcp_packet(i as u32, arrivals[i].1), &mut events);
+                d.arrive(next, arrivals[i].1.clone(), &mut events);
                 i += 1;
             }
             d.handle_timeout(next, &mut out, &mut events);
@@ -524,6 +552,87 @@ mod tests {
         let ge = DirConfig { ge: Some(GeConfig { p: 0.05, r: 0.5, loss_good: 0.0, loss_bad: 1.0 }), ..Default::default() };
         let (_, ev) = run(&ge, &arrivals);
         assert!(ev.iter().any(|e| e.reason == Reason::BurstLoss));
+    }
+
+    /// A TCP packet of flow `sport` with `payload` bytes and TOS byte `tos` (the IPv4
+    /// checksum is not fixed up: nothing on the path checks it).
+    fn flow_packet(sport: u16, payload: usize, tos: u8) -> Vec<u8> {
+        let b = etherparse::PacketBuilder::ipv4([198, 18, 1, 1], [198, 18, 2, 1], 64).tcp(sport, 5001, 1, 65535).ack(1);
+        let mut out = Vec::with_capacity(b.size(payload));
+        b.write(&mut out, &vec![0u8; payload]).expect("writing to a Vec cannot fail");
+        out[1] = tos;
+        out
+    }
+
+    /// Flow A (port 1) writes a block of five 1000-byte packets 1 ms apart from 0 ms,
+    /// then one more at 12 ms (8 ms after its previous packet); flow B (port 2) sends
+    /// one small packet at 2.5 ms, flow C (port 3) one at 2.6 ms with only an ECN bit
+    /// set. At 1 Mbit/s a 1040-byte packet takes 8.32 ms, so a queue builds.
+    /// Returns the service order as labels.
+    fn service_order(queue: QueueConfig, tos_b: u8) -> (Vec<&'static str>, Vec<Event>) {
+        let cfg = DirConfig { rate_bps: 1_000_000, queue, ..Default::default() };
+        let names = ["A0", "A1", "A2", "B", "C", "A3", "A4", "A5"];
+        let frames = vec![
+            (ms(0.0), flow_packet(1, 1000, 0)),
+            (ms(1.0), flow_packet(1, 1000, 0)),
+            (ms(2.0), flow_packet(1, 1000, 0)),
+            (ms(2.5), flow_packet(2, 100, tos_b)),
+            (ms(2.6), flow_packet(3, 100, 0x02)),
+            (ms(3.0), flow_packet(1, 1000, 0)),
+            (ms(4.0), flow_packet(1, 1000, 0)),
+            (ms(12.0), flow_packet(1, 1000, 0)),
+        ];
+        let (out, events) = run_frames(&cfg, &frames);
+        assert_eq!(out.len(), frames.len());
+        (out.iter().map(|(id, _)| names[*id as usize]).collect(), events)
+    }
+
+    #[test]
+    fn droptail_serves_in_arrival_order() {
+        let (order, _) = service_order(QueueConfig::default(), crate::config::INTERACTIVE_TOS);
+        assert_eq!(order, ["A0", "A1", "A2", "B", "C", "A3", "A4", "A5"]);
+    }
+
+    #[test]
+    fn priority_gap_classifier_serves_flow_heads_first() {
+        let q = QueueConfig { discipline: "priority".into(), priority_classifier: "gap".into(), ..Default::default() };
+        let (order, _) = service_order(q, 0);
+        // A0 is on the wire when the rest arrive. B and C start flows (interactive);
+        // A1..A4 follow A0 within 6.31 ms (bulk); A5 comes 8 ms after A4, so it heads
+        // a new block and overtakes the bulk still queued (A2..A4) when A1 finishes.
+        assert_eq!(order, ["A0", "B", "C", "A1", "A5", "A2", "A3", "A4"]);
+    }
+
+    #[test]
+    fn priority_label_classifier_reads_dscp() {
+        let q = QueueConfig { discipline: "priority".into(), priority_classifier: "label".into(), ..Default::default() };
+        // B carries DSCP CS4: served first. C has only ECT(0) (DSCP 0): bulk, like A5.
+        let (order, events) = service_order(q.clone(), crate::config::INTERACTIVE_TOS);
+        assert_eq!(order, ["A0", "B", "A1", "A2", "C", "A3", "A4", "A5"]);
+        assert!(events.iter().any(|e| e.hdr.tos == crate::config::INTERACTIVE_TOS));
+        // Unmarked, B waits its turn.
+        let (order, _) = service_order(q, 0);
+        assert_eq!(order, ["A0", "A1", "A2", "B", "C", "A3", "A4", "A5"]);
+    }
+
+    #[test]
+    fn priority_pushes_out_last_bulk_and_logs_it() {
+        let cfg = DirConfig {
+            rate_bps: 1_000_000,
+            queue: QueueConfig { discipline: "priority".into(), limit_packets: 2, ..Default::default() },
+            ..Default::default()
+        };
+        let frames = vec![
+            (ms(0.0), flow_packet(1, 1000, 0)), // on the wire
+            (ms(0.1), flow_packet(1, 1000, 0)), // queued
+            (ms(0.2), flow_packet(1, 1000, 0)), // queued: full
+            (ms(0.3), flow_packet(2, 100, crate::config::INTERACTIVE_TOS)), // pushes out packet 2
+            (ms(0.4), flow_packet(1, 1000, 0)), // overflow
+        ];
+        let (out, events) = run_frames(&cfg, &frames);
+        assert_eq!(out.iter().map(|o| o.0).collect::<Vec<_>>(), vec![0, 3, 1]);
+        let drops: Vec<_> = events.iter().filter(|e| e.kind == EventKind::Drop).map(|e| (e.pkt, e.reason)).collect();
+        assert_eq!(drops, vec![(2, Reason::PushedOut), (4, Reason::Overflow)]);
     }
 
     #[test]

@@ -51,6 +51,16 @@ pub struct Summary {
     pub payload: u16,
     /// Bytes of the IP packet (header + payload).
     pub ip_len: u16,
+    /// IPv4 TOS / IPv6 traffic-class byte: DSCP in the upper six bits, ECN in the
+    /// lower two (RFC 2474, RFC 3168).
+    pub tos: u8,
+}
+
+impl Summary {
+    /// The Differentiated Services codepoint (upper six bits of [`Summary::tos`]).
+    pub fn dscp(&self) -> u8 {
+        self.tos >> 2
+    }
 }
 
 /// Not a well-formed IP packet.
@@ -69,6 +79,7 @@ pub fn parse(data: &[u8]) -> Result<Summary, Malformed> {
             s.src = u32::from_be_bytes(h.source());
             s.dst = u32::from_be_bytes(h.destination());
             s.ip_len = h.total_len();
+            s.tos = (h.dcp().value() << 2) | h.ecn().value();
         }
         NetSlice::Ipv6(ip) => {
             let h = ip.header();
@@ -78,6 +89,7 @@ pub fn parse(data: &[u8]) -> Result<Summary, Malformed> {
             s.src = u32::from_be_bytes([src[12], src[13], src[14], src[15]]);
             s.dst = u32::from_be_bytes([dst[12], dst[13], dst[14], dst[15]]);
             s.ip_len = h.payload_length().saturating_add(40);
+            s.tos = h.traffic_class();
         }
     }
     match &sliced.transport {
@@ -128,6 +140,11 @@ pub(crate) mod tests {
         assert_eq!(s.src, u32::from_be_bytes([198, 18, 1, 1]));
         assert_eq!((s.payload, s.ip_len as usize), (100, p.len()));
         assert_eq!(s.flags, flags::ACK | flags::PSH);
+        assert_eq!(s.tos, 0);
+        let mut marked = p.clone();
+        marked[1] = 0x82; // DSCP CS4 + ECT(0)
+        let m = parse(&marked).unwrap();
+        assert_eq!((m.tos, m.dscp()), (0x82, 32));
     }
 
     #[test]

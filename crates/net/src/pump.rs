@@ -195,6 +195,10 @@ pub struct SockOpts {
     pub rcvbuf: Option<u32>,
     /// TCP_QUICKACK after every read (sink).
     pub quickack: bool,
+    /// Pump: mark interactive messages on the wire with this TOS byte (IP_TOS /
+    /// IPV6_TCLASS set before each write whose kind differs from the previous one;
+    /// bulk writes go out with 0). See [`Marker`] for what TCP makes of it.
+    pub mark_interactive: Option<u8>,
 }
 
 /// Pump settings.
@@ -274,6 +278,7 @@ fn pump_conn(
     let end = t0 + o.duration;
     let mut id = 0u32;
     let mut write_error = None;
+    let mut marker = o.sock.mark_interactive.map(|tos| Marker::new(&stream, tos));
     while !stop.load(Ordering::Relaxed) {
         let w = source.next_write();
         let due = t0 + Duration::from_nanos(w.at.as_nanos());
@@ -287,6 +292,9 @@ fn pump_conn(
         let wire = (w.bytes as usize).max(HEADER);
         if buf.len() < wire {
             buf.resize(wire, 0x5a);
+        }
+        if let Some(m) = marker.as_mut() {
+            m.set(&stream, w.kind == Kind::Interactive)?;
         }
         let t_write = clock::now();
         MsgHeader { len: wire as u32, conn, id, t_write_ns: t_write.as_nanos() }.encode(&mut buf);
@@ -322,6 +330,43 @@ fn pump_conn(
         "conn": conn, "local": local.to_string(), "remote": remote.to_string(),
         "messages": id, "bytes_written": offset - 4, "write_error": write_error, "tcp_info": info,
     }))
+}
+
+/// Marks a TCP socket's traffic as interactive or bulk through its TOS byte, so the
+/// emulator's label classifier (`queue.priority_classifier = "label"`) can tell them
+/// apart on the wire.
+///
+/// Limits: the TOS is a socket attribute that Linux reads when it *transmits* a
+/// segment, not when the application writes. So bytes written as bulk but sent after
+/// an interactive write's `setsockopt` (waiting for cwnd in the send buffer) carry the
+/// interactive mark and vice versa; a segment that coalesces both kinds (Nagle,
+/// autocorking, TSO) carries whichever mark is current; retransmissions carry the
+/// current mark. With `TCP_NODELAY` and an open cwnd, each message leaves in its own
+/// segments and the marks are right.
+pub struct Marker {
+    tos: u8,
+    current: u8,
+    v6: bool,
+}
+
+impl Marker {
+    /// A marker for `stream`, which starts unmarked (TOS 0).
+    pub fn new(stream: &TcpStream, tos: u8) -> Self {
+        let v6 = stream.local_addr().map(|a| a.is_ipv6()).unwrap_or(false);
+        Marker { tos, current: 0, v6 }
+    }
+
+    /// Mark what follows as interactive or bulk (one `setsockopt` when it changes).
+    pub fn set(&mut self, stream: &TcpStream, interactive: bool) -> io::Result<()> {
+        let want = if interactive { self.tos } else { 0 };
+        if want == self.current {
+            return Ok(());
+        }
+        let (level, name) = if self.v6 { (libc::IPPROTO_IPV6, libc::IPV6_TCLASS) } else { (libc::IPPROTO_IP, libc::IP_TOS) };
+        setsockopt_int(stream.as_raw_fd(), level, name, want as i32).map_err(|e| io::Error::new(e.kind(), format!("IP_TOS {want:#x}: {e}")))?;
+        self.current = want;
+        Ok(())
+    }
 }
 
 /// Sink settings.
@@ -424,30 +469,40 @@ fn sink_conn(mut s: TcpStream, sock: &SockOpts, log: &Mutex<BufWriter<File>>, st
 }
 
 /// UDP probe sender: `count` datagrams of `size` bytes every `interval`, each carrying
-/// its sequence number and send time.
-pub fn probe_send(to: SocketAddr, count: u64, interval: Duration, size: usize) -> io::Result<()> {
+/// its sequence number and send time. Returns (sent, send errors); a send that fails
+/// (e.g. ENOBUFS) loses that probe, and the receiver sees the gap.
+pub fn probe_send(to: SocketAddr, count: u64, interval: Duration, size: usize) -> io::Result<(u64, u64)> {
     clock::tighten_timer_slack();
     let bind: SocketAddr = if to.is_ipv4() { "0.0.0.0:0".parse().expect("literal") } else { "[::]:0".parse().expect("literal") };
     let s = UdpSocket::bind(bind)?;
     s.connect(to)?;
     let mut buf = vec![0u8; size.max(16)];
     let start = clock::now() + Duration::from_millis(10);
+    let (mut sent, mut errors) = (0, 0);
     for k in 0..count {
         clock::sleep_until(start + interval.saturating_mul(k));
         let t = clock::now();
         buf[0..8].copy_from_slice(&k.to_le_bytes());
         buf[8..16].copy_from_slice(&t.as_nanos().to_le_bytes());
-        // A full socket buffer just loses this probe; the receiver counts losses.
-        let _ = s.send(&buf);
+        match s.send(&buf) {
+            Ok(_) => sent += 1,
+            Err(_) => errors += 1,
+        }
     }
-    Ok(())
+    Ok((sent, errors))
 }
 
 /// UDP probe receiver: writes `seq,bytes,t_send_ns,t_recv_ns` rows until `count`
-/// probes arrived or `timeout` passed without one.
-pub fn probe_recv(listen: SocketAddr, count: u64, timeout: Duration, out: &PathBuf) -> io::Result<u64> {
+/// probes arrived or `timeout` passed without one; `rcvbuf` sets the socket's receive
+/// buffer.
+pub fn probe_recv(listen: SocketAddr, count: u64, timeout: Duration, rcvbuf: Option<u32>, out: &PathBuf) -> io::Result<u64> {
     clock::tighten_timer_slack();
     let s = UdpSocket::bind(listen)?;
+    if let Some(b) = rcvbuf {
+        // SO_RCVBUFFORCE ignores net.core.rmem_max (needs CAP_NET_ADMIN: the lab runs as root).
+        setsockopt_int(s.as_raw_fd(), libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, b as i32)
+            .or_else(|_| setsockopt_int(s.as_raw_fd(), libc::SOL_SOCKET, libc::SO_RCVBUF, b as i32))?;
+    }
     s.set_read_timeout(Some(std::time::Duration::from_nanos(timeout.as_nanos().max(1_000_000))))?;
     println!("{}", serde_json::json!({"ready": true, "listen": listen.to_string()}));
     io::stdout().flush()?;

@@ -114,8 +114,11 @@ def _link_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--loss", type=float, help="i.i.d. loss probability, server→client")
     g.add_argument("--loss-rev", type=float, help="i.i.d. loss probability, client→server")
     g.add_argument("--ge", help="Gilbert–Elliott loss server→client: P,R[,LOSS_GOOD,LOSS_BAD]")
-    g.add_argument("--queue-packets", type=int, help="droptail limit, packets (0 = none)")
-    g.add_argument("--queue-bytes", type=int, help="droptail limit, bytes (0 = none)")
+    g.add_argument("--queue-packets", type=int, help="queue limit, packets (0 = none)")
+    g.add_argument("--queue-bytes", type=int, help="queue limit, bytes (0 = none)")
+    g.add_argument("--queue", choices=["droptail", "priority"], help="queue discipline")
+    g.add_argument("--classifier", metavar="label|gap[:MS]",
+                   help="priority classifier: label (IP DSCP ≠ 0 is interactive) or gap with its threshold (default 6.31 ms)")
     g.add_argument("--cc", help="congestion control in both namespaces (default reno)")
     g.add_argument("--seed", type=int, help="seed of loss and jitter")
     g.add_argument("--pcap", action="store_true", help="capture both sides to pcap")
@@ -145,6 +148,15 @@ def _spec_from_args(args: argparse.Namespace) -> tuple[LabSpec, LabOptions]:
         changes["queue_packets"] = args.queue_packets
     if args.queue_bytes is not None:
         changes["queue_bytes"] = args.queue_bytes
+    if args.queue is not None:
+        changes["discipline"] = args.queue
+    if args.classifier is not None:
+        kind, _, gap = args.classifier.partition(":")
+        if kind not in ("label", "gap") or (gap and kind != "gap"):
+            raise ScenarioError("--classifier: expected label, gap or gap:MS")
+        changes["priority_classifier"] = kind
+        if gap:
+            changes["classifier_gap_ms"] = _parse_ms(gap)
     fwd, rev = replace(fwd, **changes), replace(rev, **changes)
     if args.loss is not None:
         fwd = replace(fwd, loss=args.loss)

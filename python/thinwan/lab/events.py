@@ -38,7 +38,8 @@ EVENT_DTYPE = np.dtype(
         ("flags", "u1"),
         ("proto", "u1"),
         ("version", "u1"),
-        ("_pad", "<u4"),
+        ("tos", "u1"),  # IPv4 TOS / IPv6 traffic class (was padding: older logs read 0)
+        ("_pad", "V3"),
     ]
 )
 assert EVENT_DTYPE.itemsize == 64

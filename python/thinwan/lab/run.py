@@ -30,6 +30,7 @@ from ..report import digest_run, html_report, summary_table
 from ..runner import dumps_json, git_revision, summary_document
 from ..scenario import Scenario
 from . import netns
+from .conntrace import SsSampler, conn_trace
 from .events import read_events
 from .netns import LabError
 from .records import lab_records
@@ -102,8 +103,17 @@ def run_lab_once(scenario: Scenario, opts: LabOptions, run: int, raw: Path) -> R
             pump_argv += ["--notsent-lowat", str(opts.notsent_lowat)]
         if tcp.send_buffer_bytes:
             pump_argv += ["--sndbuf", str(tcp.send_buffer_bytes)]
+        if scenario.queue.discipline == "priority" and scenario.queue.priority_classifier == "label":
+            pump_argv.append("--mark-interactive")
+        rec = scenario.records
+        sampler = None
+        if rec.traces and rec.trace_connections == "all":
+            sampler = SsSampler(lab.netns["server"], opts.port, rec.trace_interval_ms / 1000.0).start()
         pump = lab.popen("server", pump_argv, stderr=open(raw / "pump.err", "wb"))  # noqa: SIM115
-        _wait_exit(pump, limit, "pump", raw / "pump.err")
+        try:
+            _wait_exit(pump, limit, "pump", raw / "pump.err")
+        finally:
+            samples = sampler.stop() if sampler else []
         _wait_exit(sink, STUCK_S, "sink", raw / "sink.err")
         if not lab.emulator_alive():
             raise LabError(f"thinwan-link died during the run: {(raw / 'link.err').read_text(errors='replace').strip()}")
@@ -134,7 +144,13 @@ def run_lab_once(scenario: Scenario, opts: LabOptions, run: int, raw: Path) -> R
             "raw": str(raw),
         },
     }
-    return lab_records(scenario, events, raw / "pump.csv", raw / "sink.csv", raw / "conns.json", link, stats, meta)
+    if sampler:
+        meta["lab"]["conn_trace"] = {"source": "ss -tin", "interval_s": sampler.interval, "samples": len(samples), "errors": sampler.errors}
+    records = lab_records(scenario, events, raw / "pump.csv", raw / "sink.csv", raw / "conns.json", link, stats, meta)
+    if samples:
+        conns = json.loads((raw / "conns.json").read_text())
+        records.conn_trace = conn_trace(samples, conns["conns"], int(conns["t0_ns"]))
+    return records
 
 
 def print_result(document: dict[str, Any], scenario: Scenario, as_json: bool, out: Path, report: bool = True) -> None:

@@ -35,6 +35,9 @@ class DirLink:
     queue_packets: int = 1000
     queue_bytes: int = 0
     overhead_bytes: int = 0
+    discipline: str = "droptail"  # or "priority"
+    priority_classifier: str = "label"  # priority: "label" (IP DSCP ≠ 0) or "gap" (per 5-tuple)
+    classifier_gap_ms: float = 6.31
 
     def to_json(self) -> dict[str, Any]:
         d: dict[str, Any] = {
@@ -43,7 +46,13 @@ class DirLink:
             "jitter": self.jitter,
             "reorder": self.reorder,
             "loss": float(self.loss),
-            "queue": {"discipline": "droptail", "limit_packets": self.queue_packets, "limit_bytes": self.queue_bytes},
+            "queue": {
+                "discipline": self.discipline,
+                "limit_packets": self.queue_packets,
+                "limit_bytes": self.queue_bytes,
+                "priority_classifier": self.priority_classifier,
+                "classifier_gap_ms": float(self.classifier_gap_ms),
+            },
             "overhead_bytes": self.overhead_bytes,
         }
         if self.ge is not None:
@@ -209,6 +218,9 @@ def lab_spec(scenario: Scenario, opts: LabOptions, run: int = 0) -> LabSpec:
         queue_packets=q.limit_packets,
         queue_bytes=q.limit_bytes,
         overhead_bytes=opts.overhead_bytes,
+        discipline=q.discipline,
+        priority_classifier=q.priority_classifier,
+        classifier_gap_ms=q.classifier_gap_ms,
     )
     link = LinkSpec(
         fwd=DirLink(**common, loss=opts.loss, ge=opts.ge),
@@ -216,6 +228,12 @@ def lab_spec(scenario: Scenario, opts: LabOptions, run: int = 0) -> LabSpec:
         seed=scenario.scenario.seed + run,
     )
     tcp, notes = tcp_settings(scenario, opts)
+    if q.discipline == "priority" and q.priority_classifier == "label":
+        notes.append(
+            "queue.priority_classifier=label: the emulator reads the IP DSCP (nonzero = interactive); the pump marks "
+            "interactive writes with CS4 via IP_TOS, which Linux applies per transmitted segment, so coalesced or "
+            "queued data may carry the other kind's mark (docs/lab.md)"
+        )
     return LabSpec(link=link, tcp=tcp, notes=tuple(notes))
 
 

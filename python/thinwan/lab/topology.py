@@ -301,5 +301,8 @@ def _fmt_dir(d: Any) -> str:
     if d.ge:
         parts.append(f"GE p={d.ge[0]:g} r={d.ge[1]:g}")
     limits = [f"{d.queue_packets} pkts" if d.queue_packets else "", f"{d.queue_bytes} B" if d.queue_bytes else ""]
-    parts.append("droptail " + " / ".join(x for x in limits if x))
+    disc = d.discipline
+    if disc == "priority":
+        disc += f" ({d.priority_classifier}" + (f" {d.classifier_gap_ms:g} ms)" if d.priority_classifier == "gap" else ")")
+    parts.append(disc + " " + " / ".join(x for x in limits if x))
     return ", ".join(parts)

@@ -56,6 +56,12 @@ struct Args {
     /// Queue limit in bytes (0 = none).
     #[arg(long)]
     queue_bytes: Option<u64>,
+    /// Queue discipline: droptail | priority.
+    #[arg(long)]
+    queue: Option<String>,
+    /// Priority classifier: label (IP DSCP ≠ 0 is interactive) | gap[:MS] (per 5-tuple).
+    #[arg(long)]
+    classifier: Option<String>,
     /// Seed of the loss and jitter streams.
     #[arg(long)]
     seed: Option<u64>,
@@ -156,6 +162,16 @@ fn link_config(a: &Args) -> Result<LinkConfig, Box<dyn std::error::Error>> {
         }
         if let Some(n) = a.queue_bytes {
             d.queue.limit_bytes = n;
+        }
+        if let Some(q) = &a.queue {
+            d.queue.discipline = q.clone();
+        }
+        if let Some(c) = &a.classifier {
+            let (kind, gap) = c.split_once(':').unwrap_or((c, ""));
+            d.queue.priority_classifier = kind.to_string();
+            if !gap.is_empty() {
+                d.queue.classifier_gap_ms = thinwan_net::config::parse_ms(gap).map_err(|e| format!("--classifier: {e}"))?;
+            }
         }
     }
     cfg.validate()?;

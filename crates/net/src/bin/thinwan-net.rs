@@ -64,6 +64,10 @@ enum Cmd {
         /// SO_SNDBUF bytes.
         #[arg(long)]
         sndbuf: Option<u32>,
+        /// Mark interactive messages on the wire: IP_TOS = DSCP CS4 (0x80) before each
+        /// interactive write, 0 before bulk ones (for the emulator's label classifier).
+        #[arg(long)]
+        mark_interactive: bool,
         /// Message log (CSV).
         #[arg(long)]
         out: PathBuf,
@@ -118,6 +122,10 @@ enum Cmd {
         /// Stop after this long without a probe.
         #[arg(long, default_value = "2s", value_parser = parse_ms)]
         timeout: f64,
+        /// Receive buffer bytes (SO_RCVBUFFORCE as root, else SO_RCVBUF); at high
+        /// packet rates the default (~200 kB) overflows when the reader is descheduled.
+        #[arg(long)]
+        rcvbuf: Option<u32>,
         /// Output CSV.
         #[arg(long)]
         out: PathBuf,
@@ -163,7 +171,7 @@ fn ms(x: f64) -> Duration {
 fn run(cmd: Cmd, stop: Arc<AtomicBool>) -> Result<(), Box<dyn std::error::Error>> {
     match cmd {
         Cmd::Pump {
-            connect, conns, traffic, model, seed, duration_s, drain_s, stagger, start_delay, nodelay, notsent_lowat, cc, sndbuf, out, conns_out,
+            connect, conns, traffic, model, seed, duration_s, drain_s, stagger, start_delay, nodelay, notsent_lowat, cc, sndbuf, mark_interactive, out, conns_out,
         } => {
             let mut t: TrafficConfig = match traffic {
                 Some(p) => serde_json::from_str(&std::fs::read_to_string(&p).map_err(|e| format!("{}: {e}", p.display()))?)
@@ -182,7 +190,14 @@ fn run(cmd: Cmd, stop: Arc<AtomicBool>) -> Result<(), Box<dyn std::error::Error>
                 drain: Duration::from_secs_f64(drain_s),
                 stagger: ms(stagger),
                 start_delay: ms(start_delay),
-                sock: SockOpts { nodelay, notsent_lowat, congestion: cc, sndbuf, ..Default::default() },
+                sock: SockOpts {
+                    nodelay,
+                    notsent_lowat,
+                    congestion: cc,
+                    sndbuf,
+                    mark_interactive: mark_interactive.then_some(thinwan_net::config::INTERACTIVE_TOS),
+                    ..Default::default()
+                },
                 out,
                 conns_out,
             };
@@ -198,9 +213,12 @@ fn run(cmd: Cmd, stop: Arc<AtomicBool>) -> Result<(), Box<dyn std::error::Error>
             };
             pump::run_sink(&o, stop)?;
         }
-        Cmd::ProbeSend { to, count, interval, size } => pump::probe_send(to, count, ms(interval), size)?,
-        Cmd::ProbeRecv { listen, count, timeout, out } => {
-            let n = pump::probe_recv(listen, count, ms(timeout), &out)?;
+        Cmd::ProbeSend { to, count, interval, size } => {
+            let (sent, errors) = pump::probe_send(to, count, ms(interval), size)?;
+            println!("{}", serde_json::json!({"sent": sent, "send_errors": errors}));
+        }
+        Cmd::ProbeRecv { listen, count, timeout, rcvbuf, out } => {
+            let n = pump::probe_recv(listen, count, ms(timeout), rcvbuf, &out)?;
             eprintln!("thinwan-net: {n} probes received");
         }
     }
