@@ -39,8 +39,8 @@ def add_lab_subcommands(subparsers: Any) -> argparse.ArgumentParser:
     up.set_defaults(func=_cmd_up)
 
     ex = cmds.add_parser("exec", help="run a command in the server or client namespace")
-    ex.add_argument("side", choices=["server", "client"])
-    ex.add_argument("command", nargs=argparse.REMAINDER, metavar="-- COMMAND…")
+    ex.add_argument("side", choices=["server", "client"], help="the namespace to run in")
+    ex.add_argument("command", nargs=argparse.REMAINDER, metavar="-- COMMAND…", help="the command and its arguments")
     ex.add_argument("--id", help="lab id (default: the only live lab)")
     ex.set_defaults(func=_cmd_exec)
 
@@ -53,19 +53,19 @@ def add_lab_subcommands(subparsers: Any) -> argparse.ArgumentParser:
     cl.set_defaults(func=_cmd_clean)
 
     st = cmds.add_parser("status", help="list labs")
-    st.add_argument("--json", action="store_true")
+    st.add_argument("--json", action="store_true", help="print the labs as one JSON object")
     st.set_defaults(func=_cmd_status)
 
     rn = cmds.add_parser("run", help="run a scenario on the lab; same summary and report as 'thinwan run'")
-    rn.add_argument("scenario", metavar="SCENARIO.toml")
+    rn.add_argument("scenario", metavar="SCENARIO.toml", help="scenario file (docs/scenario.md; [lab] keys: docs/lab.md)")
     rn.add_argument("--runs", type=int, help="number of runs (overrides scenario.runs)")
     rn.add_argument("--seed", type=int, help="base seed (overrides scenario.seed)")
     rn.add_argument("--duration", type=float, metavar="S", help="override scenario.duration_s")
     rn.add_argument("--out", metavar="DIR", help="output directory (default: results/<name>-lab)")
     rn.add_argument("--json", action="store_true", help="print one JSON object on stdout")
     rn.add_argument("--pcap", action="store_true", help="also write server.pcap / client.pcap per run")
-    rn.add_argument("--no-report", action="store_true")
-    rn.add_argument("--quiet", action="store_true")
+    rn.add_argument("--no-report", action="store_true", help="do not write report.html")
+    rn.add_argument("--quiet", action="store_true", help="no progress or log lines on stderr")
     rn.set_defaults(func=_cmd_run)
     return lab
 
@@ -73,13 +73,13 @@ def add_lab_subcommands(subparsers: Any) -> argparse.ArgumentParser:
 def add_validate_subcommand(subparsers: Any) -> argparse.ArgumentParser:
     """Add ``validate SCENARIO.toml``: simulator and lab side by side."""
     v = subparsers.add_parser("validate", help="run a scenario in the simulator and the lab, side by side (needs root)")
-    v.add_argument("scenario", metavar="SCENARIO.toml")
-    v.add_argument("--runs", type=int)
-    v.add_argument("--seed", type=int)
+    v.add_argument("scenario", metavar="SCENARIO.toml", help="scenario file, run unchanged on both substrates")
+    v.add_argument("--runs", type=int, help="runs on each substrate (overrides scenario.runs)")
+    v.add_argument("--seed", type=int, help="base seed (overrides scenario.seed)")
     v.add_argument("--duration", type=float, metavar="S", help="override scenario.duration_s")
     v.add_argument("--out", metavar="DIR", help="output directory (default: results/<name>-validate)")
-    v.add_argument("--json", action="store_true")
-    v.add_argument("--quiet", action="store_true")
+    v.add_argument("--json", action="store_true", help="print one JSON object (both summaries) on stdout")
+    v.add_argument("--quiet", action="store_true", help="no progress or log lines on stderr")
     v.set_defaults(func=_cmd_validate)
     return v
 
