@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import base64
+import json
 import math
 import re
 from collections.abc import Callable
@@ -13,7 +13,6 @@ from thinwan.records import RunRecords
 from thinwan.report import FIGURE_TITLES, digest_run, html_report, summary_table
 from thinwan.scenario import Scenario
 
-PNG_MAGIC = b"\x89PNG"
 
 
 def digests(fake_native: Callable[..., Any], scenario: Scenario, traces: bool, runs: int = 2) -> list:
@@ -23,8 +22,10 @@ def digests(fake_native: Callable[..., Any], scenario: Scenario, traces: bool, r
     ]
 
 
-def images(html: str) -> list[bytes]:
-    return [base64.b64decode(m) for m in re.findall(r'src="data:image/png;base64,([^"]+)"', html)]
+def figures(html: str) -> dict[str, Any]:
+    """The Plotly specs the page hands to plotly.js (which it embeds)."""
+    assert "Plotly.newPlot" in html and len(html) > 3_000_000  # plotly.js is inline
+    return json.loads(re.search(r"const FIGURES = (.*);\n", html).group(1))
 
 
 def test_digest_keeps_only_what_the_report_needs(records: RunRecords, scenario: Scenario) -> None:
@@ -43,8 +44,17 @@ def test_html_report_with_traces(fake_native: Callable[..., Any], scenario: Scen
     for title in FIGURE_TITLES.values():
         assert title in html
     assert "No queue trace" not in html and "No TCP trace" not in html
-    pngs = images(html)
-    assert len(pngs) == 4 and all(p.startswith(PNG_MAGIC) for p in pngs)
+    figs = figures(html)
+    assert set(figs) == {"end_to_end", "components", "queue", "conn"}
+    for name, fig in figs.items():
+        assert f'id="fig-{name}"' in html
+        assert fig["data"] and all(len(t["x"]) == len(t["y"]) > 0 for t in fig["data"])
+    # CCDFs: interactive and bulk on log axes, thresholds as dashed lines.
+    assert {t["name"] for t in figs["end_to_end"]["data"]} == {"interactive", "bulk"}
+    assert figs["end_to_end"]["layout"]["xaxis"]["type"] == "log"
+    assert len(figs["end_to_end"]["layout"]["shapes"]) == 2
+    # Six component panels (five components + all interactive components together).
+    assert len([k for k in figs["components"]["layout"] if k.startswith("xaxis")]) == 6
     assert "[tcp]" in html  # the scenario, re-runnable as TOML
     assert "&#34;seed&#34;: 2" in html  # per-run metadata (JSON, HTML-escaped)
 
@@ -54,14 +64,14 @@ def test_html_report_without_traces_says_so(fake_native: Callable[..., Any], sce
     html = html_report(scenario, ds, summarize_runs([d.summary for d in ds]))
     assert "No queue trace in these records" in html
     assert "No TCP trace for connection 2" in html
-    assert len(images(html)) == 2  # the two CCDF figures
+    assert set(figures(html)) == {"end_to_end", "components"}  # the two CCDF figures
 
 
 def test_html_report_escapes_scenario_text(fake_native: Callable[..., Any], scenario: Scenario) -> None:
     scenario = scenario.with_values({"scenario.description": "<script>x</script>"})
     ds = digests(fake_native, scenario, traces=False, runs=1)
     html = html_report(scenario, ds, summarize_runs([d.summary for d in ds]))
-    assert "<script>" not in html
+    assert "<script>x</script>" not in html and "&lt;script&gt;x&lt;/script&gt;" in html
 
 
 def test_summary_table_is_aligned_and_shows_ranges(scenario: Scenario) -> None:

@@ -3,11 +3,10 @@
 Plotting only consumes results. A run is first reduced to a :class:`RunDigest` (its
 summary, metadata, per-message delays as float32, the bottleneck queue trace and the TCP
 trace of its connection with the most timeouts); digests are small enough to send back
-from a worker process, and the page is built from them alone. Figures are matplotlib
-PNGs (Agg renderer) embedded as base64, so the page is one file that can be mailed around.
-They are built as bare ``Figure`` objects, not through pyplot, so importing this module
-never changes the caller's matplotlib backend or global figure state; matplotlib itself is
-imported only when a figure is made (a third of a run's start-up otherwise).
+from a worker process, and the page is built from them alone. Figures are Plotly specs
+(JSON) drawn in the browser by plotly.js, embedded in the page with the data, so the page
+is one file that can be mailed around and its plots zoom. The matplotlib helpers at the end
+serve the sweep report's PNG figures; matplotlib is imported only when one is made.
 """
 
 from __future__ import annotations
@@ -103,6 +102,12 @@ def html_report(scenario: Scenario, digests: Sequence[RunDigest], summary: Mappi
     delays = pd.concat([d.delays for d in digests], ignore_index=True)
     queue_run = next((d for d in digests if not d.queue_trace.empty), None)
     conn_run = max(digests, key=lambda d: d.worst_conn_timeouts)
+    figures = {"end_to_end": _fig_end_to_end(delays, thresholds_ms),
+               "components": _fig_components(delays, thresholds_ms)}
+    if queue_run is not None:
+        figures["queue"] = _fig_queue(queue_run.queue_trace, scenario)
+    if not conn_run.conn_trace.empty:
+        figures["conn"] = _fig_conn(conn_run, scenario)
     return _TEMPLATE.render(
         scenario=scenario,
         version=__version__,
@@ -111,11 +116,11 @@ def html_report(scenario: Scenario, digests: Sequence[RunDigest], summary: Mappi
         runs=summary["runs"],
         run_rows=[_run_row(d) for d in digests],
         titles=FIGURE_TITLES,
-        end_to_end=png(_fig_end_to_end(delays, thresholds_ms)),
-        components=png(_fig_components(delays, thresholds_ms)),
-        queue=None if queue_run is None else png(_fig_queue(queue_run.queue_trace, scenario)),
+        figures=_script_json(figures),
+        plotly_js=_plotly_js(),
+        queue=queue_run is not None,
         queue_run=queue_run,
-        conn=None if conn_run.conn_trace.empty else png(_fig_conn(conn_run, scenario)),
+        conn=not conn_run.conn_trace.empty,
         conn_run=conn_run,
         scenario_toml=scenario.to_toml(),
         metas=[(d.meta.get("run", "?"), _meta_json(d.meta)) for d in digests],
@@ -205,54 +210,89 @@ def _meta_json(meta: Mapping[str, Any]) -> str:
 
 
 # ---------------------------------------------------------------------------------------
-# Figures
+# Figures of the run report: Plotly specs (JSON) drawn in the browser by plotly.js, which
+# the page embeds. Building a spec is a few milliseconds; drawing the same figures with
+# matplotlib took most of a one-run command's time. The page stays one self-contained
+# file, and its plots zoom — which log-scale CCDF tails and long time series need.
 
-_KINDS = ((INTERACTIVE, "interactive", "tab:red"), (BULK, "bulk", "tab:blue"))
-
-
-def _fig_end_to_end(delays: pd.DataFrame, thresholds_ms: Sequence[float]) -> Figure:
-    fig = _figure(figsize=(7, 4.5))
-    fig.subplots_adjust(left=0.11, right=0.97, bottom=0.12, top=0.9)
-    ax = fig.subplots()
-    _ccdf_axes(ax, delays, "end_to_end", thresholds_ms)
-    ax.set_title(FIGURE_TITLES["end_to_end"] + " (never-read messages count as ∞)")
-    return fig
+_KINDS = ((INTERACTIVE, "interactive", "#d62728"), (BULK, "bulk", "#1f77b4"))
+_COMPONENT_COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd")
 
 
-def _fig_components(delays: pd.DataFrame, thresholds_ms: Sequence[float]) -> Figure:
-    fig = _figure(figsize=(13, 7.5))
-    fig.subplots_adjust(left=0.06, right=0.98, bottom=0.08, top=0.9, wspace=0.12, hspace=0.25)
-    # Shared axes, so components can be compared at a glance.
-    flat = fig.subplots(2, 3, sharex=True, sharey=True).ravel()
-    for ax, component in zip(flat, COMPONENTS):
-        _ccdf_axes(ax, delays, component, thresholds_ms)
-        ax.set_title(f"{component} delay")
-    # Last panel: which component dominates the interactive tail (spec §7).
-    overview = flat[len(COMPONENTS)]
-    interactive = delays.loc[delays["kind"] == INTERACTIVE]
-    drawn = [_ccdf_line(overview, interactive[component], component) for component in COMPONENTS]
-    decorate_ccdf(overview, thresholds_ms, any(drawn))
-    overview.set_title("interactive: all components")
-    fig.suptitle(FIGURE_TITLES["components"])
-    return fig
-
-
-def _ccdf_axes(ax: Axes, delays: pd.DataFrame, column: str, thresholds_ms: Sequence[float]) -> None:
-    drawn = [
-        _ccdf_line(ax, delays.loc[delays["kind"] == kind, column], label, color)
-        for kind, label, color in _KINDS
+def _fig_end_to_end(delays: pd.DataFrame, thresholds_ms: Sequence[float]) -> dict[str, Any]:
+    data = [
+        t for kind, label, color in _KINDS
+        if (t := _ccdf_trace(delays.loc[delays["kind"] == kind, "end_to_end"], label, color)) is not None
     ]
-    decorate_ccdf(ax, thresholds_ms, any(drawn))
+    layout = _ccdf_layout(FIGURE_TITLES["end_to_end"] + " (never-read messages count as ∞)", thresholds_ms, 1)
+    layout["height"] = 430
+    return {"data": data, "layout": layout}
 
 
-def _ccdf_line(ax: Axes, seconds: pd.Series, label: str, color: str | None = None) -> bool:
-    """Draw the CCDF of ``seconds`` in ms; False if there was nothing to draw."""
+def _fig_components(delays: pd.DataFrame, thresholds_ms: Sequence[float]) -> dict[str, Any]:
+    """A 2 × 3 grid: one panel per component (interactive vs bulk), and a last panel with
+    every component of interactive messages (which one dominates the tail, spec §7)."""
+    panels = [(c, f"{c} delay") for c in COMPONENTS] + [(None, "interactive: all components")]
+    layout = _ccdf_layout(FIGURE_TITLES["components"], thresholds_ms, len(panels), cols=3)
+    layout["height"] = 720
+    data = []
+    for i, (component, title) in enumerate(panels, start=1):
+        axes = {"xaxis": f"x{i}", "yaxis": f"y{i}"}
+        if component is None:
+            interactive = delays.loc[delays["kind"] == INTERACTIVE]
+            lines = [(interactive[c], c, color) for c, color in zip(COMPONENTS, _COMPONENT_COLORS)]
+        else:
+            lines = [(delays.loc[delays["kind"] == k, component], label, color) for k, label, color in _KINDS]
+        for values, label, color in lines:
+            t = _ccdf_trace(values, label, color)
+            if t is not None:
+                # One legend entry per name: the interactive/bulk pair repeats in every panel.
+                t.update(axes, legendgroup=label, showlegend=(i == 1 or component is None))
+                data.append(t)
+        layout["annotations"].append(_panel_title(title, i))
+    return {"data": data, "layout": layout}
+
+
+def _fig_queue(trace: pd.DataFrame, scenario: Scenario) -> dict[str, Any]:
+    data = [_line(trace["t"], trace["bytes"] / 1000.0, "queue", "#1f77b4")]
+    shapes = []
+    if scenario.queue.limit_bytes:
+        shapes.append({"type": "line", "xref": "paper", "x0": 0, "x1": 1, "yref": "y",
+                       "y0": scenario.queue.limit_bytes / 1000.0, "y1": scenario.queue.limit_bytes / 1000.0,
+                       "line": {"color": "gray", "dash": "dash", "width": 1}})
+    layout = {"title": {"text": FIGURE_TITLES["queue"]}, "height": 330, "shapes": shapes,
+              "xaxis": {"title": {"text": "time (s)"}}, "yaxis": {"title": {"text": "queue length (kB)"}},
+              "margin": {"t": 50, "b": 45}}
+    return {"data": data, "layout": layout}
+
+
+def _fig_conn(digest: RunDigest, scenario: Scenario) -> dict[str, Any]:
+    trace = digest.conn_trace
+    mss = scenario.tcp.mss
+    ssthresh = trace["ssthresh"].where(np.isfinite(trace["ssthresh"]))  # inf: no loss yet
+    data = [
+        _line(trace["t"], trace["cwnd"] / mss, "cwnd", "#1f77b4", step=True),
+        _line(trace["t"], ssthresh / mss, "ssthresh", "#ff7f0e", step=True),
+        _line(trace["t"], trace["rto"] * 1000.0, "RTO", "#2ca02c", step=True, axis=2),
+        _line(trace["t"], trace["srtt"] * 1000.0, "srtt", "#d62728", step=True, axis=2),
+    ]
+    title = (f"{FIGURE_TITLES['conn']}: run {digest.meta.get('run', '?')}, "
+             f"connection {digest.worst_conn} ({digest.worst_conn_timeouts} timeouts)")
+    layout = {"title": {"text": title}, "height": 560, "margin": {"t": 60, "b": 45},
+              "xaxis": {"anchor": "y2", "title": {"text": "time (s)"}},
+              "yaxis": {"domain": [0.55, 1.0], "title": {"text": "segments (of MSS)"}},
+              "yaxis2": {"domain": [0.0, 0.45], "title": {"text": "time (ms)"}}}
+    return {"data": data, "layout": layout}
+
+
+def _ccdf_trace(seconds: pd.Series, label: str, color: str) -> dict[str, Any] | None:
+    """The CCDF of ``seconds`` in ms as a step line; None if nothing is > 0 and finite."""
     x, p = ccdf(seconds.to_numpy(dtype=float) * 1000.0)
     # A log x axis cannot show 0 ms (e.g. no retransmission), nor ∞ (never read; it stays
     # in the total, so the curve levels off at the share of such messages).
     shown = (x > 0) & np.isfinite(x)
     if not shown.any():
-        return False
+        return None
     first = int(np.argmax(shown))
     # Start with the drop at the first shown value, from P(X ≥ x) to P(X > x); p = 0 at
     # the end is clipped by the log axis, so the last drop runs off the bottom.
@@ -262,11 +302,71 @@ def _ccdf_line(ax: Axes, seconds: pd.Series, label: str, color: str | None = Non
         # Evenly spaced in log p: dense in the tail, where the interesting part is.
         idx = np.sort(x.size - np.unique(np.geomspace(1, x.size, CCDF_POINTS).astype(int)))
         x, p = x[idx], p[idx]
-    ax.step(x, p, where="post", label=label, color=color)
-    return True
+    p = np.where(p > 0, p, np.nan)  # log y: leave the final zero out
+    return {"type": "scattergl", "mode": "lines", "name": label, "x": _num(x), "y": _num(p),
+            "line": {"shape": "hv", "color": color, "width": 1.5}}
+
+
+def _line(x: pd.Series, y: pd.Series, name: str, color: str, step: bool = False, axis: int = 1) -> dict[str, Any]:
+    return {"type": "scattergl", "mode": "lines", "name": name, "x": _num(x), "y": _num(y),
+            "xaxis": "x", "yaxis": "y" if axis == 1 else f"y{axis}",
+            "line": {"color": color, "width": 1, **({"shape": "hv"} if step else {})}}
+
+
+def _ccdf_layout(title: str, thresholds_ms: Sequence[float], panels: int, cols: int = 1) -> dict[str, Any]:
+    rows = -(-panels // cols)
+    layout: dict[str, Any] = {"title": {"text": title}, "margin": {"t": 60, "b": 45}, "annotations": [],
+                              "shapes": [], "legend": {"orientation": "h", "y": -0.08}}
+    gap_x, gap_y = 0.06, 0.12
+    for i in range(1, panels + 1):
+        r, c = divmod(i - 1, cols)
+        x0 = c / cols + (gap_x / 2 if c else 0)
+        x1 = (c + 1) / cols - (gap_x / 2 if c < cols - 1 else 0)
+        y1 = 1 - r / rows - (gap_y / 2 if r else 0)
+        y0 = 1 - (r + 1) / rows + (gap_y / 2 if r < rows - 1 else 0)
+        suffix = "" if i == 1 else str(i)
+        layout[f"xaxis{suffix}"] = {"type": "log", "domain": [x0, x1], "anchor": f"y{suffix}",
+                                    "title": {"text": "delay (ms)"}, "exponentformat": "power"}
+        layout[f"yaxis{suffix}"] = {"type": "log", "domain": [y0, y1], "anchor": f"x{suffix}",
+                                    "title": {"text": "P(delay > x)"}, "exponentformat": "power"}
+        for t in thresholds_ms:
+            if t > 0:  # a WAN delay ≥ the threshold leaves nothing to draw
+                layout["shapes"].append({"type": "line", "xref": f"x{suffix}", "x0": t, "x1": t,
+                                         "yref": f"y{suffix} domain", "y0": 0, "y1": 1,
+                                         "line": {"color": "gray", "dash": "dash", "width": 1}})
+    return layout
+
+
+def _panel_title(text: str, i: int) -> dict[str, Any]:
+    suffix = "" if i == 1 else str(i)
+    return {"text": text, "showarrow": False, "xref": f"x{suffix} domain", "yref": f"y{suffix} domain",
+            "x": 0.5, "y": 1.0, "xanchor": "center", "yanchor": "bottom", "font": {"size": 13}}
+
+
+def _num(values: Any) -> list[float | None]:
+    """JSON numbers for plotly.js: NaN and ±∞ become null (a gap in the line)."""
+    a = np.asarray(values, dtype=float)
+    return [v if math.isfinite(v) else None for v in a.tolist()]
+
+
+def _plotly_js() -> str:
+    """plotly.js as shipped inside the plotly Python package (no network needed)."""
+    from importlib.resources import files
+
+    return (files("plotly") / "package_data" / "plotly.min.js").read_text(encoding="utf-8")
+
+
+def _script_json(obj: Any) -> str:
+    """JSON safe to place inside a <script> element."""
+    return json.dumps(obj, separators=(",", ":")).replace("</", "<\\/")
+
+
+# ---------------------------------------------------------------------------------------
+# matplotlib helpers for the PNG figures of the sweep report (compare.py).
 
 
 def decorate_ccdf(ax: Axes, thresholds_ms: Sequence[float], drawn: bool) -> None:
+    """Log-log CCDF axes with the usability thresholds as dashed lines."""
     for t in thresholds_ms:
         if t > 0:  # a WAN delay ≥ the threshold leaves nothing to draw
             ax.axvline(t, color="gray", linestyle="--", linewidth=1)
@@ -288,57 +388,6 @@ def decorate_ccdf(ax: Axes, thresholds_ms: Sequence[float], drawn: bool) -> None
         ax.text(0.5, 0.5, "no delay > 0 ms", transform=ax.transAxes, ha="center", color="gray")
 
 
-def _fig_queue(trace: pd.DataFrame, scenario: Scenario) -> Figure:
-    fig = _figure(figsize=(10, 3.5))
-    fig.subplots_adjust(left=0.08, right=0.98, bottom=0.15, top=0.88)
-    ax = fig.subplots()
-    ax.plot(trace["t"], trace["bytes"] / 1000.0, linewidth=0.6)
-    limit = scenario.queue.limit_bytes
-    if limit:
-        ax.axhline(limit / 1000.0, color="gray", linestyle="--", linewidth=1, label="byte limit")
-        ax.legend(fontsize=8)
-    ax.set_xlabel("time (s)")
-    ax.set_ylabel("queue length (kB)")
-    ax.set_title(FIGURE_TITLES["queue"])
-    ax.grid(True, alpha=0.3)
-    return fig
-
-
-def _fig_conn(digest: RunDigest, scenario: Scenario) -> Figure:
-    trace = digest.conn_trace
-    mss = scenario.tcp.mss
-    fig = _figure(figsize=(10, 6))
-    fig.subplots_adjust(left=0.08, right=0.98, bottom=0.09, top=0.91, hspace=0.08)
-    top, bottom = fig.subplots(2, 1, sharex=True)
-    top.step(trace["t"], trace["cwnd"] / mss, where="post", label="cwnd", linewidth=0.8)
-    ssthresh = trace["ssthresh"].where(np.isfinite(trace["ssthresh"]))  # inf: no loss yet
-    top.step(trace["t"], ssthresh / mss, where="post", label="ssthresh", linewidth=0.8)
-    top.set_ylabel("segments (of MSS)")
-    top.legend(fontsize=8)
-    bottom.step(trace["t"], trace["rto"] * 1000.0, where="post", label="RTO", linewidth=0.8)
-    bottom.step(trace["t"], trace["srtt"] * 1000.0, where="post", label="srtt", linewidth=0.8)
-    bottom.set_ylabel("time (ms)")
-    bottom.set_xlabel("time (s)")
-    bottom.legend(fontsize=8)
-    for ax in (top, bottom):
-        ax.grid(True, alpha=0.3)
-    fig.suptitle(
-        f"{FIGURE_TITLES['conn']}: run {digest.meta.get('run', '?')}, "
-        f"connection {digest.worst_conn} ({digest.worst_conn_timeouts} timeouts)"
-    )
-    return fig
-
-
-# Figures use fixed margins (subplots_adjust) rather than tight/constrained layout: those
-# measure every tick label of every log axis and took most of the report's time.
-
-
-def _figure(**kwargs: Any) -> Figure:
-    from matplotlib.figure import Figure
-
-    return Figure(**kwargs)
-
-
 def png(fig: Figure) -> str:  # also used by the sweep report (compare.py)
     """Render ``fig`` as a base64 PNG for an ``<img src="data:…">``."""
     buf = io.BytesIO()
@@ -357,6 +406,7 @@ _TEMPLATE = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined
  td.num { text-align: right; font-variant-numeric: tabular-nums; }
  pre { background: #f6f6f6; padding: 0.8em; overflow-x: auto; }
  img { max-width: 100%; }
+ .plot { width: 100%; }
  .missing { color: #777; font-style: italic; }
 </style></head>
 <body>
@@ -389,15 +439,15 @@ _TEMPLATE = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined
 <p>All runs pooled. Dashed lines: the usability thresholds (150 ms and 1000 ms minus the
 {{ scenario.topology.bottleneck_delay_ms }} ms WAN delay).</p>
 <h3>{{ titles.end_to_end }}</h3>
-<img alt="{{ titles.end_to_end }}" src="data:image/png;base64,{{ end_to_end }}">
+<div class="plot" id="fig-end_to_end"></div>
 <h3>{{ titles.components }}</h3>
-<img alt="{{ titles.components }}" src="data:image/png;base64,{{ components }}">
+<div class="plot" id="fig-components"></div>
 
 <h2>Bottleneck queue</h2>
 <h3>{{ titles.queue }}</h3>
 {% if queue %}
 <p>Run {{ queue_run.meta.get("run", "?") }}.</p>
-<img alt="{{ titles.queue }}" src="data:image/png;base64,{{ queue }}">
+<div class="plot" id="fig-queue"></div>
 {% else %}
 <p class="missing">No queue trace in these records (enable it with <code>[records] traces = true</code>).</p>
 {% endif %}
@@ -405,7 +455,7 @@ _TEMPLATE = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined
 <h2>TCP</h2>
 <h3>{{ titles.conn }}</h3>
 {% if conn %}
-<img alt="{{ titles.conn }}" src="data:image/png;base64,{{ conn }}">
+<div class="plot" id="fig-conn"></div>
 {% elif conn_run.worst_conn is none %}
 <p class="missing">No connections in these records.</p>
 {% else %}
@@ -422,6 +472,13 @@ records (enable it with <code>[records] traces = true</code> and
 <h3>Run {{ run }}</h3>
 <pre>{{ meta }}</pre>
 {% endfor %}
+<script>{{ plotly_js | safe }}</script>
+<script>
+const FIGURES = {{ figures | safe }};
+for (const [name, fig] of Object.entries(FIGURES)) {
+  Plotly.newPlot("fig-" + name, fig.data, fig.layout, {responsive: true, displaylogo: false});
+}
+</script>
 </body></html>
 """
 )
