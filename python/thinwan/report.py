@@ -216,7 +216,8 @@ def _meta_json(meta: Mapping[str, Any]) -> str:
 # file, and its plots zoom — which log-scale CCDF tails and long time series need.
 
 _KINDS = ((INTERACTIVE, "interactive", "#d62728"), (BULK, "bulk", "#1f77b4"))
-_COMPONENT_COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd")
+# Distinct from the interactive/bulk pair, which every other panel uses.
+_COMPONENT_COLORS = ("#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf")
 
 
 def _fig_end_to_end(delays: pd.DataFrame, thresholds_ms: Sequence[float]) -> dict[str, Any]:
@@ -243,13 +244,17 @@ def _fig_components(delays: pd.DataFrame, thresholds_ms: Sequence[float]) -> dic
             lines = [(interactive[c], c, color) for c, color in zip(COMPONENTS, _COMPONENT_COLORS)]
         else:
             lines = [(delays.loc[delays["kind"] == k, component], label, color) for k, label, color in _KINDS]
+        drawn = False
         for values, label, color in lines:
             t = _ccdf_trace(values, label, color)
             if t is not None:
                 # One legend entry per name: the interactive/bulk pair repeats in every panel.
                 t.update(axes, legendgroup=label, showlegend=(i == 1 or component is None))
                 data.append(t)
+                drawn = True
         layout["annotations"].append(_panel_title(title, i))
+        if not drawn:
+            layout["annotations"].append(_panel_note("no delay > 0 ms", i))
     return {"data": data, "layout": layout}
 
 
@@ -316,8 +321,8 @@ def _line(x: pd.Series, y: pd.Series, name: str, color: str, step: bool = False,
 def _ccdf_layout(title: str, thresholds_ms: Sequence[float], panels: int, cols: int = 1) -> dict[str, Any]:
     rows = -(-panels // cols)
     layout: dict[str, Any] = {"title": {"text": title}, "margin": {"t": 60, "b": 45}, "annotations": [],
-                              "shapes": [], "legend": {"orientation": "h", "y": -0.08}}
-    gap_x, gap_y = 0.06, 0.12
+                              "shapes": [], "legend": {"orientation": "h", "y": -0.12}}
+    gap_x, gap_y = 0.06, 0.2
     for i in range(1, panels + 1):
         r, c = divmod(i - 1, cols)
         x0 = c / cols + (gap_x / 2 if c else 0)
@@ -341,6 +346,12 @@ def _panel_title(text: str, i: int) -> dict[str, Any]:
     suffix = "" if i == 1 else str(i)
     return {"text": text, "showarrow": False, "xref": f"x{suffix} domain", "yref": f"y{suffix} domain",
             "x": 0.5, "y": 1.0, "xanchor": "center", "yanchor": "bottom", "font": {"size": 13}}
+
+
+def _panel_note(text: str, i: int) -> dict[str, Any]:
+    suffix = "" if i == 1 else str(i)
+    return {"text": text, "showarrow": False, "xref": f"x{suffix} domain", "yref": f"y{suffix} domain",
+            "x": 0.5, "y": 0.5, "font": {"color": "gray"}}
 
 
 def _num(values: Any) -> list[float | None]:
