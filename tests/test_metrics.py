@@ -19,6 +19,8 @@ from thinwan.metrics import (
     summarize_run,
     summarize_runs,
     thresholds_s,
+    DELAY_QUANTILES,
+    delay_quantiles_ms,
     utilisation,
     violation_ratio,
 )
@@ -171,6 +173,25 @@ def test_summarize_run_on_hand_built_records() -> None:
     assert summary["interactive_delay_p50_ms"] == pytest.approx(700.0)
     assert summary["interactive_delay_p99_ms"] == math.inf
     assert summary["bottleneck_drops"] == 3
+    # Box plot of all messages (any kind) in the window: 121, 700, 1500 ms and one lost (∞).
+    assert summary["delay_min_ms"] == pytest.approx(121.0)
+    assert summary["delay_q1_ms"] == pytest.approx(121.0)
+    assert summary["delay_median_ms"] == pytest.approx(700.0)
+    assert summary["delay_q3_ms"] == pytest.approx(1500.0)
+    assert summary["delay_max_ms"] == summary["delay_p99_ms"] == summary["delay_p999_ms"] == math.inf
+    assert summary["link_loss_drops"] == 0
+
+
+def test_delay_quantiles_of_all_messages() -> None:
+    e2e = np.arange(1, 1001) / 1000.0  # 1 ms … 1000 ms
+    kinds = np.where(np.arange(1000) % 2 == 0, INTERACTIVE, BULK)
+    q = delay_quantiles_ms(pd.DataFrame({"kind": kinds, "end_to_end": e2e}))
+    assert set(q) == set(DELAY_QUANTILES)
+    assert q == pytest.approx({
+        "delay_min_ms": 1.0, "delay_q1_ms": 250.0, "delay_median_ms": 500.0, "delay_q3_ms": 750.0,
+        "delay_max_ms": 1000.0, "delay_p99_ms": 990.0, "delay_p999_ms": 999.0,
+    })  # fmt: skip
+    assert all(math.isnan(v) for v in delay_quantiles_ms(pd.DataFrame({"kind": [], "end_to_end": []})).values())
 
 
 def test_summarize_runs_means_and_ranges_ignoring_nan() -> None:

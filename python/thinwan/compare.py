@@ -51,12 +51,20 @@ _CCDF_PANELS = (
 def figure_titles(sweep: Sweep) -> dict[str, str]:
     """Titles of the report's sections and figures (the x axis is named after its key)."""
     x = _x_label(sweep.x_axis) if sweep.x_axis else ""
-    return {
+    titles = {
         "table": "Configurations compared",
         "t_vs_x": f"T_I150 and T_I1000 against {x}",
         "r_vs_x": f"r_I150 and r_I1000 against {x}",
         "ccdf": "Delay components by configuration (mean CCDF over runs)",
     }
+    if _compares_tunnel(sweep):
+        titles["boxes"] = "End-to-end delay of all messages per grid point (box plots)"
+    return titles
+
+
+def _compares_tunnel(sweep: Sweep) -> bool:
+    """The sweep varies ``mux.mode``: the report gets box plots per grid point."""
+    return "mux.mode" in sweep.varied_keys
 
 
 def comparison_table(sweep: Sweep, document: Mapping[str, Any]) -> str:
@@ -100,6 +108,9 @@ def html_comparison(sweep: Sweep, frame: pd.DataFrame, document: Mapping[str, An
             (titles["t_vs_x"], png(_fig_against_x(sweep, summaries, ("T_I150_s", "T_I1000_s"), titles["t_vs_x"]))),
             (titles["r_vs_x"], png(_fig_against_x(sweep, summaries, ("r_I150", "r_I1000"), titles["r_vs_x"]))),
         ]
+    # Box plots per grid point when the sweep compares the tunnel with direct TCP
+    # (spec thin-stream-mux.md: "box plots (min, Q1, median, Q3, max) per grid point").
+    boxes = png(_fig_delay_boxes(sweep, summaries, titles["boxes"])) if "boxes" in titles else None
     ccdfs = mean_ccdfs(frame)
     overlays = [
         (label, png(_fig_ccdf_group(sweep, group, ccdfs, f"{titles['ccdf']}: {label}")))
@@ -116,6 +127,7 @@ def html_comparison(sweep: Sweep, frame: pd.DataFrame, document: Mapping[str, An
         against=against,
         x_label=_x_label(sweep.x_axis) if sweep.x_axis else None,
         overlays=overlays,
+        boxes=boxes,
         axes=[(a.name, [(_label(lab), _overrides_text(o)) for lab, o in zip(a.labels, a.overrides)]) for a in sweep.axes],
         roles={"x": sweep.x_axis, "lines": sweep.line_axis, "panels": ", ".join(sweep.panel_axes) or "none"},
     )
@@ -233,6 +245,54 @@ def _fig_ccdf_group(sweep: Sweep, group: Sequence[Point], ccdfs: Mapping[str, Ma
     handles, labels = flat[0].get_legend_handles_labels()
     if handles:
         flat[-1].legend(handles, labels, title=sweep.line_axis, loc="center")
+    fig.suptitle(title)
+    return fig
+
+
+def _fig_delay_boxes(sweep: Sweep, summaries: Mapping[str, Mapping[str, Any]], title: str) -> Figure:
+    """One panel per grid point (every label but the line axis's), one box per line label.
+
+    Box: Q1, median, Q3 (means over runs of each run's quantile); whiskers: the smallest
+    minimum and the largest maximum over runs; ▼: p99 (mean over runs). A maximum of ∞ (a
+    message never read) is drawn as ▲ at the top edge.
+    """
+    groups = _ccdf_groups(sweep)
+    ncols = min(4, len(groups))
+    nrows = math.ceil(len(groups) / ncols)
+    fig = Figure(figsize=(3.4 * ncols + 0.6, 3.0 * nrows + 0.7), layout="constrained")
+    flat = np.atleast_1d(fig.subplots(nrows, ncols, squeeze=False)).ravel()
+    pos = [a.name for a in sweep.axes].index(sweep.line_axis) if sweep.line_axis else None
+    for ax, (label, points) in zip(flat, groups):
+        stats, p99, open_top = [], [], []
+        for p in points:
+            s = summaries[p.id]
+            box = [_num(s.get(k)) for k in ("delay_q1_ms", "delay_median_ms", "delay_q3_ms")]
+            low = _num(s.get("min", {}).get("delay_min_ms"))
+            high = _num(s.get("max", {}).get("delay_max_ms"))
+            if any(v is None or not math.isfinite(v) for v in box) or low is None or high is None:
+                continue
+            q1, med, q3 = (float(v) for v in box)  # type: ignore[arg-type]
+            name = _label(p.params[sweep.line_axis]) if pos is not None else p.name
+            if not math.isfinite(high):
+                open_top.append(len(stats) + 1)
+                high = q3
+            stats.append({"label": name, "whislo": low, "q1": q1, "med": med, "q3": q3, "whishi": high, "fliers": []})
+            p99.append(_num(s.get("delay_p99_ms")))
+        if not stats:
+            ax.axis("off")
+            continue
+        ax.bxp(stats, showfliers=False)
+        xs = [i + 1 for i, v in enumerate(p99) if v is not None and math.isfinite(v)]
+        ax.plot(xs, [p99[i - 1] for i in xs], linestyle="none", marker="v", color="C3", label="p99")
+        if open_top:
+            ax.plot(open_top, [0.97] * len(open_top), linestyle="none", marker="^", color="C3",
+                    transform=ax.get_xaxis_transform(), clip_on=False)
+        ax.set_yscale("log")
+        ax.set_ylabel("end-to-end delay (ms)")
+        ax.set_title(label.replace(", ", "\n"), fontsize=8)
+        ax.grid(True, axis="y", which="major", alpha=0.3)
+    for ax in flat[len(groups):]:
+        ax.axis("off")
     fig.suptitle(title)
     return fig
 
@@ -399,6 +459,13 @@ runs. ▲ at the top: T = ∞ (no violation in some run).</p>
 {% endfor %}
 {% else %}
 <p class="missing">No numeric axis to plot against (see [report] x in docs/sweeps.md).</p>
+{% endif %}
+
+{% if boxes %}
+<h2>{{ titles.boxes }}</h2>
+<p>Server write → client read, all messages. Box: Q1, median, Q3 (means over runs);
+whiskers: min and max over all runs; ▼ p99; ▲ at the top: a message never read.</p>
+<img alt="{{ titles.boxes }}" src="data:image/png;base64,{{ boxes }}">
 {% endif %}
 
 <h2>{{ titles.ccdf }}</h2>

@@ -32,6 +32,8 @@ __all__ = [
     "per_connection_means",
     "summarize_run",
     "summarize_runs",
+    "DELAY_QUANTILES",
+    "delay_quantiles_ms",
 ]
 
 INTERACTIVE = 0
@@ -39,6 +41,16 @@ BULK = 1
 # Components of the end-to-end delay (docs/records.md), in the order they are reported.
 COMPONENTS = ("server", "router", "retransmission", "client", "propagation")
 BOTTLENECK = "bottleneck"
+# Box-plot statistics of the end-to-end delay of all messages: key → quantile.
+DELAY_QUANTILES = {
+    "delay_min_ms": 0.0,
+    "delay_q1_ms": 0.25,
+    "delay_median_ms": 0.5,
+    "delay_q3_ms": 0.75,
+    "delay_max_ms": 1.0,
+    "delay_p99_ms": 0.99,
+    "delay_p999_ms": 0.999,
+}
 
 
 def message_delays(messages: pd.DataFrame, duration_s: float) -> pd.DataFrame:
@@ -145,7 +157,9 @@ def summarize_run(records: RunRecords, scenario: Scenario) -> dict[str, float | 
 
     Keys: ``r_I150``, ``r_I1000``, ``T_I150_s``, ``T_I1000_s``, the per-connection means
     of :func:`per_connection_means`, ``utilisation``, ``utilisation_interactive``, and
-    extras: interactive delay percentiles in ms, message counts, bottleneck drops.
+    extras: interactive delay percentiles in ms, box-plot statistics of all messages'
+    delays (:func:`delay_quantiles_ms`), message counts, bottleneck drops (queue
+    overflow) and packets lost on links (``link_loss_drops``).
     """
     delays = message_delays(records.messages, scenario.scenario.duration_s)
     interactive = delays.loc[delays["kind"] == INTERACTIVE, "end_to_end"].dropna()
@@ -163,11 +177,21 @@ def summarize_run(records: RunRecords, scenario: Scenario) -> dict[str, float | 
         "utilisation_interactive": util_i,
         "interactive_delay_p50_ms": _quantile_ms(interactive, 0.50),
         "interactive_delay_p99_ms": _quantile_ms(interactive, 0.99),
+        **delay_quantiles_ms(delays),
         "messages": len(delays),
         "interactive_messages": len(interactive),
         "undelivered": int(np.isinf(delays["end_to_end"]).sum()),
         "bottleneck_drops": int(bottleneck["drops_overflow"].sum()),
+        "link_loss_drops": int(records.ports["drops_loss"].sum()) if "drops_loss" in records.ports else 0,
     }
+
+
+def delay_quantiles_ms(delays: pd.DataFrame) -> dict[str, float]:
+    """Box-plot statistics (:data:`DELAY_QUANTILES`) of every message's end-to-end delay
+    in ms, any kind: ``inf`` for messages lost in the window (so an undelivered tail shows
+    as an infinite maximum), ``nan`` when there is no message."""
+    e2e = delays["end_to_end"].dropna()
+    return {k: _quantile_ms(e2e, q) for k, q in DELAY_QUANTILES.items()}
 
 
 def summarize_runs(summaries: Sequence[Mapping[str, Any]]) -> dict[str, Any]:

@@ -67,6 +67,7 @@ SCHEMA: dict[str, dict[str, str]] = {
         "packets_tx": "uint64",
         "drops_overflow": "uint64",
         "max_queue_bytes": "uint64",
+        "drops_loss": "uint64",
     },
     "conn_trace": {
         "conn": "uint32",
@@ -94,6 +95,9 @@ SCHEMA: dict[str, dict[str, str]] = {
     },
 }
 TABLES = tuple(SCHEMA)
+# Columns added to the schema later, with the value a producer that predates them (an
+# older records directory, the lab, a test fixture) implicitly reports: no such event.
+LATER_COLUMNS: dict[str, dict[str, int]] = {"ports": {"drops_loss": 0}}
 # Tables a run may leave empty or out (records.traces = false).
 OPTIONAL_TABLES = ("conn_trace", "queue_trace", "packet_log")
 
@@ -166,6 +170,9 @@ def table_from_columns(name: str, columns: Mapping[str, Any]) -> pd.DataFrame:
     schema = SCHEMA[name]
     if not columns:
         return empty_table(name)
+    n = len(next(iter(columns.values())))
+    later = {c: np.full(n, v) for c, v in LATER_COLUMNS.get(name, {}).items() if c not in columns}
+    columns = {**columns, **later}
     missing = [c for c in schema if c not in columns]
     if missing:
         raise ValueError(f"records table {name!r} lacks column(s) {', '.join(missing)}")

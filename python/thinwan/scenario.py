@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 __all__ = [
     "ScenarioError",
@@ -31,6 +31,8 @@ __all__ = [
     "TcpSection",
     "TrafficSection",
     "RecordsSection",
+    "MuxSection",
+    "MUX_FRAME_HEADER_BYTES",
     "load_scenario",
     "scenario_from_dict",
 ]
@@ -140,15 +142,21 @@ class ScenarioSection(_Section):
 
 
 class TopologySection(_Section):
-    """``[topology]``: the dumbbell (servers — R1 — bottleneck — R2 — clients)."""
+    """``[topology]``: the dumbbell (servers — R1 — bottleneck — R2 — clients), or the
+    mux topology (the same with a last hop proxy → client, and the tunnel of ``[mux]``)."""
 
-    kind: Literal["dumbbell"] = "dumbbell"
+    kind: Literal["dumbbell", "mux"] = "dumbbell"
     pairs: int = Field(10, ge=1)
     access_rate_mbps: float = Field(100.0, gt=0)
     access_delay_ms: float = Field(1.0, ge=0)
     access_queue_packets: int = Field(1000, ge=1)
     bottleneck_rate_mbps: float = Field(10.0, gt=0)
     bottleneck_delay_ms: float = Field(20.0, ge=0)
+    bottleneck_loss: float = Field(0.0, ge=0, le=1)
+    bottleneck_loss_rev: float = Field(0.0, ge=0, le=1)
+    bottleneck_jitter_pct: float = Field(0.0, ge=0, le=100)
+    last_hop_delay_ms: float = Field(50.0, ge=0)
+    last_hop_rate_mbps: float = Field(100.0, gt=0)
 
 
 class QueueSection(_Section):
@@ -214,7 +222,7 @@ class TcpSection(_Section):
 class TrafficSection(_Section):
     """``[traffic]``: one independent source per server (spec §1)."""
 
-    model: Literal["thin-client", "bulk"] = "thin-client"
+    model: Literal["thin-client", "bulk", "game"] = "thin-client"
     p_interactive_to_bulk: float = Field(0.09, ge=0, le=1)
     p_bulk_to_interactive: float = Field(0.42, ge=0, le=1)
     gap_ii_s: float = Field(0.27, gt=0)
@@ -251,6 +259,19 @@ class RecordsSection(_Section):
     packet_log_conns: tuple[int, ...] = Field((), strict=False)
 
 
+# Bytes in a tunnel frame header: the codec's HEADER_LEN (crates/proto/src/mux/frame.rs);
+# tests/test_scenario.py checks it against the native module.
+MUX_FRAME_HEADER_BYTES = 12
+
+
+class MuxSection(_Section):
+    """``[mux]``: the thin-stream tunnel of ``topology.kind = "mux"`` (ignored otherwise)."""
+
+    mode: Literal["direct", "mux"] = "direct"
+    trunks: int = Field(1, ge=1)
+    frame_header_bytes: int = Field(MUX_FRAME_HEADER_BYTES, ge=0)
+
+
 class Scenario(_Section):
     """A complete, validated scenario: one attribute per TOML section."""
 
@@ -260,6 +281,16 @@ class Scenario(_Section):
     tcp: TcpSection = Field(default_factory=TcpSection)
     traffic: TrafficSection = Field(default_factory=TrafficSection)
     records: RecordsSection = Field(default_factory=RecordsSection)
+    mux: MuxSection = Field(default_factory=MuxSection)
+
+    @model_validator(mode="after")
+    def _mux_topology_needs_thin_streams(self) -> Scenario:
+        if self.topology.kind == "mux" and (self.traffic.model == "bulk" or self.traffic.separate_connections):
+            raise ValueError(
+                'topology.kind: "mux" carries one thin stream per pair: needs traffic.model '
+                '"game" or "thin-client" and traffic.separate_connections = false'
+            )
+        return self
 
     @property
     def name(self) -> str:
@@ -322,8 +353,10 @@ def _with_default_name(data: dict[str, Any], default: str) -> dict[str, Any]:
 
 def _describe(error: ValidationError, source: str) -> str:
     """One ``source: dotted.key: problem`` line per validation error."""
+    # Whole-scenario checks have no location; their message starts with the key.
     return "\n".join(
-        f"{source}: {'.'.join(map(str, e['loc']))}: {_problem(e)}" for e in error.errors()
+        f"{source}: {'.'.join(map(str, e['loc'])) + ': ' if e['loc'] else ''}{_problem(e)}"
+        for e in error.errors()
     )
 
 

@@ -1,4 +1,5 @@
-//! Traffic models: the two-state thin-client source of spec §1 (thin-client-tcp.md).
+//! Traffic models: the two-state thin-client source of spec §1 (thin-client-tcp.md),
+//! and the game source of the thin-stream mux spec ([`GameSource`]).
 //!
 //! Server→client traffic is a sequence of *flows*: an interactive flow is one small
 //! write (a keystroke echo); a bulk flow is a block of writes (a screen update). The
@@ -255,6 +256,149 @@ impl ThinClientSource {
     }
 }
 
+/// Parameters of the game source: one MMO server→client stream (spec
+/// `thin-stream-mux.md`, Anarchy Online trace: payload avg 98 B, min 8, max 1333;
+/// inter-arrival avg 632 ms, median 449 ms, 1st percentile 83 ms, 99th 4195 ms).
+///
+/// Laws (docs/model.md, "Game traffic"): the inter-arrival time is lognormal with the
+/// trace's median, clamped to `[gap_min, gap_max]`, its σ solved so the clamped mean is
+/// the trace's mean (σ ≈ 0.83); with `gap_min` = the trace's 1st percentile, 2 % of the
+/// gaps sit at the clamp, so the model's 1st percentile is 83 ms too. A lognormal cannot
+/// match median, mean *and* 99th percentile: its 99th percentile is ≈ 3.1 s, not 4.2 s.
+/// The payload is `payload_min` plus a lognormal (σ = `payload_sigma`) rounded to bytes
+/// and clamped to `payload_max`, its μ solved so the mean is `payload_mean`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct GameParams {
+    /// Mean payload, bytes.
+    pub payload_mean: f64,
+    /// Smallest payload, bytes.
+    pub payload_min: u32,
+    /// Largest payload, bytes.
+    pub payload_max: u32,
+    /// σ of ln(payload − min).
+    pub payload_sigma: f64,
+    /// Median inter-arrival time, seconds.
+    pub gap_median: f64,
+    /// Mean inter-arrival time, seconds.
+    pub gap_mean: f64,
+    /// Shortest inter-arrival time (clamp), seconds.
+    pub gap_min: f64,
+    /// Longest inter-arrival time (clamp), seconds. **[ours]**: the trace gives none.
+    pub gap_max: f64,
+}
+
+impl Default for GameParams {
+    fn default() -> Self {
+        GameParams {
+            payload_mean: 98.0,
+            payload_min: 8,
+            payload_max: 1333,
+            payload_sigma: 1.0,
+            gap_median: 0.449,
+            gap_mean: 0.632,
+            gap_min: 0.083,
+            gap_max: 10.0,
+        }
+    }
+}
+
+/// Game parameters with the lognormal laws solved for their means; shared by many sources.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct GameCalibrated {
+    params: GameParams,
+    /// μ, σ of ln(gap).
+    gap_mu: f64,
+    gap_sigma: f64,
+    /// μ of ln(payload − min).
+    payload_mu: f64,
+}
+
+impl GameCalibrated {
+    /// Check the parameters and solve σ of the gap law and μ of the payload law.
+    pub fn new(p: GameParams) -> Result<Self, ParamError> {
+        if !(0.0 < p.gap_min && p.gap_min < p.gap_median && p.gap_median < p.gap_mean && p.gap_mean < p.gap_max) {
+            return Err(ParamError("game: need 0 < gap_min < gap_median < gap_mean < gap_max".into()));
+        }
+        let (lo, hi) = (p.payload_min as f64, p.payload_max as f64);
+        if !(lo < p.payload_mean && p.payload_mean < hi) || p.payload_sigma <= 0.0 {
+            return Err(ParamError("game: need payload_min < payload_mean < payload_max, payload_sigma > 0".into()));
+        }
+        let gap_mu = p.gap_median.ln();
+        // The clamped mean grows with σ (for a fixed median): bisection.
+        let gap_sigma = bisect(1e-3, 5.0, |s| clamped_lognormal_mean(gap_mu, s, p.gap_min, p.gap_max) - p.gap_mean)
+            .ok_or_else(|| ParamError("game: no σ gives the gap mean".into()))?;
+        let payload_mu = bisect(-10.0, hi.ln(), |m| lo + clamped_lognormal_mean(m, p.payload_sigma, 0.0, hi - lo) - p.payload_mean)
+            .ok_or_else(|| ParamError("game: no μ gives the payload mean".into()))?;
+        Ok(GameCalibrated { params: p, gap_mu, gap_sigma, payload_mu })
+    }
+
+    /// σ of ln(gap) solved for the mean.
+    pub fn gap_sigma(&self) -> f64 {
+        self.gap_sigma
+    }
+}
+
+/// The game source: independent lognormal inter-arrival times and payload sizes, every
+/// write interactive. Yields writes in increasing time order; the first at `start`.
+pub struct GameSource {
+    c: GameCalibrated,
+    rng: Xoshiro256PlusPlus,
+    next_at: Instant,
+}
+
+impl GameSource {
+    /// A source whose first write is at `start`.
+    pub fn new(c: &GameCalibrated, rng: Xoshiro256PlusPlus, start: Instant) -> Self {
+        GameSource { c: *c, rng, next_at: start }
+    }
+
+    /// The next write.
+    pub fn next_write(&mut self) -> Write {
+        let p = self.c.params;
+        let at = self.next_at;
+        let z = self.normal();
+        let gap = (self.c.gap_mu + self.c.gap_sigma * z).exp().clamp(p.gap_min, p.gap_max);
+        self.next_at = at + Duration::from_secs_f64(gap);
+        let z = self.normal();
+        let extra = (self.c.payload_mu + p.payload_sigma * z).exp().round();
+        let bytes = (p.payload_min as f64 + extra).min(p.payload_max as f64) as u32;
+        Write { at, bytes, kind: Kind::Interactive }
+    }
+
+    fn normal(&mut self) -> f64 {
+        rand_distr::StandardNormal.sample(&mut self.rng)
+    }
+}
+
+/// E[clamp(X, lo, hi)] for ln X ~ N(μ, σ²), by Simpson's rule over the standard normal.
+fn clamped_lognormal_mean(mu: f64, sigma: f64, lo: f64, hi: f64) -> f64 {
+    const N: usize = 4000; // even; ±10 σ, step 0.005: error far below 1e-9 relative
+    let (a, b) = (-10.0, 10.0);
+    let h = (b - a) / N as f64;
+    let f = |z: f64| (mu + sigma * z).exp().clamp(lo, hi) * (-0.5 * z * z).exp();
+    let mut sum = f(a) + f(b);
+    for i in 1..N {
+        sum += f(a + i as f64 * h) * if i % 2 == 1 { 4.0 } else { 2.0 };
+    }
+    sum * h / 3.0 / (2.0 * std::f64::consts::PI).sqrt()
+}
+
+/// A root of increasing `f` in `[lo, hi]`, or `None` if it has no sign change there.
+fn bisect(mut lo: f64, mut hi: f64, f: impl Fn(f64) -> f64) -> Option<f64> {
+    if f(lo) > 0.0 || f(hi) < 0.0 {
+        return None;
+    }
+    for _ in 0..100 {
+        let mid = 0.5 * (lo + hi);
+        if f(mid) < 0.0 {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    Some(0.5 * (lo + hi))
+}
+
 /// Expected block length E[clamp(⌈X⌉, 2, max)] for X ~ Pareto(scale, shape).
 pub fn expected_block_len(scale: f64, shape: f64, max: u32) -> f64 {
     // E[n] = Σ_{k≥1} P(n ≥ k) = 2 + Σ_{k=3}^{max} P(X > k − 1).
@@ -341,5 +485,47 @@ mod tests {
         let mean_gap = pi * ((1.0 - a) * 0.27 + a * 0.22) + pb * (b * 0.24 + (1.0 - b) * 0.11);
         let measured = horizon.as_secs_f64() / flows;
         assert!((measured / mean_gap - 1.0).abs() < 0.02, "gap {measured} vs {mean_gap}");
+    }
+
+    #[test]
+    fn game_source_matches_the_trace_statistics() {
+        let c = GameCalibrated::new(GameParams::default()).unwrap();
+        assert!((c.gap_sigma() - 0.8265).abs() < 1e-3, "σ = {}", c.gap_sigma());
+        let mut s = GameSource::new(&c, stream_rng(5, 0), Instant::ZERO);
+        let n = 400_000;
+        let w: Vec<Write> = (0..n).map(|_| s.next_write()).collect();
+        assert!(w.iter().all(|w| w.kind == Kind::Interactive));
+        let bytes: Vec<f64> = w.iter().map(|w| w.bytes as f64).collect();
+        let mean_bytes = bytes.iter().sum::<f64>() / n as f64;
+        assert!((mean_bytes - 98.0).abs() < 1.0, "payload mean {mean_bytes}");
+        assert!(w.iter().all(|w| (8..=1333).contains(&w.bytes)));
+        assert!(w.iter().any(|w| w.bytes > 1000), "the tail reaches large payloads");
+        let mut gaps: Vec<f64> = w.windows(2).map(|p| (p[1].at - p[0].at).as_secs_f64()).collect();
+        assert!(gaps.iter().all(|&g| g > 0.0));
+        let mean = gaps.iter().sum::<f64>() / gaps.len() as f64;
+        gaps.sort_by(|a, b| a.partial_cmp(b).unwrap());
+        let q = |p: f64| gaps[((gaps.len() - 1) as f64 * p) as usize];
+        assert!((mean / 0.632 - 1.0).abs() < 0.01, "gap mean {mean}");
+        assert!((q(0.5) / 0.449 - 1.0).abs() < 0.01, "gap median {}", q(0.5));
+        assert!((q(0.01) - 0.083).abs() < 1e-6, "gap p1 {} (the clamp)", q(0.01));
+        // A lognormal fitted to median and mean has p99 ≈ 3.07 s (the trace: 4.2 s).
+        assert!((q(0.99) / 3.07 - 1.0).abs() < 0.03, "gap p99 {}", q(0.99));
+        assert!((1.0 / mean - 1.58).abs() < 0.03, "≈ 1.6 packets/s");
+    }
+
+    #[test]
+    fn game_source_is_deterministic_and_rejects_bad_parameters() {
+        let c = GameCalibrated::new(GameParams::default()).unwrap();
+        let run = |seed| {
+            let mut s = GameSource::new(&c, stream_rng(seed, 2), Instant::from_nanos(7_000_000));
+            (0..100).map(|_| s.next_write()).collect::<Vec<_>>()
+        };
+        assert_eq!(run(1), run(1));
+        assert_ne!(run(1), run(2));
+        assert_eq!(run(1)[0].at, Instant::from_nanos(7_000_000));
+        let bad = GameParams { gap_median: 0.7, ..GameParams::default() };
+        assert!(GameCalibrated::new(bad).is_err());
+        let bad = GameParams { payload_mean: 2.0, ..GameParams::default() };
+        assert!(GameCalibrated::new(bad).is_err());
     }
 }

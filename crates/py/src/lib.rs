@@ -30,6 +30,13 @@ fn version() -> &'static str {
     env!("CARGO_PKG_VERSION")
 }
 
+/// Bytes in a tunnel frame header (`thinwan_proto::mux::frame::HEADER_LEN`), the
+/// default of the scenario key `mux.frame_header_bytes`.
+#[pyfunction]
+fn mux_frame_header_len() -> usize {
+    thinwan_proto::mux::frame::HEADER_LEN
+}
+
 /// A dict of numpy columns from named `Vec` fields of a records table.
 macro_rules! table {
     ($py:expr, $t:expr, [$($col:ident),*]) => {{
@@ -48,7 +55,7 @@ fn to_python(py: Python<'_>, r: RunRecords, run: u64, wall_s: f64) -> PyResult<P
         sack_recoveries, bytes_written, bytes_delivered, bytes_sent, bytes_retransmitted, segments_sent,
         tlp_probes, rack_marked_lost, rto_resets, role]))?;
     let p = r.ports;
-    let ports = table!(py, p, [rate_bps, window_s, bytes_tx, bytes_tx_interactive, packets_tx, drops_overflow, max_queue_bytes]);
+    let ports = table!(py, p, [rate_bps, window_s, bytes_tx, bytes_tx_interactive, packets_tx, drops_overflow, max_queue_bytes, drops_loss]);
     ports.set_item("port", p.port)?; // strings: a list, not an ndarray
     out.set_item("ports", ports)?;
     let ct = r.conn_trace;
@@ -86,5 +93,6 @@ fn to_python(py: Python<'_>, r: RunRecords, run: u64, wall_s: f64) -> PyResult<P
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(simulate, m)?)?;
     m.add_function(wrap_pyfunction!(version, m)?)?;
+    m.add_function(wrap_pyfunction!(mux_frame_header_len, m)?)?;
     Ok(())
 }

@@ -22,6 +22,19 @@ pub struct Config {
     pub traffic: TrafficSec,
     /// What to record.
     pub records: RecordsSec,
+    /// The thin-stream tunnel of the mux topology.
+    pub mux: MuxSec,
+}
+
+/// `[mux]` (used with `topology.kind = "mux"` only).
+#[derive(Clone, Debug, Deserialize)]
+pub struct MuxSec {
+    /// "direct": one TCP connection per stream server → client; "mux": the tunnel.
+    pub mode: String,
+    /// Trunk connections; stream i uses trunk i mod N.
+    pub trunks: u32,
+    /// Frame header bytes per write on a trunk.
+    pub frame_header_bytes: u32,
 }
 
 /// `[scenario]`
@@ -42,7 +55,7 @@ pub struct ScenarioSec {
 /// `[topology]`
 #[derive(Clone, Debug, Deserialize)]
 pub struct TopologySec {
-    /// Only "dumbbell".
+    /// "dumbbell" | "mux".
     pub kind: String,
     /// Server→client pairs.
     pub pairs: u32,
@@ -56,6 +69,17 @@ pub struct TopologySec {
     pub bottleneck_rate_mbps: f64,
     /// Bottleneck one-way delay.
     pub bottleneck_delay_ms: f64,
+    /// I.i.d. loss probability of packets on the bottleneck link R1→R2.
+    pub bottleneck_loss: f64,
+    /// The same on R2→R1.
+    pub bottleneck_loss_rev: f64,
+    /// Delay jitter of both bottleneck directions: uniform within ± this % of the
+    /// one-way delay, without reordering.
+    pub bottleneck_jitter_pct: f64,
+    /// Mux topology: one-way delay of the last hop proxy (R2) ↔ client.
+    pub last_hop_delay_ms: f64,
+    /// Mux topology: rate of the last hop.
+    pub last_hop_rate_mbps: f64,
 }
 
 /// `[queue]`
@@ -123,7 +147,7 @@ pub struct TcpSec {
 /// `[traffic]`
 #[derive(Clone, Debug, Deserialize)]
 pub struct TrafficSec {
-    /// "thin-client" | "bulk".
+    /// "thin-client" | "bulk" | "game".
     pub model: String,
     /// α.
     pub p_interactive_to_bulk: f64,
@@ -184,8 +208,22 @@ impl Config {
     /// direct callers).
     fn check(&self) -> Result<(), String> {
         let bad = |k: &str, why: &str| Err(format!("{k}: {why}"));
-        if self.topology.kind != "dumbbell" {
-            return bad("topology.kind", "only \"dumbbell\" is supported");
+        if !matches!(self.topology.kind.as_str(), "dumbbell" | "mux") {
+            return bad("topology.kind", "must be \"dumbbell\" or \"mux\"");
+        }
+        if self.topology.kind == "mux" {
+            if self.topology.last_hop_rate_mbps <= 0.0 || self.topology.last_hop_delay_ms < 0.0 {
+                return bad("topology.last_hop_*", "rate must be > 0 and delay ≥ 0");
+            }
+            if !matches!(self.mux.mode.as_str(), "direct" | "mux") {
+                return bad("mux.mode", "must be \"direct\" or \"mux\"");
+            }
+            if self.mux.trunks == 0 {
+                return bad("mux.trunks", "must be ≥ 1");
+            }
+            if self.traffic.separate_connections || self.traffic.model == "bulk" {
+                return bad("topology.kind", "\"mux\" needs traffic.separate_connections = false and a thin model");
+            }
         }
         if self.topology.pairs == 0 {
             return bad("topology.pairs", "must be ≥ 1");
@@ -211,11 +249,20 @@ impl Config {
         if !matches!(self.tcp.recovery.as_str(), "reno" | "newreno") {
             return bad("tcp.recovery", "must be \"reno\" or \"newreno\"");
         }
-        if !matches!(self.traffic.model.as_str(), "thin-client" | "bulk") {
-            return bad("traffic.model", "must be \"thin-client\" or \"bulk\"");
+        if !matches!(self.traffic.model.as_str(), "thin-client" | "bulk" | "game") {
+            return bad("traffic.model", "must be \"thin-client\", \"bulk\" or \"game\"");
         }
         if !matches!(self.traffic.gap_distribution.as_str(), "lognormal" | "exponential" | "constant") {
             return bad("traffic.gap_distribution", "must be lognormal, exponential or constant");
+        }
+        let t = &self.topology;
+        for (k, p) in [("topology.bottleneck_loss", t.bottleneck_loss), ("topology.bottleneck_loss_rev", t.bottleneck_loss_rev)] {
+            if !(0.0..=1.0).contains(&p) {
+                return bad(k, "must be in [0, 1]");
+            }
+        }
+        if !(0.0..=100.0).contains(&t.bottleneck_jitter_pct) {
+            return bad("topology.bottleneck_jitter_pct", "must be in [0, 100]");
         }
         if self.scenario.duration_s <= 0.0 {
             return bad("scenario.duration_s", "must be > 0");

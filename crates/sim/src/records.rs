@@ -82,6 +82,8 @@ pub struct Ports {
     pub packets_tx: Vec<u64>,
     /// Drops because the queue was full.
     pub drops_overflow: Vec<u64>,
+    /// Packets lost on the link after it (random loss, `topology.bottleneck_loss*`).
+    pub drops_loss: Vec<u64>,
     /// Largest backlog, bytes.
     pub max_queue_bytes: Vec<u64>,
 }
@@ -170,7 +172,7 @@ pub struct PacketCounts {
     pub created: u64,
     /// Packets that reached their endpoint.
     pub arrived: u64,
-    /// Packets dropped by a queue.
+    /// Packets dropped by a queue or lost on a link.
     pub dropped: u64,
     /// Packets still queued or on a link when the run ended.
     pub in_flight: u64,

@@ -6,20 +6,42 @@
 //!  server_i ◀──access── R1 ◀═bottleneck-rev═ R2 ◀──access── client_i   (ACKs)
 //! ```
 //!
+//! The mux topology (`topology.kind = "mux"`, spec `thin-stream-mux.md`) is the same
+//! dumbbell with a *last hop* (proxy → client: `last_hop_*`) in place of the client access
+//! links and, in mux mode, a tunnel: stream i's writes become frames on trunk
+//! connection `i mod N` from a core host beside R1 to the edge proxy at R2, which writes
+//! each whole frame's payload on stream i's own connection to client i.
+//!
+//! ```text
+//!  direct: server_i ─access─ R1 ══WAN══ R2 ──last hop── client_i   (one TCP conn per stream)
+//!  mux:    core ═(trunk k, access)═ R1 ══WAN══ R2 = edge ──last hop── client_i
+//!            trunk conns core→edge (i mod N)       last-hop conns edge→client_i
+//! ```
+//!
 //! Every output port is a link (rate, propagation delay) behind a queue discipline
-//! from the sans-IO core. A packet's route is the list of ports it crosses; after the
-//! last one it reaches its endpoint.
+//! from the sans-IO core. A packet's route is the list of ports it crosses (at most
+//! [`HOPS`], [`NO_PORT`] ends a shorter one); after the last one it reaches its endpoint.
 
 use crate::config::Config;
 use crate::engine::{Event, EventQueue};
 use crate::records::RunRecords;
 use thinwan_proto::qdisc::{Classifier, DropTail, Dropped, Limits, Priority, QueueDisc, QueueItem};
 use thinwan_proto::tcp::{Ack, DataSegment, Mechanisms, Receiver, ReceiverConfig, Recovery, RtoConfig, Sender, SenderConfig};
-use thinwan_proto::traffic::{stream_rng, Calibrated, GapLaw, Kind, ThinClientParams, ThinClientSource, Write};
+use thinwan_proto::traffic::{
+    stream_rng, Calibrated, GameCalibrated, GameParams, GameSource, GapLaw, Kind, ThinClientParams, ThinClientSource, Write,
+};
 use thinwan_proto::{Duration, Instant};
+use rand::Rng;
+use rand_xoshiro::Xoshiro256PlusPlus;
 
-/// Hops on every route: sender NIC, a router port, the far router's port to the host.
+/// Most hops on a route: sender NIC, a router port, the far router's port to the host.
 const HOPS: usize = 3;
+/// Ends a route shorter than [`HOPS`] (the mux topology's trunk and last-hop routes).
+const NO_PORT: u32 = u32::MAX;
+
+/// Connection roles (connections table, docs/records.md).
+const ROLE_TRUNK: u8 = 2;
+const ROLE_LAST_HOP: u8 = 3;
 /// Greedy sources write in chunks of this size (one message row per chunk).
 const BULK_CHUNK: u32 = 1 << 20;
 
@@ -66,6 +88,11 @@ struct Packet {
 
 struct Port {
     name: &'static str,
+    /// Random loss and delay jitter on the link (the WAN path only; `None` elsewhere,
+    /// and when both are off, so an unimpaired link draws no random numbers).
+    impair: Option<Impairment>,
+    /// Packets lost on the link (reason "loss").
+    drops_loss: u64,
     rate_bps: u64,
     delay: Duration,
     queue: Box<dyn QueueDisc<QItem> + Send>,
@@ -82,6 +109,25 @@ struct Port {
     bytes_tx_interactive: u64,
     packets_tx: u64,
 }
+
+/// I.i.d. packet loss and delay jitter of one link direction.
+///
+/// A packet that finished serialisation is lost with probability `loss`; otherwise its
+/// propagation delay is `delay · (1 + u)`, `u` uniform in `[−jitter, +jitter]`, but never
+/// earlier than the packet ahead of it on the same link arrives (a link does not reorder:
+/// a packet that would overtake waits for the one ahead).
+struct Impairment {
+    loss: f64,
+    jitter: f64,
+    rng: Xoshiro256PlusPlus,
+    /// Arrival time of the latest packet sent over the link.
+    last_arrive: Instant,
+}
+
+/// Randomness streams of the two WAN link directions: far above the sources' `2·pair`
+/// (and `2·pair + 1`), so they never collide for any realistic pair count.
+const LINK_STREAM_FWD: u64 = 1 << 62;
+const LINK_STREAM_REV: u64 = (1 << 62) + 1;
 
 /// One application write and what happened to its last byte.
 #[derive(Clone, Copy, Debug)]
@@ -102,6 +148,7 @@ struct Msg {
 
 enum Source {
     ThinClient(ThinClientSource),
+    Game(GameSource),
     /// Greedy: `chunks` writes of BULK_CHUNK at the start.
     Bulk { chunks: u32 },
 }
@@ -121,7 +168,12 @@ struct Conn {
     sender: Sender,
     receiver: Receiver,
     /// Writes waiting for send-buffer space (the application is blocked).
-    blocked: std::collections::VecDeque<Write>,
+    blocked: std::collections::VecDeque<Pending>,
+    /// A last-hop connection of the tunnel: its messages carry the trunk's transmission
+    /// stamps, so its own transmissions and arrivals do not overwrite them.
+    relay: bool,
+    /// A trunk: the stream of each of its messages (frames), parallel to `msgs`.
+    frame_stream: Vec<u32>,
     routes: [[u32; HOPS]; 2],
     msgs: Vec<Msg>,
     read_cursor: usize,
@@ -133,6 +185,34 @@ struct Conn {
     sender_armed: Instant,
     receiver_armed: Instant,
     last_trace: [f64; 6],
+}
+
+/// A write waiting for TCP, and what it is.
+#[derive(Clone, Copy, Debug)]
+struct Pending {
+    w: Write,
+    tag: Tag,
+}
+
+#[derive(Clone, Copy, Debug)]
+enum Tag {
+    /// An application write.
+    Plain,
+    /// A frame (header + one write of `stream`) on a trunk.
+    Frame { stream: u32 },
+    /// The edge relays a frame's payload: `frame` is the trunk's record of it (its
+    /// `t_write` is the server's write; its transmission stamps are the trunk's).
+    Relay { frame: Msg },
+}
+
+/// The tunnel of the mux topology in mux mode.
+#[derive(Clone, Copy, Debug)]
+struct Tunnel {
+    /// Connection id of trunk 0; trunk k is `first_trunk + k`.
+    first_trunk: u32,
+    trunks: u32,
+    /// Frame header bytes added to every write on a trunk.
+    header: u32,
 }
 
 /// A whole run.
@@ -152,6 +232,7 @@ pub struct World {
     free: Vec<u32>,
     drop_buf: Vec<Dropped<QItem>>,
     header: u32,
+    tunnel: Option<Tunnel>,
     trace_tcp: bool,
     trace_interval: Duration,
     out: RunRecords,
@@ -190,6 +271,8 @@ impl World {
         };
         let port = |name, rate, delay_ms: f64, queue: Box<dyn QueueDisc<QItem> + Send>, bottleneck, reported| Port {
             name,
+            impair: None,
+            drops_loss: 0,
             rate_bps: mbps(rate),
             delay: Duration::from_millis_f64(delay_ms),
             queue,
@@ -218,6 +301,12 @@ impl World {
             port("bottleneck", t.bottleneck_rate_mbps, t.bottleneck_delay_ms, bneck_queue, true, true),
             port("bottleneck-rev", t.bottleneck_rate_mbps, t.bottleneck_delay_ms, droptail(bneck_limits), false, true),
         ];
+        let impair = |loss: f64, stream| {
+            let jitter = t.bottleneck_jitter_pct / 100.0;
+            (loss > 0.0 || jitter > 0.0).then(|| Impairment { loss, jitter, rng: stream_rng(seed, stream), last_arrive: Instant::ZERO })
+        };
+        ports[0].impair = impair(t.bottleneck_loss, LINK_STREAM_FWD);
+        ports[1].impair = impair(t.bottleneck_loss_rev, LINK_STREAM_REV);
         let tcp = &cfg.tcp;
         let recovery = match (tcp.sack, tcp.recovery.as_str()) {
             (true, _) => Recovery::Sack,
@@ -253,6 +342,12 @@ impl World {
             sack: tcp.sack,
         };
         let model = Calibrated::new(thin_client_params(&cfg)?).map_err(|e| format!("traffic: {}", e.0))?;
+        let game = GameCalibrated::new(GameParams::default()).map_err(|e| format!("traffic: {}", e.0))?;
+        let mux_topology = t.kind == "mux";
+        let tunnel_mode = mux_topology && cfg.mux.mode == "mux";
+        // Client-side links: the access links, or the last hop of the mux topology.
+        let (client_rate, client_delay) =
+            if mux_topology { (t.last_hop_rate_mbps, t.last_hop_delay_ms) } else { (t.access_rate_mbps, t.access_delay_ms) };
         let duration = Instant::from_secs_f64(cfg.scenario.duration_s);
         let stagger = Duration::from_millis_f64(cfg.scenario.start_stagger_ms);
         let separate = cfg.traffic.separate_connections;
@@ -261,8 +356,9 @@ impl World {
         let mut events = EventQueue::default();
         for i in 0..n {
             let base = ports.len() as u32;
-            for name in ["server-nic", "r2-to-client", "client-nic", "r1-to-server"] {
-                ports.push(port(name, t.access_rate_mbps, t.access_delay_ms, droptail(access_limits), false, false));
+            for (name, client_side) in [("server-nic", false), ("r2-to-client", true), ("client-nic", true), ("r1-to-server", false)] {
+                let (rate, delay) = if client_side { (client_rate, client_delay) } else { (t.access_rate_mbps, t.access_delay_ms) };
+                ports.push(port(name, rate, delay, droptail(access_limits), false, false));
             }
             let start = Instant::ZERO + stagger.saturating_mul(i as u64);
             let (source, first) = match cfg.traffic.model.as_str() {
@@ -273,21 +369,34 @@ impl World {
                     let w = Write { at: start, bytes: BULK_CHUNK, kind: Kind::Bulk };
                     (Source::Bulk { chunks }, w)
                 }
+                "game" => {
+                    let mut s = GameSource::new(&game, stream_rng(seed, 2 * i as u64), start);
+                    let w = s.next_write();
+                    (Source::Game(s), w)
+                }
                 _ => {
                     let mut s = ThinClientSource::calibrated(&model, stream_rng(seed, 2 * i as u64), start);
                     let w = s.next_write();
                     (Source::ThinClient(s), w)
                 }
             };
+            // In mux mode the stream's own connection is only the last hop edge → client.
+            let (role0, routes) = if tunnel_mode {
+                (ROLE_LAST_HOP, [[base + 1, NO_PORT, NO_PORT], [base + 2, NO_PORT, NO_PORT]])
+            } else {
+                (0, [[base, 0, base + 1], [base + 2, 1, base + 3]])
+            };
             let first_conn = conns.len() as u32;
             for role in 0..=separate as u8 {
                 conns.push(Conn {
                     pair: i,
-                    role,
+                    role: role.max(role0),
                     sender: Sender::new(scfg),
                     receiver: Receiver::new(rcfg),
                     blocked: Default::default(),
-                    routes: [[base, 0, base + 1], [base + 2, 1, base + 3]],
+                    relay: tunnel_mode,
+                    frame_stream: Vec::new(),
+                    routes,
                     msgs: Vec::new(),
                     read_cursor: 0,
                     dropped: Vec::new(),
@@ -302,6 +411,32 @@ impl World {
                 events.push(first.at, Event::AppWrite { pair: i });
             }
             pairs.push(Pair { source, next_write: Some(first), conns: [first_conn, first_conn + separate as u32] });
+        }
+        // Trunks: core host k beside R1 (access link) → R1 ══WAN══ R2 = the edge proxy.
+        let tunnel = tunnel_mode.then_some(Tunnel { first_trunk: conns.len() as u32, trunks: cfg.mux.trunks, header: cfg.mux.frame_header_bytes });
+        for k in 0..if tunnel_mode { cfg.mux.trunks } else { 0 } {
+            let base = ports.len() as u32;
+            for name in ["core-nic", "r1-to-core"] {
+                ports.push(port(name, t.access_rate_mbps, t.access_delay_ms, droptail(access_limits), false, false));
+            }
+            conns.push(Conn {
+                pair: k,
+                role: ROLE_TRUNK,
+                sender: Sender::new(scfg),
+                receiver: Receiver::new(rcfg),
+                blocked: Default::default(),
+                relay: false,
+                frame_stream: Vec::new(),
+                routes: [[base, 0, NO_PORT], [1, base + 1, NO_PORT]],
+                msgs: Vec::new(),
+                read_cursor: 0,
+                dropped: Vec::new(),
+                spurious_timeouts: 0,
+                bytes_delivered: 0,
+                sender_armed: NONE,
+                receiver_armed: NONE,
+                last_trace: [f64::NAN; 6],
+            });
         }
         let mut logged = vec![false; conns.len()];
         for &c in &cfg.records.packet_log_conns {
@@ -328,6 +463,7 @@ impl World {
             free: Vec::new(),
             drop_buf: Vec::new(),
             header: tcp.header_bytes,
+            tunnel,
             trace_tcp: tracing && cfg.records.trace_connections == "all",
             trace_interval: Duration::from_millis_f64(cfg.records.trace_interval_ms.max(1e-3)),
             out: RunRecords::default(),
@@ -365,6 +501,7 @@ impl World {
         let Some(w) = p.next_write.take() else { return };
         p.next_write = match &mut p.source {
             Source::ThinClient(s) => Some(s.next_write()),
+            Source::Game(s) => Some(s.next_write()),
             Source::Bulk { chunks } => {
                 *chunks -= 1;
                 (*chunks > 0).then_some(Write { at: now, ..w })
@@ -373,22 +510,45 @@ impl World {
         if let Some(next) = p.next_write.filter(|n| n.at < self.window) {
             self.events.push(next.at, Event::AppWrite { pair });
         }
-        let conn = p.conns[(w.kind == Kind::Bulk) as usize];
-        self.conns[conn as usize].blocked.push_back(w);
+        let (conn, pending) = match self.tunnel {
+            // The write becomes a frame on the stream's trunk (stream affinity i mod N).
+            // Each trunk sends its frames in write order: with thin streams only, the
+            // codec's thin-first scheduler would order them the same (FIFO by write time).
+            Some(tn) => {
+                let frame = Write { bytes: w.bytes + tn.header, ..w };
+                (tn.first_trunk + pair % tn.trunks, Pending { w: frame, tag: Tag::Frame { stream: pair } })
+            }
+            None => (p.conns[(w.kind == Kind::Bulk) as usize], Pending { w, tag: Tag::Plain }),
+        };
+        self.conns[conn as usize].blocked.push_back(pending);
         self.flush_writes(conn);
         self.transmit(conn);
+    }
+
+    /// The edge has read whole frames `from..to` of trunk `conn`: write each payload on
+    /// its stream's last-hop connection at once.
+    fn relay_frames(&mut self, conn: u32, from: usize, to: usize) {
+        let Some(tn) = self.tunnel else { return };
+        for f in from..to {
+            let c = &self.conns[conn as usize];
+            let (frame, stream) = (c.msgs[f], c.frame_stream[f]);
+            let w = Write { at: frame.t_write, bytes: frame.bytes - tn.header, kind: frame.kind };
+            self.conns[stream as usize].blocked.push_back(Pending { w, tag: Tag::Relay { frame } });
+            self.flush_writes(stream);
+            self.transmit(stream);
+        }
     }
 
     /// Hand blocked writes to TCP while its send buffer has room.
     fn flush_writes(&mut self, conn: u32) {
         let c = &mut self.conns[conn as usize];
-        while let Some(w) = c.blocked.front() {
-            if c.sender.buffer_space() < w.bytes as u64 {
+        while let Some(pw) = c.blocked.front() {
+            if c.sender.buffer_space() < pw.w.bytes as u64 {
                 break;
             }
-            let w = c.blocked.pop_front().expect("front exists");
+            let Pending { w, tag } = c.blocked.pop_front().expect("front exists");
             let end = c.sender.write(w.bytes as u64);
-            c.msgs.push(Msg {
+            let mut msg = Msg {
                 end,
                 kind: w.kind,
                 bytes: w.bytes,
@@ -400,7 +560,19 @@ impl World {
                 t_arrive: NONE,
                 t_read: NONE,
                 tx_count: 0,
-            });
+            };
+            match tag {
+                Tag::Plain => {}
+                Tag::Frame { stream } => c.frame_stream.push(stream),
+                Tag::Relay { frame } => {
+                    msg.t_first_tx = frame.t_first_tx;
+                    msg.t_tx = frame.t_tx;
+                    msg.t_enq = frame.t_enq;
+                    msg.t_deq = frame.t_deq;
+                    msg.tx_count = frame.tx_count;
+                }
+            }
+            c.msgs.push(msg);
         }
     }
 
@@ -411,7 +583,7 @@ impl World {
             let c = &mut self.conns[conn as usize];
             // This copy supersedes any dropped copy of the same bytes.
             c.dropped.retain(|&(s, _)| s < seg.seq || s >= seg.end());
-            let interactive = mark_transmission(&mut c.msgs, &seg, now);
+            let interactive = mark_transmission(&mut c.msgs, &seg, now, !c.relay);
             let route0 = c.routes[0][0];
             let p = self.alloc(Packet {
                 conn,
@@ -476,13 +648,16 @@ impl World {
             let m = &mut c.msgs[i];
             if m.t_arrive == NONE {
                 m.t_arrive = now;
-                m.t_tx = pkt.t_tx;
-                m.t_enq = pkt.t_enq;
-                m.t_deq = pkt.t_deq;
+                if !c.relay {
+                    m.t_tx = pkt.t_tx;
+                    m.t_enq = pkt.t_enq;
+                    m.t_deq = pkt.t_deq;
+                }
             }
             i += 1;
         }
         // In-order bytes go to the application at once.
+        let first_read = c.read_cursor;
         if d.to > d.from {
             c.bytes_delivered += d.to - d.from;
             while c.read_cursor < c.msgs.len() && c.msgs[c.read_cursor].end <= d.to {
@@ -490,7 +665,11 @@ impl World {
                 c.read_cursor += 1;
             }
         }
+        let (read_to, trunk) = (c.read_cursor, c.role == ROLE_TRUNK);
         self.send_acks(conn);
+        if trunk {
+            self.relay_frames(conn, first_read, read_to);
+        }
     }
 
     fn send_acks(&mut self, conn: u32) {
@@ -608,10 +787,24 @@ impl World {
         if pt.bottleneck {
             self.slab[item.packet as usize].t_deq = done;
         }
-        let arrive = done + pt.delay;
         if pt.queue.backlog_packets() > 0 {
             pt.free_scheduled = true;
             self.events.push(done, Event::PortFree { port });
+        }
+        let mut arrive = done + pt.delay;
+        if let Some(imp) = &mut pt.impair {
+            // The lost packet still occupied the link while it was serialised.
+            if imp.loss > 0.0 && imp.rng.gen::<f64>() < imp.loss {
+                pt.drops_loss += 1;
+                self.on_drop(item.packet);
+                return;
+            }
+            if imp.jitter > 0.0 {
+                let u = imp.jitter * (2.0 * imp.rng.gen::<f64>() - 1.0);
+                arrive = done + Duration::from_secs_f64(pt.delay.as_secs_f64() * (1.0 + u));
+            }
+            arrive = arrive.max(imp.last_arrive);
+            imp.last_arrive = arrive;
         }
         self.events.push(arrive, Event::Arrive { packet: item.packet });
     }
@@ -623,8 +816,10 @@ impl World {
         if (pk.hop as usize) < HOPS {
             let dir = matches!(pk.body, Body::Ack(_)) as usize;
             let next = self.conns[pk.conn as usize].routes[dir][pk.hop as usize];
-            self.enqueue(next, packet);
-            return;
+            if next != NO_PORT {
+                self.enqueue(next, packet);
+                return;
+            }
         }
         self.free.push(packet);
         self.out.packets.arrived += 1;
@@ -703,19 +898,64 @@ impl World {
         tr.rtt.push(row[5]);
     }
 
+    /// Mux mode, at the end of the run: per stream, its writes not yet on its last-hop
+    /// connection, in write order (waiting there for send-buffer space, on the trunk
+    /// still unread by the edge, or waiting for the trunk's send buffer).
+    fn unrelayed_writes(&self) -> Vec<Vec<Msg>> {
+        let Some(tn) = self.tunnel else { return Vec::new() };
+        let mut rows = vec![Vec::new(); tn.first_trunk as usize];
+        let unread = |frame: Msg| Msg { bytes: frame.bytes - tn.header, t_arrive: NONE, t_read: NONE, ..frame };
+        for (s, c) in self.conns[..tn.first_trunk as usize].iter().enumerate() {
+            rows[s].extend(c.blocked.iter().filter_map(|p| match p.tag {
+                Tag::Relay { frame } => Some(unread(frame)),
+                _ => None,
+            }));
+        }
+        for c in &self.conns[tn.first_trunk as usize..] {
+            for (frame, &s) in c.msgs.iter().zip(&c.frame_stream).skip(c.read_cursor) {
+                rows[s as usize].push(unread(*frame));
+            }
+            for p in &c.blocked {
+                if let Tag::Frame { stream } = p.tag {
+                    let w = p.w;
+                    rows[stream as usize].push(Msg {
+                        end: 0,
+                        kind: w.kind,
+                        bytes: w.bytes - tn.header,
+                        t_write: w.at,
+                        t_first_tx: NONE,
+                        t_tx: NONE,
+                        t_enq: NONE,
+                        t_deq: NONE,
+                        t_arrive: NONE,
+                        t_read: NONE,
+                        tx_count: 0,
+                    });
+                }
+            }
+        }
+        rows
+    }
+
     fn finish(mut self) -> RunRecords {
         let mut out = std::mem::take(&mut self.out);
         out.events = self.events.processed();
         out.packets.in_flight = (self.slab.len() - self.free.len()) as u64;
         out.seed = self.seed;
-        let total_msgs: usize = self.conns.iter().map(|c| c.msgs.len()).sum();
+        // A trunk's messages are frames, not application writes: the stream's
+        // last-hop connection has the row of each write, and the writes the edge has not
+        // relayed yet are added after it (unread: t_arrive and t_read NaN).
+        let unrelayed = self.unrelayed_writes();
+        let total_msgs: usize =
+            self.conns.iter().filter(|c| c.role != ROLE_TRUNK).map(|c| c.msgs.len()).sum::<usize>() + unrelayed.iter().map(Vec::len).sum::<usize>();
         let m = &mut out.messages;
         for v in [&mut m.t_write, &mut m.t_first_tx, &mut m.t_tx, &mut m.t_enq, &mut m.t_deq, &mut m.t_arrive, &mut m.t_read] {
             v.reserve_exact(total_msgs);
         }
-        let (mut overflow, mut pushed) = (0u64, 0u64);
+        let (mut overflow, mut pushed, mut lost) = (0u64, 0u64, 0u64);
         for (i, c) in self.conns.iter().enumerate() {
-            for msg in &c.msgs {
+            let later = unrelayed.get(i).map_or(&[][..], Vec::as_slice);
+            for msg in c.msgs.iter().filter(|_| c.role != ROLE_TRUNK).chain(later) {
                 m.conn.push(i as u32);
                 m.pair.push(c.pair);
                 m.kind.push(msg.kind as u8);
@@ -751,6 +991,7 @@ impl World {
             let s = p.queue.stats();
             overflow += s.drops_overflow;
             pushed += s.drops_pushed_out;
+            lost += p.drops_loss;
             if !p.reported {
                 continue;
             }
@@ -762,16 +1003,18 @@ impl World {
             r.bytes_tx_interactive.push(p.bytes_tx_interactive);
             r.packets_tx.push(p.packets_tx);
             r.drops_overflow.push(s.drops_overflow);
+            r.drops_loss.push(p.drops_loss);
             r.max_queue_bytes.push(s.max_bytes);
         }
-        out.drops_by_reason = vec![("overflow".into(), overflow), ("pushed_out".into(), pushed)];
+        out.drops_by_reason = vec![("overflow".into(), overflow), ("pushed_out".into(), pushed), ("loss".into(), lost)];
         out
     }
 }
 
 /// Count a transmission for every message whose last byte the segment carries, stamp
-/// first transmissions, and say whether it carries any interactive byte.
-fn mark_transmission(msgs: &mut [Msg], seg: &DataSegment, now: Instant) -> bool {
+/// first transmissions (unless `stamp` is off: relayed messages keep the trunk's), and
+/// say whether it carries any interactive byte.
+fn mark_transmission(msgs: &mut [Msg], seg: &DataSegment, now: Instant, stamp: bool) -> bool {
     let mut interactive = false;
     let mut i = msgs.partition_point(|m| m.end <= seg.seq);
     while i < msgs.len() {
@@ -779,6 +1022,10 @@ fn mark_transmission(msgs: &mut [Msg], seg: &DataSegment, now: Instant) -> bool 
         interactive |= m.kind == Kind::Interactive;
         if m.end > seg.end() {
             break; // carries only a middle part of this one
+        }
+        if !stamp {
+            i += 1;
+            continue;
         }
         m.tx_count = m.tx_count.saturating_add(1);
         if m.t_first_tx == NONE {

@@ -6,7 +6,9 @@ pub fn base() -> Value {
         "scenario": {"name": "test", "description": "", "duration_s": 10.0, "drain_s": 10.0, "runs": 1,
                       "seed": 1, "start_stagger_ms": 0.25},
         "topology": {"kind": "dumbbell", "pairs": 4, "access_rate_mbps": 100.0, "access_delay_ms": 1.0,
-                      "access_queue_packets": 1000, "bottleneck_rate_mbps": 10.0, "bottleneck_delay_ms": 20.0},
+                      "access_queue_packets": 1000, "bottleneck_rate_mbps": 10.0, "bottleneck_delay_ms": 20.0,
+                      "bottleneck_loss": 0.0, "bottleneck_loss_rev": 0.0, "bottleneck_jitter_pct": 0.0,
+                      "last_hop_delay_ms": 50.0, "last_hop_rate_mbps": 100.0},
         "queue": {"discipline": "droptail", "limit_bytes": 0, "limit_packets": 1000,
                    "priority_classifier": "label", "classifier_gap_ms": 6.31},
         "tcp": {"recovery": "newreno", "sack": true, "mss": 1460, "header_bytes": 40, "initial_cwnd_segments": 10,
@@ -20,7 +22,8 @@ pub fn base() -> Value {
                      "gap_distribution": "lognormal", "gap_lognormal_sigma": 1.0, "interactive_bytes_mean": 137.2,
                      "bulk_bytes_mean": 936.2, "size_spread": 0.5, "bulk_packets_mean": 7.4, "bulk_packets_max": 1000,
                      "bulk_pareto_shape": 1.5, "intra_bulk_gap_ms": 0.36, "separate_connections": false},
-        "records": {"traces": true, "trace_interval_ms": 10.0, "trace_connections": "all", "packet_log_conns": []}
+        "records": {"traces": true, "trace_interval_ms": 10.0, "trace_connections": "all", "packet_log_conns": []},
+        "mux": {"mode": "direct", "trunks": 1, "frame_header_bytes": 12}
     })
 }
 
