@@ -37,7 +37,7 @@ with tempfile.TemporaryDirectory() as d:
     timed("write Parquet", lambda: rec.write(Path(d) / "run-0"))
 dig = timed("metrics digest", lambda: digest_run(rec, sc))
 summary = summarize_runs([dig.summary])
-timed("import matplotlib + figures + HTML", lambda: html_report(sc, [dig], summary))
+timed("report: Plotly specs + HTML", lambda: html_report(sc, [dig], summary))
 total = sum(phases.values())
 for k, v in phases.items():
     print(f"{v:7.3f} s  {k}")
