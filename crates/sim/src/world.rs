@@ -215,6 +215,29 @@ struct Tunnel {
     header: u32,
 }
 
+impl Conn {
+    fn new(pair: u32, role: u8, sender: Sender, receiver: Receiver, routes: [[u32; HOPS]; 2], relay: bool) -> Self {
+        Conn {
+            pair,
+            role,
+            sender,
+            receiver,
+            blocked: Default::default(),
+            relay,
+            frame_stream: Vec::new(),
+            routes,
+            msgs: Vec::new(),
+            read_cursor: 0,
+            dropped: Vec::new(),
+            spurious_timeouts: 0,
+            bytes_delivered: 0,
+            sender_armed: NONE,
+            receiver_armed: NONE,
+            last_trace: [f64::NAN; 6],
+        }
+    }
+}
+
 /// A whole run.
 pub struct World {
     cfg: Config,
@@ -388,24 +411,7 @@ impl World {
             };
             let first_conn = conns.len() as u32;
             for role in 0..=separate as u8 {
-                conns.push(Conn {
-                    pair: i,
-                    role: role.max(role0),
-                    sender: Sender::new(scfg),
-                    receiver: Receiver::new(rcfg),
-                    blocked: Default::default(),
-                    relay: tunnel_mode,
-                    frame_stream: Vec::new(),
-                    routes,
-                    msgs: Vec::new(),
-                    read_cursor: 0,
-                    dropped: Vec::new(),
-                    spurious_timeouts: 0,
-                    bytes_delivered: 0,
-                    sender_armed: NONE,
-                    receiver_armed: NONE,
-                    last_trace: [f64::NAN; 6],
-                });
+                conns.push(Conn::new(i, role.max(role0), Sender::new(scfg), Receiver::new(rcfg), routes, tunnel_mode));
             }
             if first.at < duration {
                 events.push(first.at, Event::AppWrite { pair: i });
@@ -419,24 +425,8 @@ impl World {
             for name in ["core-nic", "r1-to-core"] {
                 ports.push(port(name, t.access_rate_mbps, t.access_delay_ms, droptail(access_limits), false, false));
             }
-            conns.push(Conn {
-                pair: k,
-                role: ROLE_TRUNK,
-                sender: Sender::new(scfg),
-                receiver: Receiver::new(rcfg),
-                blocked: Default::default(),
-                relay: false,
-                frame_stream: Vec::new(),
-                routes: [[base, 0, NO_PORT], [1, base + 1, NO_PORT]],
-                msgs: Vec::new(),
-                read_cursor: 0,
-                dropped: Vec::new(),
-                spurious_timeouts: 0,
-                bytes_delivered: 0,
-                sender_armed: NONE,
-                receiver_armed: NONE,
-                last_trace: [f64::NAN; 6],
-            });
+            let routes = [[base, 0, NO_PORT], [1, base + 1, NO_PORT]];
+            conns.push(Conn::new(k, ROLE_TRUNK, Sender::new(scfg), Receiver::new(rcfg), routes, false));
         }
         let mut logged = vec![false; conns.len()];
         for &c in &cfg.records.packet_log_conns {
