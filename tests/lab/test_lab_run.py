@@ -51,6 +51,10 @@ def test_lab_run_writes_records_like_the_simulator(tmp_path: Path) -> None:
     m = rec.messages
     assert len(m) > 20 and set(m.conn) == {0, 1, 2}
     assert m.t_read.notna().all() and m.t_deq.notna().all()
+    # Byte-exact: the sink verified every byte (filler and message sequence; it fails the
+    # run otherwise), and it read as many bytes as the pump wrote on each connection.
+    c = rec.connections
+    assert (c.bytes_delivered == c.bytes_written).all() and (c.bytes_written > 0).all()
     d = message_delays(m, 4.0)
     # Components add up, and "propagation" is the configured 10 + 2·0.5 ms.
     assert np.allclose(d[["server", "router", "retransmission", "client", "propagation"]].sum(axis=1), d.end_to_end)

@@ -9,7 +9,7 @@
 //! `read` that completed it returned. Both logs are CSV (docs/lab.md).
 
 use crate::clock;
-use crate::wire::{Deframer, MsgHeader, HEADER};
+use crate::wire::{Deframer, MsgHeader, FILL, HEADER};
 use serde::{Deserialize, Serialize};
 use std::fs::File;
 use std::io::{self, BufWriter, Read, Write};
@@ -272,7 +272,7 @@ fn pump_conn(
     clock::tighten_timer_slack();
     let local = stream.local_addr()?;
     let remote = stream.peer_addr()?;
-    let mut buf = vec![0u8; 64];
+    let mut buf = vec![FILL; 64];
     let mut offset: u64 = 4; // the connection-id preamble
     let mut rows = String::new();
     let end = t0 + o.duration;
@@ -291,7 +291,7 @@ fn pump_conn(
         clock::sleep_until(due);
         let wire = (w.bytes as usize).max(HEADER);
         if buf.len() < wire {
-            buf.resize(wire, 0x5a);
+            buf.resize(wire, FILL);
         }
         if let Some(m) = marker.as_mut() {
             m.set(&stream, w.kind == Kind::Interactive)?;
@@ -445,8 +445,9 @@ fn sink_conn(mut s: TcpStream, sock: &SockOpts, log: &Mutex<BufWriter<File>>, st
             Ok(0) => break,
             Ok(n) => {
                 let t = clock::now();
-                if deframer.feed(&buf[..n], &mut done).is_err() {
-                    return Err(io::Error::new(io::ErrorKind::InvalidData, format!("conn {conn}: stream lost framing")));
+                if let Err(e) = deframer.feed(&buf[..n], &mut done) {
+                    // Not byte-exact: corrupted, lost or duplicated data, or lost framing.
+                    return Err(io::Error::new(io::ErrorKind::InvalidData, format!("conn {conn}: {e:?}")));
                 }
                 for h in done.drain(..) {
                     rows.push_str(&format!("{},{},{},{},{}\n", h.conn, h.id, h.len, h.t_write_ns, t.as_nanos()));

@@ -3,7 +3,9 @@
 //! Every application write of the pump is one message: a 24-byte header followed by
 //! filler up to the message size, so the sink can tell where each message ends and
 //! stamp its read time. A message smaller than the header is sent as a header alone
-//! (its wire size is logged separately).
+//! (its wire size is logged separately). The sink checks every byte: the filler must be
+//! [`FILL`] and ids must follow each other, so delivery is verified byte-exact (no byte
+//! lost, changed or duplicated).
 //!
 //! ```text
 //! 0 len u32 LE (whole message, ≥ 24) | 4 conn u32 | 8 id u32 | 12 magic "twm1" | 16 t_write_ns u64
@@ -13,6 +15,8 @@
 pub const HEADER: usize = 24;
 /// Magic at offset 12.
 pub const MAGIC: [u8; 4] = *b"twm1";
+/// The filler byte of every message body.
+pub const FILL: u8 = 0x5a;
 
 /// A decoded message header.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -34,6 +38,15 @@ pub enum FrameError {
     BadMagic,
     /// `len` smaller than the header.
     BadLength(u32),
+    /// A body byte is not [`FILL`]: the stream was corrupted.
+    Corrupt,
+    /// A message id other than the next one: a message was lost or duplicated.
+    OutOfSequence {
+        /// The id that should have come.
+        expected: u32,
+        /// The id that came.
+        got: u32,
+    },
 }
 
 impl MsgHeader {
@@ -67,9 +80,11 @@ impl MsgHeader {
 #[derive(Debug, Default)]
 pub struct Deframer {
     header: Vec<u8>,
-    /// Bytes of the current message body still to skip.
+    /// Bytes of the current message body still to check.
     skip: u64,
     current: Option<MsgHeader>,
+    /// The id the next message must carry.
+    next_id: u32,
 }
 
 impl Deframer {
@@ -78,6 +93,9 @@ impl Deframer {
         while !data.is_empty() {
             if let Some(h) = self.current {
                 let take = (self.skip.min(data.len() as u64)) as usize;
+                if data[..take].iter().any(|&b| b != FILL) {
+                    return Err(FrameError::Corrupt);
+                }
                 self.skip -= take as u64;
                 data = &data[take..];
                 if self.skip == 0 {
@@ -92,6 +110,10 @@ impl Deframer {
             data = &data[take..];
             if self.header.len() == HEADER {
                 let h = MsgHeader::decode(&self.header)?;
+                if h.id != self.next_id {
+                    return Err(FrameError::OutOfSequence { expected: self.next_id, got: h.id });
+                }
+                self.next_id = h.id.wrapping_add(1);
                 self.header.clear();
                 self.skip = h.len as u64 - HEADER as u64;
                 if self.skip == 0 {
@@ -115,7 +137,7 @@ mod tests {
         let mut hs = Vec::new();
         for (i, &s) in sizes.iter().enumerate() {
             let h = MsgHeader { len: s.max(HEADER as u32), conn: 3, id: i as u32, t_write_ns: 1000 + i as u64 };
-            let mut m = vec![0x5au8; h.len as usize];
+            let mut m = vec![FILL; h.len as usize];
             h.encode(&mut m);
             out.extend_from_slice(&m);
             hs.push(h);
@@ -145,5 +167,19 @@ mod tests {
     fn junk_is_an_error() {
         let mut d = Deframer::default();
         assert_eq!(d.feed(&[0u8; 24], &mut Vec::new()), Err(FrameError::BadMagic));
+    }
+
+    #[test]
+    fn corrupted_lost_or_duplicated_bytes_are_caught() {
+        let (bytes, _) = stream(&[100, 200, 300]);
+        let mut bad = bytes.clone();
+        bad[150] ^= 1; // a body byte of message 1
+        assert_eq!(Deframer::default().feed(&bad, &mut Vec::new()), Err(FrameError::Corrupt));
+        // Message 1 missing: message 2 comes next.
+        let lost = [&bytes[..100], &bytes[300..]].concat();
+        assert_eq!(Deframer::default().feed(&lost, &mut Vec::new()), Err(FrameError::OutOfSequence { expected: 1, got: 2 }));
+        // Message 0 twice.
+        let dup = [&bytes[..100], &bytes[..]].concat();
+        assert_eq!(Deframer::default().feed(&dup, &mut Vec::new()), Err(FrameError::OutOfSequence { expected: 1, got: 0 }));
     }
 }
