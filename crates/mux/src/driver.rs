@@ -409,10 +409,7 @@ impl Shared {
                 Some(Msg::Data(b)) => {
                     if let Err(e) = wr.write_all(&b).await {
                         self.reset(epoch, id, ResetCode::Aborted, &format!("local socket: {e}"));
-                        reader.abort();
-                        abort_socket(wr.as_ref());
-                        // Dropping the half would send FIN first; close only with RST.
-                        wr.forget();
+                        close_with_rst(&reader, wr);
                         break;
                     }
                     let mut g = self.lock();
@@ -426,10 +423,7 @@ impl Shared {
                     peer_finished = true;
                 }
                 Some(Msg::Reset(..)) | None => {
-                    reader.abort();
-                    abort_socket(wr.as_ref());
-                        // Dropping the half would send FIN first; close only with RST.
-                        wr.forget();
+                    close_with_rst(&reader, wr);
                     break;
                 }
             }
@@ -473,6 +467,14 @@ impl Shared {
             tokio::time::sleep(std::time::Duration::from_millis(10)).await;
         }
     }
+}
+
+/// Stop reading a local socket and close it with RST (the stream was reset).
+fn close_with_rst(reader: &tokio::task::JoinHandle<()>, wr: tokio::net::tcp::OwnedWriteHalf) {
+    reader.abort();
+    abort_socket(wr.as_ref());
+    // Dropping the half would send FIN first; close only with RST.
+    wr.forget();
 }
 
 /// Abort a TCP connection with RST (SO_LINGER 0) so the application sees an error,

@@ -55,36 +55,37 @@ fn main() -> ExitCode {
                 ExitCode::from(1)
             }
         },
-        Cmd::Core { config, check } => {
-            let cfg = match config::load(&config).and_then(CoreConfig::try_from) {
-                Ok(c) => c,
-                Err(e) => return config_error(&config, e),
-            };
-            if check {
-                println!("{}: ok", config.display());
-                return ExitCode::SUCCESS;
+        Cmd::Core { config, check } => match load::<CoreConfig>(&config, check) {
+            Ok(cfg) => {
+                init_logs(&cfg.common);
+                serve(move |rx| thinwan_mux::run_core(cfg, rx))
             }
-            init_logs(&cfg.common);
-            serve(move |rx| thinwan_mux::run_core(cfg, rx))
-        }
-        Cmd::Edge { config, check } => {
-            let cfg = match config::load(&config).and_then(EdgeConfig::try_from) {
-                Ok(c) => c,
-                Err(e) => return config_error(&config, e),
-            };
-            if check {
-                println!("{}: ok", config.display());
-                return ExitCode::SUCCESS;
+            Err(code) => code,
+        },
+        Cmd::Edge { config, check } => match load::<EdgeConfig>(&config, check) {
+            Ok(cfg) => {
+                init_logs(&cfg.common);
+                serve(move |rx| thinwan_mux::run_edge(cfg, rx))
             }
-            init_logs(&cfg.common);
-            serve(move |rx| thinwan_mux::run_edge(cfg, rx))
-        }
+            Err(code) => code,
+        },
     }
 }
 
-fn config_error(path: &std::path::Path, e: config::ConfigError) -> ExitCode {
-    eprintln!("thinwan-mux: invalid configuration {}: {e}", path.display());
-    ExitCode::from(2)
+/// Load and validate a daemon's configuration. `Err` is the exit code to stop with: 2 for
+/// a bad configuration, 0 after `--check` of a good one.
+fn load<C: TryFrom<config::RawConfig, Error = config::ConfigError>>(path: &std::path::Path, check: bool) -> Result<C, ExitCode> {
+    match config::load(path).and_then(C::try_from) {
+        Err(e) => {
+            eprintln!("thinwan-mux: invalid configuration {}: {e}", path.display());
+            Err(ExitCode::from(2))
+        }
+        Ok(_) if check => {
+            println!("{}: ok", path.display());
+            Err(ExitCode::SUCCESS)
+        }
+        Ok(c) => Ok(c),
+    }
 }
 
 fn init_logs(c: &Common) {
