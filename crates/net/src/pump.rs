@@ -19,7 +19,7 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread;
-use thinwan_proto::traffic::{stream_rng, GapLaw, Kind, ThinClientParams, ThinClientSource, Write as SrcWrite};
+use thinwan_proto::traffic::{stream_rng, Kind, ThinClientKeys, ThinClientParams, ThinClientSource, Write as SrcWrite};
 use thinwan_proto::{Duration, Instant};
 
 /// The scenario's `[traffic]` section (same keys as docs/scenario.md) plus the MSS cap.
@@ -28,36 +28,9 @@ use thinwan_proto::{Duration, Instant};
 pub struct TrafficConfig {
     /// "thin-client", "bulk" or "constant".
     pub model: String,
-    /// α.
-    pub p_interactive_to_bulk: f64,
-    /// β.
-    pub p_bulk_to_interactive: f64,
-    /// t_II, seconds.
-    pub gap_ii_s: f64,
-    /// t_IB.
-    pub gap_ib_s: f64,
-    /// t_BI.
-    pub gap_bi_s: f64,
-    /// t_BB.
-    pub gap_bb_s: f64,
-    /// "lognormal" | "exponential" | "constant".
-    pub gap_distribution: String,
-    /// σ of ln(gap).
-    pub gap_lognormal_sigma: f64,
-    /// Mean interactive write.
-    pub interactive_bytes_mean: f64,
-    /// Mean bulk write.
-    pub bulk_bytes_mean: f64,
-    /// Size spread.
-    pub size_spread: f64,
-    /// c_B.
-    pub bulk_packets_mean: f64,
-    /// Cap on c_B.
-    pub bulk_packets_max: u32,
-    /// Pareto shape.
-    pub bulk_pareto_shape: f64,
-    /// Mean intra-block gap, ms.
-    pub intra_bulk_gap_ms: f64,
+    /// The two-state source's keys (α, β, gaps, sizes, block lengths).
+    #[serde(flatten)]
+    pub thin_client: ThinClientKeys,
     /// Largest write (the MSS).
     pub mss: u32,
     /// Constant source: bytes per message.
@@ -70,57 +43,14 @@ pub struct TrafficConfig {
 
 impl Default for TrafficConfig {
     fn default() -> Self {
-        let p = ThinClientParams::default();
         TrafficConfig {
             model: "thin-client".into(),
-            p_interactive_to_bulk: p.p_interactive_to_bulk,
-            p_bulk_to_interactive: p.p_bulk_to_interactive,
-            gap_ii_s: p.gap_ii,
-            gap_ib_s: p.gap_ib,
-            gap_bi_s: p.gap_bi,
-            gap_bb_s: p.gap_bb,
-            gap_distribution: "lognormal".into(),
-            gap_lognormal_sigma: 1.0,
-            interactive_bytes_mean: p.interactive_bytes_mean,
-            bulk_bytes_mean: p.bulk_bytes_mean,
-            size_spread: p.size_spread,
-            bulk_packets_mean: p.bulk_packets_mean,
-            bulk_packets_max: p.bulk_packets_max,
-            bulk_pareto_shape: p.bulk_pareto_shape,
-            intra_bulk_gap_ms: p.intra_bulk_gap * 1e3,
-            mss: p.max_write,
+            thin_client: ThinClientKeys::default(),
+            mss: ThinClientParams::default().max_write,
             constant_bytes: 200,
             constant_interval_ms: 100.0,
             bulk_chunk_bytes: 65536,
         }
-    }
-}
-
-impl TrafficConfig {
-    fn thin_client_params(&self) -> Result<ThinClientParams, String> {
-        let gap_law = match self.gap_distribution.as_str() {
-            "lognormal" => GapLaw::LogNormal { sigma: self.gap_lognormal_sigma },
-            "exponential" => GapLaw::Exponential,
-            "constant" => GapLaw::Constant,
-            other => return Err(format!("traffic.gap_distribution: unknown {other:?}")),
-        };
-        Ok(ThinClientParams {
-            p_interactive_to_bulk: self.p_interactive_to_bulk,
-            p_bulk_to_interactive: self.p_bulk_to_interactive,
-            gap_ii: self.gap_ii_s,
-            gap_ib: self.gap_ib_s,
-            gap_bi: self.gap_bi_s,
-            gap_bb: self.gap_bb_s,
-            gap_law,
-            interactive_bytes_mean: self.interactive_bytes_mean,
-            bulk_bytes_mean: self.bulk_bytes_mean,
-            size_spread: self.size_spread,
-            bulk_packets_mean: self.bulk_packets_mean,
-            bulk_packets_max: self.bulk_packets_max,
-            bulk_pareto_shape: self.bulk_pareto_shape,
-            intra_bulk_gap: self.intra_bulk_gap_ms * 1e-3,
-            max_write: self.mss,
-        })
     }
 }
 
@@ -151,7 +81,7 @@ impl Source {
     pub fn new(cfg: &TrafficConfig, seed: u64, conn: u32, start: Instant) -> Result<Source, String> {
         match cfg.model.as_str() {
             "thin-client" => {
-                let p = cfg.thin_client_params()?;
+                let p = cfg.thin_client.params(cfg.mss).map_err(|e| e.0)?;
                 // Same stream as the simulator's source i (crates/sim world.rs).
                 let s = ThinClientSource::new(p, stream_rng(seed, 2 * conn as u64), start).map_err(|e| format!("traffic: {}", e.0))?;
                 Ok(Source::ThinClient(Box::new(s)))

@@ -108,6 +108,95 @@ impl Default for ThinClientParams {
     }
 }
 
+/// The two-state source's keys of a scenario's `[traffic]` section, as docs/scenario.md
+/// names them. The simulator and the lab's traffic pump both read them (embedded with
+/// `#[serde(flatten)]` next to their own keys) and turn them into [`ThinClientParams`] here.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct ThinClientKeys {
+    /// α.
+    pub p_interactive_to_bulk: f64,
+    /// β.
+    pub p_bulk_to_interactive: f64,
+    /// t_II, seconds.
+    pub gap_ii_s: f64,
+    /// t_IB.
+    pub gap_ib_s: f64,
+    /// t_BI.
+    pub gap_bi_s: f64,
+    /// t_BB.
+    pub gap_bb_s: f64,
+    /// "lognormal" | "exponential" | "constant".
+    pub gap_distribution: String,
+    /// σ of ln(gap).
+    pub gap_lognormal_sigma: f64,
+    /// Mean interactive write, bytes.
+    pub interactive_bytes_mean: f64,
+    /// Mean bulk write, bytes.
+    pub bulk_bytes_mean: f64,
+    /// Size spread.
+    pub size_spread: f64,
+    /// c_B.
+    pub bulk_packets_mean: f64,
+    /// Cap on block length.
+    pub bulk_packets_max: u32,
+    /// Pareto shape of block length.
+    pub bulk_pareto_shape: f64,
+    /// Mean gap inside a block, ms.
+    pub intra_bulk_gap_ms: f64,
+}
+
+impl Default for ThinClientKeys {
+    fn default() -> Self {
+        let p = ThinClientParams::default();
+        ThinClientKeys {
+            p_interactive_to_bulk: p.p_interactive_to_bulk,
+            p_bulk_to_interactive: p.p_bulk_to_interactive,
+            gap_ii_s: p.gap_ii,
+            gap_ib_s: p.gap_ib,
+            gap_bi_s: p.gap_bi,
+            gap_bb_s: p.gap_bb,
+            gap_distribution: "lognormal".into(),
+            gap_lognormal_sigma: 1.0,
+            interactive_bytes_mean: p.interactive_bytes_mean,
+            bulk_bytes_mean: p.bulk_bytes_mean,
+            size_spread: p.size_spread,
+            bulk_packets_mean: p.bulk_packets_mean,
+            bulk_packets_max: p.bulk_packets_max,
+            bulk_pareto_shape: p.bulk_pareto_shape,
+            intra_bulk_gap_ms: p.intra_bulk_gap * 1e3,
+        }
+    }
+}
+
+impl ThinClientKeys {
+    /// The source's parameters; no write exceeds `mss`.
+    pub fn params(&self, mss: u32) -> Result<ThinClientParams, ParamError> {
+        let gap_law = match self.gap_distribution.as_str() {
+            "lognormal" => GapLaw::LogNormal { sigma: self.gap_lognormal_sigma },
+            "exponential" => GapLaw::Exponential,
+            "constant" => GapLaw::Constant,
+            other => return Err(ParamError(format!("traffic.gap_distribution: unknown {other:?}"))),
+        };
+        Ok(ThinClientParams {
+            p_interactive_to_bulk: self.p_interactive_to_bulk,
+            p_bulk_to_interactive: self.p_bulk_to_interactive,
+            gap_ii: self.gap_ii_s,
+            gap_ib: self.gap_ib_s,
+            gap_bi: self.gap_bi_s,
+            gap_bb: self.gap_bb_s,
+            gap_law,
+            interactive_bytes_mean: self.interactive_bytes_mean,
+            bulk_bytes_mean: self.bulk_bytes_mean,
+            size_spread: self.size_spread,
+            bulk_packets_mean: self.bulk_packets_mean,
+            bulk_packets_max: self.bulk_packets_max,
+            bulk_pareto_shape: self.bulk_pareto_shape,
+            intra_bulk_gap: self.intra_bulk_gap_ms * 1e-3,
+            max_write: mss,
+        })
+    }
+}
+
 /// A seeded random generator for one stream of randomness (one source, one direction).
 pub fn stream_rng(seed: u64, stream: u64) -> Xoshiro256PlusPlus {
     // SplitMix64-style mixing so neighbouring (seed, stream) pairs are unrelated.

@@ -149,36 +149,9 @@ pub struct TcpSec {
 pub struct TrafficSec {
     /// "thin-client" | "bulk" | "game".
     pub model: String,
-    /// α.
-    pub p_interactive_to_bulk: f64,
-    /// β.
-    pub p_bulk_to_interactive: f64,
-    /// t_II.
-    pub gap_ii_s: f64,
-    /// t_IB.
-    pub gap_ib_s: f64,
-    /// t_BI.
-    pub gap_bi_s: f64,
-    /// t_BB.
-    pub gap_bb_s: f64,
-    /// "lognormal" | "exponential" | "constant".
-    pub gap_distribution: String,
-    /// σ of ln(gap).
-    pub gap_lognormal_sigma: f64,
-    /// Mean interactive write.
-    pub interactive_bytes_mean: f64,
-    /// Mean bulk write.
-    pub bulk_bytes_mean: f64,
-    /// Size spread.
-    pub size_spread: f64,
-    /// c_B.
-    pub bulk_packets_mean: f64,
-    /// Cap on block length.
-    pub bulk_packets_max: u32,
-    /// Pareto shape of block length.
-    pub bulk_pareto_shape: f64,
-    /// Mean gap inside a block.
-    pub intra_bulk_gap_ms: f64,
+    /// The two-state source's keys (α, β, gaps, sizes, block lengths).
+    #[serde(flatten)]
+    pub thin_client: thinwan_proto::traffic::ThinClientKeys,
     /// Interactive and bulk writes on two connections per pair (spec §6 case 2).
     pub separate_connections: bool,
 }
@@ -252,7 +225,7 @@ impl Config {
         if !matches!(self.traffic.model.as_str(), "thin-client" | "bulk" | "game") {
             return bad("traffic.model", "must be \"thin-client\", \"bulk\" or \"game\"");
         }
-        if !matches!(self.traffic.gap_distribution.as_str(), "lognormal" | "exponential" | "constant") {
+        if !matches!(self.traffic.thin_client.gap_distribution.as_str(), "lognormal" | "exponential" | "constant") {
             return bad("traffic.gap_distribution", "must be lognormal, exponential or constant");
         }
         let t = &self.topology;

@@ -28,7 +28,7 @@ use crate::records::RunRecords;
 use thinwan_proto::qdisc::{Classifier, DropTail, Dropped, Limits, Priority, QueueDisc, QueueItem};
 use thinwan_proto::tcp::{Ack, DataSegment, Mechanisms, Receiver, ReceiverConfig, Recovery, RtoConfig, Sender, SenderConfig};
 use thinwan_proto::traffic::{
-    stream_rng, Calibrated, GameCalibrated, GameParams, GameSource, GapLaw, Kind, ThinClientParams, ThinClientSource, Write,
+    stream_rng, Calibrated, GameCalibrated, GameParams, GameSource, Kind, ThinClientSource, Write,
 };
 use thinwan_proto::{Duration, Instant};
 use rand::Rng;
@@ -367,7 +367,8 @@ impl World {
             delayed_ack_timeout: Duration::from_millis_f64(tcp.delayed_ack_ms),
             sack: tcp.sack,
         };
-        let model = Calibrated::new(thin_client_params(&cfg)?).map_err(|e| format!("traffic: {}", e.0))?;
+        let params = cfg.traffic.thin_client.params(cfg.tcp.mss).map_err(|e| e.0)?;
+        let model = Calibrated::new(params).map_err(|e| format!("traffic: {}", e.0))?;
         let game = GameCalibrated::new(GameParams::default()).map_err(|e| format!("traffic: {}", e.0))?;
         let mux_topology = t.kind == "mux";
         let tunnel_mode = mux_topology && cfg.mux.mode == "mux";
@@ -1040,28 +1041,3 @@ fn mark_transmission(msgs: &mut [Msg], seg: &DataSegment, now: Instant, stamp: b
     interactive
 }
 
-fn thin_client_params(cfg: &Config) -> Result<ThinClientParams, String> {
-    let t = &cfg.traffic;
-    let gap_law = match t.gap_distribution.as_str() {
-        "lognormal" => GapLaw::LogNormal { sigma: t.gap_lognormal_sigma },
-        "exponential" => GapLaw::Exponential,
-        _ => GapLaw::Constant,
-    };
-    Ok(ThinClientParams {
-        p_interactive_to_bulk: t.p_interactive_to_bulk,
-        p_bulk_to_interactive: t.p_bulk_to_interactive,
-        gap_ii: t.gap_ii_s,
-        gap_ib: t.gap_ib_s,
-        gap_bi: t.gap_bi_s,
-        gap_bb: t.gap_bb_s,
-        gap_law,
-        interactive_bytes_mean: t.interactive_bytes_mean,
-        bulk_bytes_mean: t.bulk_bytes_mean,
-        size_spread: t.size_spread,
-        bulk_packets_mean: t.bulk_packets_mean,
-        bulk_packets_max: t.bulk_packets_max,
-        bulk_pareto_shape: t.bulk_pareto_shape,
-        intra_bulk_gap: t.intra_bulk_gap_ms * 1e-3,
-        max_write: cfg.tcp.mss,
-    })
-}
