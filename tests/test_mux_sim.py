@@ -72,9 +72,12 @@ def test_records_keep_one_row_per_server_write(mode: str, trunks: int) -> None:
     assert set(m["conn"]) <= set(range(20)) and (m["kind"] == 0).all()
     assert m["t_read"].notna().all(), "every write reaches its client"
     assert ((m["t_read"] - m["t_write"]) >= 0.150).all(), "WAN 100 ms + last hop 50 ms"
-    expected_roles = [0] * 20 if mode == "direct" else [3] * 20 + [2] * trunks
+    expected_roles = [0] * 20 if mode == "direct" else [3] * 20 + [2] * trunks + [4] * trunks
     assert c["role"].tolist() == expected_roles
-    assert (c["bytes_delivered"] == c["bytes_written"]).all()
+    streams = c["role"].isin([0, 3])
+    assert (c["bytes_delivered"] == c["bytes_written"])[streams].all()
+    # Trunk lanes may end with a control frame (ping, ack) in flight.
+    assert ((c["bytes_written"] - c["bytes_delivered"])[~streams] <= 64).all()
     assert r.ports["drops_loss"].iloc[0] > 0 and r.meta["drops"]["loss"] == r.ports["drops_loss"].sum()
 
 

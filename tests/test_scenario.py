@@ -87,7 +87,7 @@ DOCUMENTED_DEFAULTS = {
         "separate_connections": False,
     },
     "records": {"traces": True, "trace_interval_ms": 10.0, "trace_connections": "all", "packet_log_conns": ()},
-    "mux": {"mode": "direct", "trunks": 1, "frame_header_bytes": 12},
+    "mux": {"mode": "direct", "trunks": 1, "frame_payload_bytes": 16384, "notsent_lowat_bytes": 32768},
 }
 
 
@@ -278,7 +278,7 @@ def test_ogawa2011_scenarios_match_spec_section_3(stem: str, limit_bytes: int) -
 # those files predate them and leave them at their defaults (no loss, no jitter, dumbbell).
 ADDED_AFTER_OGAWA2011 = {
     "topology": {"bottleneck_loss", "bottleneck_loss_rev", "bottleneck_jitter_pct", "last_hop_delay_ms", "last_hop_rate_mbps"},
-    "mux": {"mode", "trunks", "frame_header_bytes"},
+    "mux": {"mode", "trunks", "frame_payload_bytes", "notsent_lowat_bytes"},
 }
 
 
@@ -297,10 +297,10 @@ def test_ogawa2011_files_list_every_key() -> None:
             assert all(scenario[section][k] == DOCUMENTED_DEFAULTS[section][k] for k in later)
 
 
-def test_mux_frame_header_default_is_the_codec_header() -> None:
+def test_mux_frame_payload_default_is_the_sessions() -> None:
     from thinwan import _native
 
-    assert MuxSection().frame_header_bytes == _native.mux_frame_header_len() == 12
+    assert MuxSection().frame_payload_bytes == _native.mux_frame_payload_default() == 16384
 
 
 def test_carlmar2011_files_load_and_run_the_published_grid() -> None:

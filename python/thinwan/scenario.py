@@ -32,7 +32,7 @@ __all__ = [
     "TrafficSection",
     "RecordsSection",
     "MuxSection",
-    "MUX_FRAME_HEADER_BYTES",
+    "MUX_FRAME_PAYLOAD_BYTES",
     "load_scenario",
     "scenario_from_dict",
 ]
@@ -259,9 +259,10 @@ class RecordsSection(_Section):
     packet_log_conns: tuple[int, ...] = Field((), strict=False)
 
 
-# Bytes in a tunnel frame header: the codec's HEADER_LEN (crates/proto/src/mux/frame.rs);
-# tests/test_scenario.py checks it against the native module.
-MUX_FRAME_HEADER_BYTES = 12
+# The tunnel session's largest frame payload by default (crates/proto/src/mux/session.rs,
+# the daemons' `limits.max_frame_payload`); tests/test_scenario.py checks it against the
+# native module.
+MUX_FRAME_PAYLOAD_BYTES = 16384
 
 
 class MuxSection(_Section):
@@ -269,7 +270,9 @@ class MuxSection(_Section):
 
     mode: Literal["direct", "mux"] = "direct"
     trunks: int = Field(1, ge=1)
-    frame_header_bytes: int = Field(MUX_FRAME_HEADER_BYTES, ge=0)
+    frame_payload_bytes: int = Field(MUX_FRAME_PAYLOAD_BYTES, ge=512, le=1 << 20)
+    # The daemons' `trunk.notsent_lowat` default (crates/mux/src/config.rs).
+    notsent_lowat_bytes: int = Field(32768, ge=1)
 
 
 class Scenario(_Section):

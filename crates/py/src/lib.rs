@@ -30,11 +30,11 @@ fn version() -> &'static str {
     env!("CARGO_PKG_VERSION")
 }
 
-/// Bytes in a tunnel frame header (`thinwan_proto::mux::frame::HEADER_LEN`), the
-/// default of the scenario key `mux.frame_header_bytes`.
+/// The tunnel session's default largest frame payload, the default of the scenario
+/// key `mux.frame_payload_bytes`.
 #[pyfunction]
-fn mux_frame_header_len() -> usize {
-    thinwan_proto::mux::frame::HEADER_LEN
+fn mux_frame_payload_default() -> u32 {
+    thinwan_proto::mux::session::Config::default().max_payload
 }
 
 /// A dict of numpy columns from named `Vec` fields of a records table.
@@ -93,6 +93,6 @@ fn to_python(py: Python<'_>, r: RunRecords, run: u64, wall_s: f64) -> PyResult<P
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(simulate, m)?)?;
     m.add_function(wrap_pyfunction!(version, m)?)?;
-    m.add_function(wrap_pyfunction!(mux_frame_header_len, m)?)?;
+    m.add_function(wrap_pyfunction!(mux_frame_payload_default, m)?)?;
     Ok(())
 }

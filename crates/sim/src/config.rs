@@ -31,10 +31,12 @@ pub struct Config {
 pub struct MuxSec {
     /// "direct": one TCP connection per stream server → client; "mux": the tunnel.
     pub mode: String,
-    /// Trunk connections; stream i uses trunk i mod N.
+    /// Trunk connections (session lanes); a stream stays on one.
     pub trunks: u32,
-    /// Frame header bytes per write on a trunk.
-    pub frame_header_bytes: u32,
+    /// Largest data frame payload (the daemons' `limits.max_frame_payload`).
+    pub frame_payload_bytes: u32,
+    /// TCP_NOTSENT_LOWAT of the trunk sockets (the daemons' `trunk.notsent_lowat`).
+    pub notsent_lowat_bytes: u32,
 }
 
 /// `[scenario]`
@@ -191,8 +193,14 @@ impl Config {
             if !matches!(self.mux.mode.as_str(), "direct" | "mux") {
                 return bad("mux.mode", "must be \"direct\" or \"mux\"");
             }
-            if self.mux.trunks == 0 {
-                return bad("mux.trunks", "must be ≥ 1");
+            if !(1..=u16::MAX as u32).contains(&self.mux.trunks) {
+                return bad("mux.trunks", "must be in [1, 65535]");
+            }
+            if !(512..=1 << 20).contains(&self.mux.frame_payload_bytes) {
+                return bad("mux.frame_payload_bytes", "must be in [512, 1048576]");
+            }
+            if self.mux.notsent_lowat_bytes == 0 {
+                return bad("mux.notsent_lowat_bytes", "must be ≥ 1");
             }
             if self.traffic.separate_connections || self.traffic.model == "bulk" {
                 return bad("topology.kind", "\"mux\" needs traffic.separate_connections = false and a thin model");

@@ -22,6 +22,8 @@ pub enum Event {
     ReceiverTimer { conn: u32 },
     /// Sample the queue trace.
     TraceSample,
+    /// A tunnel session's timer (acks, pings) may be due: the edge's or the core's.
+    MuxTimer { edge: bool },
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -6,6 +6,7 @@
 pub mod config;
 pub mod engine;
 pub mod records;
+mod tunnel;
 pub mod world;
 
 pub use config::Config;

@@ -8,14 +8,15 @@
 //!
 //! The mux topology (`topology.kind = "mux"`, spec `thin-stream-mux.md`) is the same
 //! dumbbell with a *last hop* (proxy → client: `last_hop_*`) in place of the client access
-//! links and, in mux mode, a tunnel: stream i's writes become frames on trunk
-//! connection `i mod N` from a core host beside R1 to the edge proxy at R2, which writes
-//! each whole frame's payload on stream i's own connection to client i.
+//! links and, in mux mode, a tunnel ([`crate::tunnel`]): the servers' writes go into the
+//! core's multiplexing session, whose frames travel on trunk lanes from a core host
+//! beside R1 to the edge proxy at R2; the edge's session hands each stream's bytes to
+//! the stream's own connection to its client.
 //!
 //! ```text
 //!  direct: server_i ─access─ R1 ══WAN══ R2 ──last hop── client_i   (one TCP conn per stream)
-//!  mux:    core ═(trunk k, access)═ R1 ══WAN══ R2 = edge ──last hop── client_i
-//!            trunk conns core→edge (i mod N)       last-hop conns edge→client_i
+//!  mux:    core ═(trunk lane k, access)═ R1 ══WAN══ R2 = edge ──last hop── client_i
+//!            forward conns core→edge, reverse edge→core     last-hop conns edge→client_i
 //! ```
 //!
 //! Every output port is a link (rate, propagation delay) behind a queue discipline
@@ -25,6 +26,8 @@
 use crate::config::Config;
 use crate::engine::{Event, EventQueue};
 use crate::records::RunRecords;
+use crate::tunnel::{FrameSpan, Tunnel};
+use thinwan_proto::mux::session::Event as MuxEvent;
 use thinwan_proto::qdisc::{Classifier, DropTail, Dropped, Limits, Priority, QueueDisc, QueueItem};
 use thinwan_proto::tcp::{Ack, DataSegment, Mechanisms, Receiver, ReceiverConfig, Recovery, RtoConfig, Sender, SenderConfig};
 use thinwan_proto::traffic::{
@@ -42,6 +45,7 @@ const NO_PORT: u32 = u32::MAX;
 /// Connection roles (connections table, docs/records.md).
 const ROLE_TRUNK: u8 = 2;
 const ROLE_LAST_HOP: u8 = 3;
+const ROLE_TRUNK_REV: u8 = 4;
 /// Greedy sources write in chunks of this size (one message row per chunk).
 const BULK_CHUNK: u32 = 1 << 20;
 
@@ -148,6 +152,25 @@ struct Msg {
     tx_count: u16,
 }
 
+impl Msg {
+    /// The row of write `w`, whose last byte is at offset `end - 1`.
+    fn new(end: u64, w: Write) -> Msg {
+        Msg {
+            end,
+            kind: w.kind,
+            bytes: w.bytes,
+            t_write: w.at,
+            t_first_tx: NONE,
+            t_tx: NONE,
+            t_enq: NONE,
+            t_deq: NONE,
+            t_arrive: NONE,
+            t_read: NONE,
+            tx_count: 0,
+        }
+    }
+}
+
 enum Source {
     ThinClient(ThinClientSource),
     Game(GameSource),
@@ -171,11 +194,12 @@ struct Conn {
     receiver: Receiver,
     /// Writes waiting for send-buffer space (the application is blocked).
     blocked: std::collections::VecDeque<Pending>,
-    /// A last-hop connection of the tunnel: its messages carry the trunk's transmission
+    /// A last-hop connection of the tunnel: its messages are the server's writes (rows
+    /// made at write time, offsets in the stream) and carry the trunk's transmission
     /// stamps, so its own transmissions and arrivals do not overwrite them.
     relay: bool,
-    /// A trunk: the stream of each of its messages (frames), parallel to `msgs`.
-    frame_stream: Vec<u32>,
+    /// A forward trunk: the data frame of each of its messages, parallel to `msgs`.
+    frames: Vec<FrameSpan>,
     routes: [[u32; HOPS]; 2],
     msgs: Vec<Msg>,
     read_cursor: usize,
@@ -196,25 +220,12 @@ struct Pending {
     tag: Tag,
 }
 
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Tag {
-    /// An application write.
+    /// An application write: gets a message row.
     Plain,
-    /// A frame (header + one write of `stream`) on a trunk.
-    Frame { stream: u32 },
-    /// The edge relays a frame's payload: `frame` is the trunk's record of it (its
-    /// `t_write` is the server's write; its transmission stamps are the trunk's).
-    Relay { frame: Msg },
-}
-
-/// The tunnel of the mux topology in mux mode.
-#[derive(Clone, Copy, Debug)]
-struct Tunnel {
-    /// Connection id of trunk 0; trunk k is `first_trunk + k`.
-    first_trunk: u32,
-    trunks: u32,
-    /// Frame header bytes added to every write on a trunk.
-    header: u32,
+    /// Stream bytes the edge writes on a last hop (the row exists since the server's write).
+    Relay,
 }
 
 impl Conn {
@@ -226,7 +237,7 @@ impl Conn {
             receiver,
             blocked: Default::default(),
             relay,
-            frame_stream: Vec::new(),
+            frames: Vec::new(),
             routes,
             msgs: Vec::new(),
             read_cursor: 0,
@@ -257,7 +268,7 @@ pub struct World {
     free: Vec<u32>,
     drop_buf: Vec<Dropped<QItem>>,
     header: u32,
-    tunnel: Option<Tunnel>,
+    tunnel: Option<Box<Tunnel>>,
     trace_tcp: bool,
     trace_interval: Duration,
     out: RunRecords,
@@ -422,15 +433,25 @@ impl World {
             }
             pairs.push(Pair { source, next_write: Some(first), conns: [first_conn, first_conn + separate as u32] });
         }
-        // Trunks: core host k beside R1 (access link) → R1 ══WAN══ R2 = the edge proxy.
-        let tunnel = tunnel_mode.then_some(Tunnel { first_trunk: conns.len() as u32, trunks: cfg.mux.trunks, header: cfg.mux.frame_header_bytes });
-        for k in 0..if tunnel_mode { cfg.mux.trunks } else { 0 } {
-            let base = ports.len() as u32;
+        // Trunk lanes: core host k beside R1 (access link) ↔ R1 ══WAN══ R2 = the edge
+        // proxy. Forward connections (core → edge) first, then the reverse ones.
+        let tunnel = match tunnel_mode {
+            true => Some(Box::new(Tunnel::establish(&cfg.mux, n, conns.len() as u32, seed)?)),
+            false => None,
+        };
+        let mut lane_ports = Vec::new();
+        for _ in 0..tunnel.as_ref().map_or(0, |tn| tn.lanes) {
+            lane_ports.push(ports.len() as u32);
             for name in ["core-nic", "r1-to-core"] {
                 ports.push(port(name, t.access_rate_mbps, t.access_delay_ms, droptail(access_limits), false, false));
             }
-            let routes = [[base, 0, NO_PORT], [1, base + 1, NO_PORT]];
-            conns.push(Conn::new(k, ROLE_TRUNK, Sender::new(scfg), Receiver::new(rcfg), routes, false));
+        }
+        for (role, reverse) in [(ROLE_TRUNK, false), (ROLE_TRUNK_REV, true)] {
+            for (k, &base) in lane_ports.iter().enumerate() {
+                let (to_edge, to_core) = ([base, 0, NO_PORT], [1, base + 1, NO_PORT]);
+                let routes = if reverse { [to_core, to_edge] } else { [to_edge, to_core] };
+                conns.push(Conn::new(k as u32, role, Sender::new(scfg), Receiver::new(rcfg), routes, false));
+            }
         }
         let mut logged = vec![false; conns.len()];
         for &c in &cfg.records.packet_log_conns {
@@ -443,7 +464,7 @@ impl World {
             events.push(Instant::ZERO, Event::TraceSample);
         }
         let end = Instant::from_secs_f64(cfg.scenario.duration_s + cfg.scenario.drain_s);
-        Ok(World {
+        let mut world = World {
             seed,
             now: Instant::ZERO,
             end,
@@ -462,7 +483,12 @@ impl World {
             trace_interval: Duration::from_millis_f64(cfg.records.trace_interval_ms.max(1e-3)),
             out: RunRecords::default(),
             cfg,
-        })
+        };
+        if world.tunnel.is_some() {
+            world.pump(false);
+            world.pump(true);
+        }
+        Ok(world)
     }
 
     /// Run to the end and return the records.
@@ -482,6 +508,7 @@ impl World {
                 Event::SenderTimer { conn } => self.on_sender_timer(conn, at),
                 Event::ReceiverTimer { conn } => self.on_receiver_timer(conn, at),
                 Event::TraceSample => self.on_trace_sample(),
+                Event::MuxTimer { edge } => self.on_mux_timer(edge, at),
             }
         }
         self.finish()
@@ -504,69 +531,166 @@ impl World {
         if let Some(next) = p.next_write.filter(|n| n.at < self.window) {
             self.events.push(next.at, Event::AppWrite { pair });
         }
-        let (conn, pending) = match self.tunnel {
-            // The write becomes a frame on the stream's trunk (stream affinity i mod N).
-            // Each trunk sends its frames in write order: with thin streams only, the
-            // codec's thin-first scheduler would order them the same (FIFO by write time).
-            Some(tn) => {
-                let frame = Write { bytes: w.bytes + tn.header, ..w };
-                (tn.first_trunk + pair % tn.trunks, Pending { w: frame, tag: Tag::Frame { stream: pair } })
-            }
-            None => (p.conns[(w.kind == Kind::Bulk) as usize], Pending { w, tag: Tag::Plain }),
-        };
-        self.conns[conn as usize].blocked.push_back(pending);
+        if self.tunnel.is_some() {
+            self.tunnel_write(pair, w);
+            return;
+        }
+        let conn = p.conns[(w.kind == Kind::Bulk) as usize];
+        self.conns[conn as usize].blocked.push_back(Pending { w, tag: Tag::Plain });
         self.flush_writes(conn);
         self.transmit(conn);
     }
 
-    /// The edge has read whole frames `from..to` of trunk `conn`: write each payload on
-    /// its stream's last-hop connection at once.
-    fn relay_frames(&mut self, conn: u32, from: usize, to: usize) {
-        let Some(tn) = self.tunnel else { return };
-        for f in from..to {
-            let c = &self.conns[conn as usize];
-            let (frame, stream) = (c.msgs[f], c.frame_stream[f]);
-            let w = Write { at: frame.t_write, bytes: frame.bytes - tn.header, kind: frame.kind };
-            self.conns[stream as usize].blocked.push_back(Pending { w, tag: Tag::Relay { frame } });
-            self.flush_writes(stream);
-            self.transmit(stream);
-        }
-    }
-
-    /// Hand blocked writes to TCP while its send buffer has room.
-    fn flush_writes(&mut self, conn: u32) {
+    /// Hand blocked writes to TCP while its send buffer has room. Returns the relayed
+    /// stream bytes written (the edge returns them to its session as consumed).
+    fn flush_writes(&mut self, conn: u32) -> usize {
         let c = &mut self.conns[conn as usize];
+        let mut relayed = 0;
         while let Some(pw) = c.blocked.front() {
             if c.sender.buffer_space() < pw.w.bytes as u64 {
                 break;
             }
             let Pending { w, tag } = c.blocked.pop_front().expect("front exists");
             let end = c.sender.write(w.bytes as u64);
-            let mut msg = Msg {
-                end,
-                kind: w.kind,
-                bytes: w.bytes,
-                t_write: w.at,
-                t_first_tx: NONE,
-                t_tx: NONE,
-                t_enq: NONE,
-                t_deq: NONE,
-                t_arrive: NONE,
-                t_read: NONE,
-                tx_count: 0,
-            };
             match tag {
-                Tag::Plain => {}
-                Tag::Frame { stream } => c.frame_stream.push(stream),
-                Tag::Relay { frame } => {
-                    msg.t_first_tx = frame.t_first_tx;
-                    msg.t_tx = frame.t_tx;
-                    msg.t_enq = frame.t_enq;
-                    msg.t_deq = frame.t_deq;
-                    msg.tx_count = frame.tx_count;
+                Tag::Plain => c.msgs.push(Msg::new(end, w)),
+                Tag::Relay => relayed += w.bytes as usize,
+            }
+        }
+        if relayed > 0 {
+            let tn = self.tunnel.as_mut().expect("only the tunnel relays");
+            let id = tn.stream_of(self.conns[conn as usize].pair);
+            tn.edge.session.stream_consumed(id, relayed);
+        }
+        relayed
+    }
+
+    // ----- the tunnel -------------------------------------------------------------
+
+    /// A server's write goes into the core's session; its message row is made on the
+    /// stream's last hop at once, at its offset in the stream.
+    fn tunnel_write(&mut self, pair: u32, w: Write) {
+        let tn = self.tunnel.as_mut().expect("mux mode");
+        tn.server_write(pair, w.bytes as u64, self.now);
+        let end = tn.written[pair as usize];
+        let last_hop = self.pairs[pair as usize].conns[0];
+        self.conns[last_hop as usize].msgs.push(Msg::new(end, w));
+        self.pump(false);
+    }
+
+    /// Let one end of the tunnel act: handle its session's events, write frames on each
+    /// of its lanes while the socket has fewer than TCP_NOTSENT_LOWAT bytes unsent (so
+    /// the session, not the socket, decides the order), and re-arm its timer.
+    fn pump(&mut self, edge: bool) {
+        self.tunnel_events(edge);
+        let now = self.now;
+        let mut spans = Vec::new();
+        let (lanes, lowat) = {
+            let tn = self.tunnel.as_ref().expect("mux mode");
+            (tn.lanes as u16, tn.notsent_lowat)
+        };
+        for lane in 0..lanes {
+            let conn = self.tunnel.as_ref().expect("mux mode").conn_of(edge, lane);
+            loop {
+                // Frames the socket has not taken yet go in first, as far as its send
+                // buffer allows (a partial write).
+                let tn = self.tunnel.as_mut().expect("mux mode");
+                let s = &mut self.conns[conn as usize].sender;
+                let unwritten = tn.unwritten(conn);
+                let take = (*unwritten).min(s.buffer_space());
+                *unwritten -= take;
+                if take > 0 {
+                    s.write(take);
+                    self.transmit(conn);
+                }
+                let tn = self.tunnel.as_mut().expect("mux mode");
+                let s = &self.conns[conn as usize].sender;
+                if *tn.unwritten(conn) > 0 || s.write_end() - s.snd_max() >= lowat || !tn.end(edge).session.wants_transmit(lane) {
+                    break;
+                }
+                spans.clear();
+                let n = tn.poll_transmit(edge, lane, now, &mut spans) as u64;
+                if n == 0 {
+                    break;
+                }
+                let start = s.write_end();
+                *tn.unwritten(conn) = n;
+                for &(end, span) in &spans {
+                    // A frame counts as interactive if the write holding its last byte is.
+                    let stream_msgs = &self.conns[self.pairs[span.pair as usize].conns[0] as usize].msgs;
+                    let i = stream_msgs.partition_point(|m| m.end < span.stream_end);
+                    let kind = stream_msgs.get(i).map_or(Kind::Interactive, |m| m.kind);
+                    let c = &mut self.conns[conn as usize];
+                    c.msgs.push(Msg::new(start + end, Write { at: now, bytes: span.bytes, kind }));
+                    c.frames.push(span);
                 }
             }
-            c.msgs.push(msg);
+        }
+        let end = self.tunnel.as_mut().expect("mux mode").end(edge);
+        if let Some(d) = end.session.poll_timeout() {
+            if d < end.armed {
+                end.armed = d;
+                self.events.push(d, Event::MuxTimer { edge });
+            }
+        }
+    }
+
+    fn tunnel_events(&mut self, edge: bool) {
+        let now = self.now;
+        loop {
+            let tn = self.tunnel.as_mut().expect("mux mode");
+            let Some(ev) = tn.end(edge).session.poll_event() else { return };
+            match ev {
+                // Bytes for a client: the edge writes them on the stream's last hop.
+                MuxEvent::Data { id, bytes } => {
+                    let pair = tn.pair_of(id).expect("every stream belongs to a pair");
+                    let conn = self.pairs[pair as usize].conns[0];
+                    let w = Write { at: now, bytes: bytes.len() as u32, kind: Kind::Interactive };
+                    self.conns[conn as usize].blocked.push_back(Pending { w, tag: Tag::Relay });
+                    self.flush_writes(conn);
+                    self.transmit(conn);
+                }
+                // The core's stream buffer has room for the server's waiting bytes.
+                MuxEvent::Writable { id } => {
+                    if let Some(pair) = tn.pair_of(id) {
+                        tn.feed(pair, now);
+                    }
+                }
+                MuxEvent::LaneUp { .. } => {}
+                // Simulated trunks never fail and streams never close during a run.
+                other => panic!("tunnel: unexpected session event {other:?}"),
+            }
+        }
+    }
+
+    fn on_mux_timer(&mut self, edge: bool, at: Instant) {
+        let end = self.tunnel.as_mut().expect("mux mode").end(edge);
+        if end.armed != at {
+            return; // superseded by an earlier re-arm
+        }
+        end.armed = NONE;
+        end.session.handle_timeout(self.now);
+        self.pump(edge);
+    }
+
+    /// The edge read data frames `from..to` of forward trunk `conn`: their stream
+    /// bytes' messages take the trunk's transmission stamps (of the frame holding
+    /// each message's last byte).
+    fn copy_trunk_stamps(&mut self, conn: u32, from: usize, to: usize) {
+        let tn = self.tunnel.as_mut().expect("mux mode");
+        for f in from..to {
+            let (frame, span) = (self.conns[conn as usize].msgs[f], self.conns[conn as usize].frames[f]);
+            let cursor = &mut tn.stamped[span.pair as usize];
+            let msgs = &mut self.conns[self.pairs[span.pair as usize].conns[0] as usize].msgs;
+            while *cursor < msgs.len() && msgs[*cursor].end <= span.stream_end {
+                let m = &mut msgs[*cursor];
+                m.t_first_tx = frame.t_first_tx;
+                m.t_tx = frame.t_tx;
+                m.t_enq = frame.t_enq;
+                m.t_deq = frame.t_deq;
+                m.tx_count = frame.tx_count;
+                *cursor += 1;
+            }
         }
     }
 
@@ -659,10 +783,16 @@ impl World {
                 c.read_cursor += 1;
             }
         }
-        let (read_to, trunk) = (c.read_cursor, c.role == ROLE_TRUNK);
+        let read_to = c.read_cursor;
         self.send_acks(conn);
-        if trunk {
-            self.relay_frames(conn, first_read, read_to);
+        let Some(lane) = self.tunnel.as_ref().and_then(|tn| tn.lane_of(conn)) else { return };
+        let receiver_is_edge = !lane.0;
+        if receiver_is_edge {
+            self.copy_trunk_stamps(conn, first_read, read_to);
+        }
+        if d.to > d.from {
+            self.tunnel.as_mut().expect("mux mode").deliver(conn, d.to - d.from, now);
+            self.pump(receiver_is_edge);
         }
     }
 
@@ -703,8 +833,15 @@ impl World {
 
     fn on_ack_arrival(&mut self, conn: u32, ack: Ack) {
         self.conns[conn as usize].sender.handle_ack(self.now, &ack);
-        self.flush_writes(conn);
+        let relayed = self.flush_writes(conn);
         self.transmit(conn);
+        // A trunk's socket drained below the low-water mark, or a last hop took
+        // relayed bytes (credit to return): the tunnel end acts.
+        match self.tunnel.as_ref().map(|tn| tn.lane_of(conn)) {
+            Some(Some((edge, _))) => self.pump(edge),
+            Some(None) if relayed > 0 => self.pump(true),
+            _ => {}
+        }
     }
 
     // ----- ports and links --------------------------------------------------------
@@ -903,64 +1040,22 @@ impl World {
         tr.rtt.push(row[5]);
     }
 
-    /// Mux mode, at the end of the run: per stream, its writes not yet on its last-hop
-    /// connection, in write order (waiting there for send-buffer space, on the trunk
-    /// still unread by the edge, or waiting for the trunk's send buffer).
-    fn unrelayed_writes(&self) -> Vec<Vec<Msg>> {
-        let Some(tn) = self.tunnel else { return Vec::new() };
-        let mut rows = vec![Vec::new(); tn.first_trunk as usize];
-        let unread = |frame: Msg| Msg { bytes: frame.bytes - tn.header, t_arrive: NONE, t_read: NONE, ..frame };
-        for (s, c) in self.conns[..tn.first_trunk as usize].iter().enumerate() {
-            rows[s].extend(c.blocked.iter().filter_map(|p| match p.tag {
-                Tag::Relay { frame } => Some(unread(frame)),
-                _ => None,
-            }));
-        }
-        for c in &self.conns[tn.first_trunk as usize..] {
-            for (frame, &s) in c.msgs.iter().zip(&c.frame_stream).skip(c.read_cursor) {
-                rows[s as usize].push(unread(*frame));
-            }
-            for p in &c.blocked {
-                if let Tag::Frame { stream } = p.tag {
-                    let w = p.w;
-                    rows[stream as usize].push(Msg {
-                        end: 0,
-                        kind: w.kind,
-                        bytes: w.bytes - tn.header,
-                        t_write: w.at,
-                        t_first_tx: NONE,
-                        t_tx: NONE,
-                        t_enq: NONE,
-                        t_deq: NONE,
-                        t_arrive: NONE,
-                        t_read: NONE,
-                        tx_count: 0,
-                    });
-                }
-            }
-        }
-        rows
-    }
-
     fn finish(mut self) -> RunRecords {
         let mut out = std::mem::take(&mut self.out);
         out.events = self.events.processed();
         out.packets.in_flight = (self.slab.len() - self.free.len()) as u64;
         out.seed = self.seed;
-        // A trunk's messages are frames, not application writes: the stream's
-        // last-hop connection has the row of each write, and the writes the edge has not
-        // relayed yet are added after it (unread: t_arrive and t_read NaN).
-        let unrelayed = self.unrelayed_writes();
-        let total_msgs: usize =
-            self.conns.iter().filter(|c| c.role != ROLE_TRUNK).map(|c| c.msgs.len()).sum::<usize>() + unrelayed.iter().map(Vec::len).sum::<usize>();
+        // A trunk's messages are frames, not application writes: the stream's last-hop
+        // connection has the row of each write (unread ones: t_arrive and t_read NaN).
+        let is_write_row = |c: &Conn| c.role != ROLE_TRUNK && c.role != ROLE_TRUNK_REV;
+        let total_msgs: usize = self.conns.iter().filter(|c| is_write_row(c)).map(|c| c.msgs.len()).sum();
         let m = &mut out.messages;
         for v in [&mut m.t_write, &mut m.t_first_tx, &mut m.t_tx, &mut m.t_enq, &mut m.t_deq, &mut m.t_arrive, &mut m.t_read] {
             v.reserve_exact(total_msgs);
         }
         let (mut overflow, mut pushed, mut lost) = (0u64, 0u64, 0u64);
         for (i, c) in self.conns.iter().enumerate() {
-            let later = unrelayed.get(i).map_or(&[][..], Vec::as_slice);
-            for msg in c.msgs.iter().filter(|_| c.role != ROLE_TRUNK).chain(later) {
+            for msg in c.msgs.iter().filter(|_| is_write_row(c)) {
                 m.conn.push(i as u32);
                 m.pair.push(c.pair);
                 m.kind.push(msg.kind as u8);

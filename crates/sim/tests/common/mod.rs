@@ -23,7 +23,7 @@ pub fn base() -> Value {
                      "bulk_bytes_mean": 936.2, "size_spread": 0.5, "bulk_packets_mean": 7.4, "bulk_packets_max": 1000,
                      "bulk_pareto_shape": 1.5, "intra_bulk_gap_ms": 0.36, "separate_connections": false},
         "records": {"traces": true, "trace_interval_ms": 10.0, "trace_connections": "all", "packet_log_conns": []},
-        "mux": {"mode": "direct", "trunks": 1, "frame_header_bytes": 12}
+        "mux": {"mode": "direct", "trunks": 1, "frame_payload_bytes": 16384, "notsent_lowat_bytes": 32768}
     })
 }
 

@@ -1,0 +1,270 @@
+//! The tunnel of the mux topology in mux mode: the daemons' own sans-IO
+//! [`Session`]s (frame codec, thin-first scheduler, per-stream credit, acknowledgements
+//! and pings, `thinwan_proto::mux`) at the core and at the edge, their bytes carried
+//! by simulated trunk TCP connections.
+//!
+//! A simulated TCP connection carries byte *counts*; the bytes themselves wait here,
+//! in one pipe per trunk direction, until the receiving TCP delivers them in order, and
+//! are then handed to the receiving session. TCP delivers exactly the bytes written,
+//! in order, so the session sees the same byte stream the daemons would.
+//!
+//! A trunk lane is two simulated connections on the same path: *forward* core → edge
+//! (frames of server data) and *reverse* edge → core (the edge's acks, credits, pongs).
+//! Real TCP would piggyback the two directions' ACKs on each other; here each has
+//! its own pure ACKs — a few dozen extra 40-byte packets per second per lane.
+//!
+//! What is not modelled: trunk failures and resumption (the simulated path never
+//! breaks, so the liveness timeout is off), the core's connect to the server (the core
+//! sits beside R1 and the server's writes reach its session at once), and stream
+//! set-up: lanes and streams are established before time 0, as the direct
+//! connections are, so both configurations start with open connections.
+
+use std::collections::{HashMap, VecDeque};
+
+use thinwan_proto::mux::frame::{FrameType, Header, StreamId, HEADER_LEN};
+use thinwan_proto::mux::sched::Class;
+use thinwan_proto::mux::session::{Config as SessionConfig, Event, Role, Session};
+use thinwan_proto::{Duration, Instant};
+
+use crate::config::MuxSec;
+
+/// The target name every stream opens (the core has one: the server beside it).
+const TARGET: &str = "server";
+/// Zero bytes stand in for server data (the session only counts and frames them).
+const ZEROS: [u8; 16 * 1024] = [0; 16 * 1024];
+
+/// One end of the tunnel.
+pub(crate) struct End {
+    pub session: Session,
+    /// Generation of each lane's (only) connection.
+    generation: Vec<u64>,
+    /// Earliest pending timer event (MAX = none).
+    pub armed: Instant,
+}
+
+/// A data frame the core wrote on a forward trunk: its stream and the stream offset
+/// one past its last payload byte.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct FrameSpan {
+    pub pair: u32,
+    pub stream_end: u64,
+    /// Frame bytes, header included.
+    pub bytes: u32,
+}
+
+/// Both ends, the pipes and the stream ↔ pair maps.
+pub(crate) struct Tunnel {
+    /// Connection id of forward trunk 0; forward lane `l` is `first_trunk + l`, reverse
+    /// lane `l` is `first_trunk + lanes + l`.
+    pub first_trunk: u32,
+    pub lanes: u32,
+    pub core: End,
+    pub edge: End,
+    /// TCP_NOTSENT_LOWAT of the trunk sockets: a session writes while fewer bytes than
+    /// this are unsent in the socket, so ordering decisions stay in the session.
+    pub notsent_lowat: u64,
+    /// Bytes per `poll_transmit` call (the daemons' batch).
+    batch: usize,
+    /// Per trunk connection (forward lanes, then reverse lanes): bytes written into it
+    /// and not yet delivered to the receiving session, oldest first.
+    pipes: Vec<VecDeque<u8>>,
+    /// Stream of each pair, and back.
+    stream: Vec<StreamId>,
+    pair: HashMap<StreamId, u32>,
+    /// Per pair: bytes the server wrote that the core session has not taken yet
+    /// (its stream buffer was full), and everything the server wrote.
+    backlog: Vec<u64>,
+    pub written: Vec<u64>,
+    /// Per pair: stream bytes the core has put in data frames.
+    framed: Vec<u64>,
+    /// Per trunk connection: frame bytes the socket has not taken yet (its send buffer
+    /// was full), the tail of its pipe.
+    unwritten: Vec<u64>,
+    /// Per pair: first message row of its last hop whose trunk stamps are not copied.
+    pub stamped: Vec<usize>,
+    scratch: Vec<u8>,
+}
+
+impl Tunnel {
+    /// Open `lanes` trunk lanes and one stream per pair, exchanging the handshake
+    /// frames directly (before time 0). Forward trunks get connection ids from
+    /// `first_trunk` on.
+    pub fn establish(mux: &MuxSec, pairs: u32, first_trunk: u32, session_id: u64) -> Result<Tunnel, String> {
+        let lanes = u16::try_from(mux.trunks).map_err(|_| "mux.trunks: at most 65535".to_string())?;
+        let cfg = SessionConfig {
+            lanes,
+            max_payload: mux.frame_payload_bytes,
+            max_streams: pairs as usize,
+            // The simulated path never breaks: no liveness or resume deadline.
+            idle_timeout: Duration::from_millis(1_000_000_000),
+            resume_timeout: Duration::from_millis(1_000_000_000),
+            ..SessionConfig::default()
+        };
+        let t0 = Instant::ZERO;
+        let mut edge = Session::new(Role::Edge, session_id, cfg.clone(), t0);
+        let mut core = Session::new(Role::Core, session_id, cfg, t0);
+        let ge: Vec<u64> = (0..lanes).map(|l| edge.lane_connected(l, t0)).collect();
+        let gc: Vec<u64> = (0..lanes).map(|l| core.lane_connected(l, t0)).collect();
+        exchange(&mut edge, &ge, &mut core, &gc);
+        let mut stream = Vec::with_capacity(pairs as usize);
+        for _ in 0..pairs {
+            stream.push(edge.open_stream(TARGET, Class::Auto, t0).map_err(|e| format!("mux: cannot open a stream: {e:?}"))?);
+        }
+        exchange(&mut edge, &ge, &mut core, &gc);
+        let mut opened = 0;
+        for s in [&mut edge, &mut core] {
+            while let Some(ev) = s.poll_event() {
+                match ev {
+                    Event::StreamOpened { .. } => opened += 1,
+                    Event::LaneUp { .. } => {}
+                    other => return Err(format!("mux: unexpected event while establishing the tunnel: {other:?}")),
+                }
+            }
+        }
+        if opened != pairs {
+            return Err(format!("mux: {opened} of {pairs} streams opened while establishing the tunnel"));
+        }
+        let n = pairs as usize;
+        Ok(Tunnel {
+            first_trunk,
+            lanes: lanes as u32,
+            core: End { session: core, generation: gc, armed: Instant::MAX },
+            edge: End { session: edge, generation: ge, armed: Instant::MAX },
+            notsent_lowat: mux.notsent_lowat_bytes as u64,
+            batch: mux.frame_payload_bytes as usize,
+            pipes: vec![VecDeque::new(); 2 * lanes as usize],
+            pair: stream.iter().enumerate().map(|(p, &s)| (s, p as u32)).collect(),
+            stream,
+            backlog: vec![0; n],
+            written: vec![0; n],
+            framed: vec![0; n],
+            unwritten: vec![0; 2 * lanes as usize],
+            stamped: vec![0; n],
+            scratch: Vec::new(),
+        })
+    }
+
+    /// The end that sends on trunk connection `conn`'s data direction: (is the edge, lane).
+    pub fn lane_of(&self, conn: u32) -> Option<(bool, u16)> {
+        let i = conn.checked_sub(self.first_trunk)?;
+        (i < 2 * self.lanes).then(|| (i >= self.lanes, (i % self.lanes) as u16))
+    }
+
+    /// The trunk connection on which `edge` (or the core) sends on `lane`.
+    pub fn conn_of(&self, edge: bool, lane: u16) -> u32 {
+        self.first_trunk + edge as u32 * self.lanes + lane as u32
+    }
+
+    pub fn end(&mut self, edge: bool) -> &mut End {
+        if edge {
+            &mut self.edge
+        } else {
+            &mut self.core
+        }
+    }
+
+    pub fn stream_of(&self, pair: u32) -> StreamId {
+        self.stream[pair as usize]
+    }
+
+    pub fn pair_of(&self, stream: StreamId) -> Option<u32> {
+        self.pair.get(&stream).copied()
+    }
+
+    /// The server of `pair` wrote `bytes`: the core reads them into the stream's queue,
+    /// as far as its stream buffer allows (the rest waits for `Writable`).
+    pub fn server_write(&mut self, pair: u32, bytes: u64, now: Instant) {
+        self.written[pair as usize] += bytes;
+        self.backlog[pair as usize] += bytes;
+        self.feed(pair, now);
+    }
+
+    /// Hand the core what the server of `pair` wrote and it has not taken yet.
+    pub fn feed(&mut self, pair: u32, now: Instant) {
+        let id = self.stream[pair as usize];
+        let backlog = &mut self.backlog[pair as usize];
+        while *backlog > 0 {
+            let n = (*backlog).min(ZEROS.len() as u64) as usize;
+            let taken = self.core.session.stream_send(id, &ZEROS[..n], now).unwrap_or(0);
+            *backlog -= taken as u64;
+            if taken < n {
+                break;
+            }
+        }
+    }
+
+    /// Frames for `conn` (a trunk whose sender is `edge`'s `lane`): up to one batch,
+    /// appended to the connection's pipe. Returns the byte count and, on a forward
+    /// trunk, each data frame it holds (offsets relative to the batch's first byte:
+    /// end of the frame on the trunk, and the frame's span).
+    pub fn poll_transmit(&mut self, edge: bool, lane: u16, now: Instant, spans: &mut Vec<(u64, FrameSpan)>) -> usize {
+        let conn = self.conn_of(edge, lane);
+        let mut buf = std::mem::take(&mut self.scratch);
+        buf.clear();
+        let end = if edge { &mut self.edge } else { &mut self.core };
+        end.session.poll_transmit(lane, end.generation[lane as usize], &mut buf, self.batch, now);
+        if !edge {
+            self.data_frames(&buf, spans);
+        }
+        self.pipes[(conn - self.first_trunk) as usize].extend(&buf);
+        let n = buf.len();
+        self.scratch = buf;
+        n
+    }
+
+    /// The data frames in `buf` (whole frames from `poll_transmit`), in order.
+    fn data_frames(&mut self, buf: &[u8], spans: &mut Vec<(u64, FrameSpan)>) {
+        let mut at = 0;
+        while at + HEADER_LEN <= buf.len() {
+            let raw: &[u8; HEADER_LEN] = buf[at..at + HEADER_LEN].try_into().expect("header length");
+            let h = Header::decode(raw, u32::MAX).expect("the session encodes valid frames");
+            at += HEADER_LEN + h.len as usize;
+            if h.kind == FrameType::Data {
+                if let Some(pair) = self.pair_of(h.stream) {
+                    let framed = &mut self.framed[pair as usize];
+                    *framed += h.len as u64;
+                    spans.push((at as u64, FrameSpan { pair, stream_end: *framed, bytes: (HEADER_LEN as u32) + h.len }));
+                }
+            }
+        }
+    }
+
+    /// Frame bytes trunk `conn`'s socket has not taken yet.
+    pub fn unwritten(&mut self, conn: u32) -> &mut u64 {
+        &mut self.unwritten[(conn - self.first_trunk) as usize]
+    }
+
+    /// TCP delivered `n` more bytes in order on trunk `conn`: the receiving end reads them.
+    pub fn deliver(&mut self, conn: u32, n: u64, now: Instant) {
+        let Some((sender_is_edge, lane)) = self.lane_of(conn) else { return };
+        let pipe = &mut self.pipes[(conn - self.first_trunk) as usize];
+        let bytes: Vec<u8> = pipe.drain(..n as usize).collect();
+        let to = self.end(!sender_is_edge);
+        to.session.handle_bytes(lane, to.generation[lane as usize], &bytes, now);
+    }
+}
+
+/// Move frames between two sessions until neither has anything to send (set-up only).
+fn exchange(a: &mut Session, ga: &[u64], b: &mut Session, gb: &[u64]) {
+    let mut buf = Vec::new();
+    loop {
+        let mut moved = false;
+        for lane in 0..ga.len() {
+            moved |= send_all(a, ga[lane], b, gb[lane], lane as u16, &mut buf);
+            moved |= send_all(b, gb[lane], a, ga[lane], lane as u16, &mut buf);
+        }
+        if !moved {
+            return;
+        }
+    }
+}
+
+/// Everything `from` has for `lane`, handed to `to`. Returns whether anything moved.
+fn send_all(from: &mut Session, gen_from: u64, to: &mut Session, gen_to: u64, lane: u16, buf: &mut Vec<u8>) -> bool {
+    buf.clear();
+    while from.poll_transmit(lane, gen_from, buf, usize::MAX, Instant::ZERO) {}
+    if !buf.is_empty() {
+        to.handle_bytes(lane, gen_to, buf, Instant::ZERO);
+    }
+    !buf.is_empty()
+}
