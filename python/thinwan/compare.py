@@ -26,7 +26,7 @@ from matplotlib.figure import Figure
 from . import __version__
 from .metrics import COMPONENTS, thresholds_s
 from .report import decorate_ccdf, png
-from .sweep import CCDF_GRID_S, Point, Sweep
+from .sweep import CCDF_GRID_S, Point, Sweep, configuration_axis, point_entries
 
 __all__ = ["comparison_table", "html_comparison", "figure_titles", "mean_ccdfs", "TABLE_METRICS"]
 
@@ -57,21 +57,16 @@ def figure_titles(sweep: Sweep) -> dict[str, str]:
         "r_vs_x": f"r_I150 and r_I1000 against {x}",
         "ccdf": "Delay components by configuration (mean CCDF over runs)",
     }
-    if _compares_tunnel(sweep):
+    if configuration_axis(sweep) is not None:
         titles["boxes"] = "End-to-end delay of all messages per grid point (box plots)"
     return titles
-
-
-def _compares_tunnel(sweep: Sweep) -> bool:
-    """The sweep varies ``mux.mode``: the report gets box plots per grid point."""
-    return "mux.mode" in sweep.varied_keys
 
 
 def comparison_table(sweep: Sweep, document: Mapping[str, Any]) -> str:
     """Aligned plain-text table: one line per point, ``mean (min–max)`` over runs."""
     columns = _display_axes(sweep)
     header = [*(_short(sweep, a) for a in columns), *(h for _, h in TABLE_METRICS), "runs"]
-    summaries = {p["id"]: p["summary"] for p in document["points"]}
+    summaries = {p["id"]: p["summary"] for p in point_entries(document)}
     rows = [header]
     for point in _display_order(sweep):
         s = summaries[point.id]
@@ -93,7 +88,7 @@ def html_comparison(sweep: Sweep, frame: pd.DataFrame, document: Mapping[str, An
     """A self-contained HTML page comparing the points of ``sweep``."""
     titles = figure_titles(sweep)
     columns = _display_axes(sweep)
-    summaries = {p["id"]: p["summary"] for p in document["points"]}
+    summaries = {p["id"]: p["summary"] for p in point_entries(document)}
     table = [
         (
             [_label(p.params[a]) for a in columns],
@@ -110,7 +105,7 @@ def html_comparison(sweep: Sweep, frame: pd.DataFrame, document: Mapping[str, An
         ]
     # Box plots per grid point when the sweep compares the tunnel with direct TCP
     # (spec thin-stream-mux.md: "box plots (min, Q1, median, Q3, max) per grid point").
-    boxes = png(_fig_delay_boxes(sweep, summaries, titles["boxes"])) if "boxes" in titles else None
+    boxes = png(_fig_delay_boxes(sweep, document, titles["boxes"])) if "boxes" in titles else None
     ccdfs = mean_ccdfs(frame)
     overlays = [
         (label, png(_fig_ccdf_group(sweep, group, ccdfs, f"{titles['ccdf']}: {label}")))
@@ -249,35 +244,30 @@ def _fig_ccdf_group(sweep: Sweep, group: Sequence[Point], ccdfs: Mapping[str, Ma
     return fig
 
 
-def _fig_delay_boxes(sweep: Sweep, summaries: Mapping[str, Mapping[str, Any]], title: str) -> Figure:
-    """One panel per grid point (every label but the line axis's), one box per line label.
+def _fig_delay_boxes(sweep: Sweep, document: Mapping[str, Any], title: str) -> Figure:
+    """One panel per grid point, one box per configuration (the document's ``configs``).
 
-    Box: Q1, median, Q3 (means over runs of each run's quantile); whiskers: the smallest
-    minimum and the largest maximum over runs; ▼: p99 (mean over runs). A maximum of ∞ (a
-    message never read) is drawn as ▲ at the top edge.
+    Box: Q1, median, Q3; whiskers: min and max; ▼: p99 — each over all messages of all
+    runs pooled (:func:`thinwan.sweep.sweep_document`). A maximum of ∞ (a message never
+    read) is drawn as ▲ at the top edge.
     """
-    groups = _ccdf_groups(sweep)
+    groups = document["points"]
     ncols = min(4, len(groups))
     nrows = math.ceil(len(groups) / ncols)
     fig = Figure(figsize=(3.4 * ncols + 0.6, 3.0 * nrows + 0.7), layout="constrained")
     flat = np.atleast_1d(fig.subplots(nrows, ncols, squeeze=False)).ravel()
-    pos = [a.name for a in sweep.axes].index(sweep.line_axis) if sweep.line_axis else None
-    for ax, (label, points) in zip(flat, groups):
+    for ax, group in zip(flat, groups):
         stats, p99, open_top = [], [], []
-        for p in points:
-            s = summaries[p.id]
-            box = [_num(s.get(k)) for k in ("delay_q1_ms", "delay_median_ms", "delay_q3_ms")]
-            low = _num(s.get("min", {}).get("delay_min_ms"))
-            high = _num(s.get("max", {}).get("delay_max_ms"))
-            if any(v is None or not math.isfinite(v) for v in box) or low is None or high is None:
+        for name, s in group["configs"].items():
+            values = [_num(s.get(k)) for k in ("min", "q1", "median", "q3", "max")]
+            if any(v is None for v in values) or not all(math.isfinite(v) for v in values[1:4]):  # type: ignore[arg-type]
                 continue
-            q1, med, q3 = (float(v) for v in box)  # type: ignore[arg-type]
-            name = _label(p.params[sweep.line_axis]) if pos is not None else p.name
+            low, q1, med, q3, high = (float(v) for v in values)  # type: ignore[arg-type]
             if not math.isfinite(high):
                 open_top.append(len(stats) + 1)
                 high = q3
             stats.append({"label": name, "whislo": low, "q1": q1, "med": med, "q3": q3, "whishi": high, "fliers": []})
-            p99.append(_num(s.get("delay_p99_ms")))
+            p99.append(_num(s.get("p99")))
         if not stats:
             ax.axis("off")
             continue
@@ -289,7 +279,7 @@ def _fig_delay_boxes(sweep: Sweep, summaries: Mapping[str, Mapping[str, Any]], t
                     transform=ax.get_xaxis_transform(), clip_on=False)
         ax.set_yscale("log")
         ax.set_ylabel("end-to-end delay (ms)")
-        ax.set_title(label.replace(", ", "\n"), fontsize=8)
+        ax.set_title(group["name"].replace(",", "\n"), fontsize=8)
         ax.grid(True, axis="y", which="major", alpha=0.3)
     for ax in flat[len(groups):]:
         ax.axis("off")
@@ -430,7 +420,10 @@ _TEMPLATE = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined
  .missing { color: #777; font-style: italic; }
 </style></head>
 <body>
-<h1>Sweep {{ sweep.name }}</h1>
+<h1>Sweep {{ sweep.name }}{% if sweep.substrate == "lab" %} (lab){% endif %}</h1>
+{% if sweep.substrate == "lab" %}<p><strong>Measured in the namespace lab</strong>: real Linux TCP in network
+namespaces across the thinwan-link WAN emulator{% if boxes %}, the tunnel configurations through the real
+thinwan-mux core and edge daemons{% endif %} — not the simulator (docs/lab.md, "Sweeps in the lab").</p>{% endif %}
 {% if sweep.description %}<p>{{ sweep.description }}</p>{% endif %}
 <p>thinwan {{ version }}, git {{ document.git_rev }}; {{ sweep.points | length }} point(s) ×
 {{ sweep.runs }} run(s) of {{ sweep.base_path.name }} (base scenario). Sweep file
@@ -463,8 +456,8 @@ runs. ▲ at the top: T = ∞ (no violation in some run).</p>
 
 {% if boxes %}
 <h2>{{ titles.boxes }}</h2>
-<p>Server write → client read, all messages. Box: Q1, median, Q3 (means over runs);
-whiskers: min and max over all runs; ▼ p99; ▲ at the top: a message never read.</p>
+<p>Server write → client read, all messages of all runs pooled. Box: Q1, median, Q3;
+whiskers: min and max; ▼ p99; ▲ at the top: a message never read.</p>
 <img alt="{{ titles.boxes }}" src="data:image/png;base64,{{ boxes }}">
 {% endif %}
 

@@ -1,11 +1,16 @@
 //! Traffic pump and sink on real sockets, driven by the simulator's traffic models.
 //!
-//! The pump opens `conns` TCP connections to the sink; connection *i* runs its own
-//! source (the two-state thin-client source seeded with `stream_rng(seed, 2·i)` exactly
-//! like the simulator, a constant-rate source, or a greedy bulk source) starting at
-//! `t0 + i·stagger`, and writes each message ([`crate::wire`]) when it is due. It logs
-//! every write (CLOCK_MONOTONIC before and after the `write`) and, after the drain
-//! period, each connection's `TCP_INFO`. The sink stamps each message with the time the
+//! The pump has `conns` TCP connections to the sink: it opens them ([`Peer::Connect`]),
+//! or — when the clients must open them, e.g. through a tunnel's edge — accepts them
+//! ([`Peer::Listen`]; each client first sends its connection id, 4 bytes LE). Either
+//! way the pump then sends the connection id back as a 4-byte preamble, and connection
+//! *i* runs its own source (the two-state thin-client source or the game source, seeded
+//! with `stream_rng(seed, 2·i)` exactly like the simulator; a constant-rate source; or a
+//! greedy bulk source) starting at `t0 + i·stagger`, writing each message
+//! ([`crate::wire`]) when it is due. It logs every write (CLOCK_MONOTONIC before and
+//! after the `write`). When its source is done it half-closes; the sink closes once it
+//! has read everything, so the pump reads `TCP_INFO` as soon as every byte arrived (or
+//! at the end of the drain period). The sink stamps each message with the time the
 //! `read` that completed it returned. Both logs are CSV (docs/lab.md).
 
 use crate::clock;
@@ -19,14 +24,16 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread;
-use thinwan_proto::traffic::{stream_rng, Kind, ThinClientKeys, ThinClientParams, ThinClientSource, Write as SrcWrite};
+use thinwan_proto::traffic::{
+    stream_rng, GameCalibrated, GameParams, GameSource, Kind, ThinClientKeys, ThinClientParams, ThinClientSource, Write as SrcWrite,
+};
 use thinwan_proto::{Duration, Instant};
 
 /// The scenario's `[traffic]` section (same keys as docs/scenario.md) plus the MSS cap.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(default)]
 pub struct TrafficConfig {
-    /// "thin-client", "bulk" or "constant".
+    /// "thin-client", "game", "bulk" or "constant".
     pub model: String,
     /// The two-state source's keys (α, β, gaps, sizes, block lengths).
     #[serde(flatten)]
@@ -58,6 +65,8 @@ impl Default for TrafficConfig {
 pub enum Source {
     /// The two-state thin-client model.
     ThinClient(Box<ThinClientSource>),
+    /// The game model (one MMO server→client stream; every write interactive).
+    Game(Box<GameSource>),
     /// `bytes` every `interval`, from `next`.
     Constant {
         /// Next write.
@@ -86,13 +95,18 @@ impl Source {
                 let s = ThinClientSource::new(p, stream_rng(seed, 2 * conn as u64), start).map_err(|e| format!("traffic: {}", e.0))?;
                 Ok(Source::ThinClient(Box::new(s)))
             }
+            "game" => {
+                let c = GameCalibrated::new(GameParams::default()).map_err(|e| format!("traffic: {}", e.0))?;
+                // Same stream as the simulator's source i (crates/sim world.rs).
+                Ok(Source::Game(Box::new(GameSource::new(&c, stream_rng(seed, 2 * conn as u64), start))))
+            }
             "constant" => Ok(Source::Constant {
                 next: start,
                 interval: Duration::from_millis_f64(cfg.constant_interval_ms),
                 bytes: cfg.constant_bytes,
             }),
             "bulk" => Ok(Source::Bulk { start, bytes: cfg.bulk_chunk_bytes.max(HEADER as u32) }),
-            other => Err(format!("traffic.model: unknown {other:?} (thin-client, constant, bulk)")),
+            other => Err(format!("traffic.model: unknown {other:?} (thin-client, game, constant, bulk)")),
         }
     }
 
@@ -100,6 +114,7 @@ impl Source {
     pub fn next_write(&mut self) -> SrcWrite {
         match self {
             Source::ThinClient(s) => s.next_write(),
+            Source::Game(s) => s.next_write(),
             Source::Constant { next, interval, bytes } => {
                 let w = SrcWrite { at: *next, bytes: *bytes, kind: Kind::Interactive };
                 *next += *interval;
@@ -131,11 +146,20 @@ pub struct SockOpts {
     pub mark_interactive: Option<u8>,
 }
 
+/// Who opens the connections between pump and sink.
+#[derive(Clone, Copy, Debug)]
+pub enum Peer {
+    /// Open them to this address.
+    Connect(SocketAddr),
+    /// Accept them on this address (printing a ready line first).
+    Listen(SocketAddr),
+}
+
 /// Pump settings.
 #[derive(Clone, Debug)]
 pub struct PumpOptions {
-    /// Sink address.
-    pub connect: SocketAddr,
+    /// The sink: connect to it, or let it (or a proxy in front of the pump) connect.
+    pub peer: Peer,
     /// Connections.
     pub conns: u32,
     /// Traffic model.
@@ -160,14 +184,14 @@ pub struct PumpOptions {
 
 /// Run the pump to completion (or until `stop`).
 pub fn run_pump(o: &PumpOptions, stop: Arc<AtomicBool>) -> io::Result<()> {
-    let mut streams = Vec::new();
-    for conn in 0..o.conns {
-        let s = TcpStream::connect(o.connect).map_err(|e| io::Error::new(e.kind(), format!("connect {}: {e}", o.connect)))?;
-        apply_sockopts(&s, &o.sock)?;
-        // Connection id first, so the sink can label the stream before any message.
-        let mut s2 = s;
-        s2.write_all(&conn.to_le_bytes())?;
-        streams.push(s2);
+    let mut streams = match o.peer {
+        Peer::Connect(addr) => connect_all(addr, o.conns)?,
+        Peer::Listen(addr) => accept_all(addr, o.conns, &stop)?,
+    };
+    for (conn, s) in streams.iter_mut().enumerate() {
+        apply_sockopts(s, &o.sock)?;
+        // Connection id first, so the sink can label (or check) the stream before any message.
+        s.write_all(&(conn as u32).to_le_bytes())?;
     }
     let t0 = clock::now() + o.start_delay;
     let log = Arc::new(Mutex::new(BufWriter::new(File::create(&o.out)?)));
@@ -175,6 +199,8 @@ pub fn run_pump(o: &PumpOptions, stop: Arc<AtomicBool>) -> io::Result<()> {
     let mut handles = Vec::new();
     for (conn, stream) in streams.into_iter().enumerate() {
         let conn = conn as u32;
+        // How often wait_for_close looks at the clock (the pump reads nothing else).
+        stream.set_read_timeout(Some(std::time::Duration::from_millis(50)))?;
         let start = Instant::ZERO + o.stagger.saturating_mul(conn as u64);
         let source = Source::new(&o.traffic, o.seed, conn, start).map_err(io::Error::other)?;
         let (log, stop, o) = (Arc::clone(&log), Arc::clone(&stop), o.clone());
@@ -188,6 +214,48 @@ pub fn run_pump(o: &PumpOptions, stop: Arc<AtomicBool>) -> io::Result<()> {
     let doc = serde_json::json!({"t0_ns": t0.as_nanos(), "conns": infos});
     std::fs::write(&o.conns_out, format!("{doc}\n"))?;
     Ok(())
+}
+
+/// Open `conns` connections to `addr`, in connection order.
+fn connect_all(addr: SocketAddr, conns: u32) -> io::Result<Vec<TcpStream>> {
+    (0..conns)
+        .map(|_| TcpStream::connect(addr).map_err(|e| io::Error::new(e.kind(), format!("connect {addr}: {e}"))))
+        .collect()
+}
+
+/// Accept `conns` connections on `addr`; each client names its connection id first (4
+/// bytes LE), so streams are in connection order whatever order they arrive in.
+fn accept_all(addr: SocketAddr, conns: u32, stop: &AtomicBool) -> io::Result<Vec<TcpStream>> {
+    let listener = TcpListener::bind(addr).map_err(|e| io::Error::new(e.kind(), format!("listen {addr}: {e}")))?;
+    listener.set_nonblocking(true)?;
+    println!("{}", serde_json::json!({"ready": true, "listen": addr.to_string()}));
+    io::stdout().flush()?;
+    let mut slots: Vec<Option<TcpStream>> = (0..conns).map(|_| None).collect();
+    let mut accepted = 0;
+    while accepted < conns {
+        if stop.load(Ordering::Relaxed) {
+            return Err(io::Error::new(io::ErrorKind::Interrupted, format!("stopped after accepting {accepted} of {conns} connections")));
+        }
+        let mut s = match listener.accept() {
+            Ok((s, _)) => s,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                thread::sleep(std::time::Duration::from_millis(2));
+                continue;
+            }
+            Err(e) => return Err(e),
+        };
+        s.set_nonblocking(false)?;
+        s.set_read_timeout(Some(std::time::Duration::from_secs(10)))?;
+        let mut id = [0u8; 4];
+        s.read_exact(&mut id).map_err(|e| io::Error::new(e.kind(), format!("reading a connection id: {e}")))?;
+        let id = u32::from_le_bytes(id);
+        match slots.get_mut(id as usize) {
+            Some(slot @ None) => *slot = Some(s),
+            _ => return Err(io::Error::new(io::ErrorKind::InvalidData, format!("connection id {id}: out of range or taken (conns {conns})"))),
+        }
+        accepted += 1;
+    }
+    Ok(slots.into_iter().flatten().collect())
 }
 
 fn pump_conn(
@@ -248,18 +316,31 @@ fn pump_conn(
         }
     }
     lock(log).write_all(rows.as_bytes())?;
-    // Let queued data drain, then read the kernel's view of the connection.
-    let drain_end = end + o.drain;
-    while clock::now() < drain_end && !stop.load(Ordering::Relaxed) {
-        let left = drain_end - clock::now();
-        thread::sleep(std::time::Duration::from_nanos(left.as_nanos().min(50_000_000)));
-    }
+    // Half-close and let queued data drain: the sink closes after reading the last byte
+    // (end of file here), so the run need not last the whole drain period. Then read the
+    // kernel's view of the connection.
+    let _ = stream.shutdown(std::net::Shutdown::Write);
+    wait_for_close(&mut stream, end + o.drain, stop);
     let info = tcp_info(&stream).unwrap_or_default();
     let _ = stream.shutdown(std::net::Shutdown::Both);
     Ok(serde_json::json!({
         "conn": conn, "local": local.to_string(), "remote": remote.to_string(),
         "messages": id, "bytes_written": offset - 4, "write_error": write_error, "tcp_info": info,
     }))
+}
+
+/// Wait until the peer closes (end of file), `until` passes or `stop`; the stream's
+/// read timeout sets how often the clock is looked at.
+fn wait_for_close(stream: &mut TcpStream, until: Instant, stop: &AtomicBool) {
+    let mut buf = [0u8; 512];
+    while clock::now() < until && !stop.load(Ordering::Relaxed) {
+        match stream.read(&mut buf) {
+            Ok(0) => return,
+            Ok(_) => {} // the sink sends nothing after its connection id; ignore strays
+            Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut | io::ErrorKind::Interrupted) => {}
+            Err(_) => return, // reset: nothing more will come
+        }
+    }
 }
 
 /// Marks a TCP socket's traffic as interactive or bulk through its TOS byte, so the
@@ -302,8 +383,8 @@ impl Marker {
 /// Sink settings.
 #[derive(Clone, Debug)]
 pub struct SinkOptions {
-    /// Listening address.
-    pub listen: SocketAddr,
+    /// The pump: accept its connections, or open them (to it or to a proxy in front of it).
+    pub peer: Peer,
     /// Connections to accept.
     pub conns: u32,
     /// Socket options (quickack, rcvbuf).
@@ -314,19 +395,22 @@ pub struct SinkOptions {
     pub timeout: Duration,
 }
 
-/// Accept `conns` connections and log every message until all close (or `stop`).
+/// Accept (or open) `conns` connections and log every message until all close (or `stop`).
 pub fn run_sink(o: &SinkOptions, stop: Arc<AtomicBool>) -> io::Result<()> {
-    let listener = TcpListener::bind(o.listen)?;
+    let addr = match o.peer {
+        Peer::Listen(addr) => addr,
+        Peer::Connect(addr) => return run_sink_connecting(addr, o, stop),
+    };
+    let listener = TcpListener::bind(addr)?;
     if let Some(b) = o.sock.rcvbuf {
         setsockopt_int(listener.as_raw_fd(), libc::SOL_SOCKET, libc::SO_RCVBUF, b as i32)?;
     }
     listener.set_nonblocking(true)?;
     // Ready line for the orchestrator.
-    println!("{}", serde_json::json!({"ready": true, "listen": o.listen.to_string()}));
+    println!("{}", serde_json::json!({"ready": true, "listen": addr.to_string()}));
     io::stdout().flush()?;
     let deadline = clock::now() + o.timeout;
-    let log = Arc::new(Mutex::new(BufWriter::new(File::create(&o.out)?)));
-    writeln!(lock(&log), "conn,msg,bytes,t_write_ns,t_read_ns")?;
+    let log = sink_log(&o.out)?;
     let mut handles = Vec::new();
     while (handles.len() as u32) < o.conns && !stop.load(Ordering::Relaxed) && clock::now() < deadline {
         match listener.accept() {
@@ -334,20 +418,57 @@ pub fn run_sink(o: &SinkOptions, stop: Arc<AtomicBool>) -> io::Result<()> {
                 s.set_nonblocking(false)?;
                 s.set_read_timeout(Some(std::time::Duration::from_millis(100)))?;
                 let (log, stop, sock) = (Arc::clone(&log), Arc::clone(&stop), o.sock.clone());
-                handles.push(thread::spawn(move || sink_conn(s, &sock, &log, &stop, deadline)));
+                handles.push(thread::spawn(move || sink_conn(s, None, &sock, &log, &stop, deadline)));
             }
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => thread::sleep(std::time::Duration::from_millis(2)),
             Err(e) => return Err(e),
         }
     }
+    join_sink(handles, &log)
+}
+
+/// The sink as the client: open `conns` connections to `addr`, name each (connection id,
+/// 4 bytes LE) and check that the pump's preamble names the same one.
+fn run_sink_connecting(addr: SocketAddr, o: &SinkOptions, stop: Arc<AtomicBool>) -> io::Result<()> {
+    let deadline = clock::now() + o.timeout;
+    let log = sink_log(&o.out)?;
+    let mut handles = Vec::new();
+    for (conn, s) in connect_all(addr, o.conns)?.into_iter().enumerate() {
+        let conn = conn as u32;
+        if let Some(b) = o.sock.rcvbuf {
+            // After connect: the window scale is already chosen, so this only caps the buffer.
+            setsockopt_int(s.as_raw_fd(), libc::SOL_SOCKET, libc::SO_RCVBUF, b as i32)?;
+        }
+        (&s).write_all(&conn.to_le_bytes())?;
+        s.set_read_timeout(Some(std::time::Duration::from_millis(100)))?;
+        let (log, stop, sock) = (Arc::clone(&log), Arc::clone(&stop), o.sock.clone());
+        handles.push(thread::spawn(move || sink_conn(s, Some(conn), &sock, &log, &stop, deadline)));
+    }
+    join_sink(handles, &log)
+}
+
+fn sink_log(path: &PathBuf) -> io::Result<Arc<Mutex<BufWriter<File>>>> {
+    let log = Arc::new(Mutex::new(BufWriter::new(File::create(path)?)));
+    writeln!(lock(&log), "conn,msg,bytes,t_write_ns,t_read_ns")?;
+    Ok(log)
+}
+
+fn join_sink(handles: Vec<thread::JoinHandle<io::Result<()>>>, log: &Mutex<BufWriter<File>>) -> io::Result<()> {
     for h in handles {
         h.join().map_err(|_| io::Error::other("sink thread panicked"))??;
     }
-    let flushed = lock(&log).flush();
+    let flushed = lock(log).flush();
     flushed
 }
 
-fn sink_conn(mut s: TcpStream, sock: &SockOpts, log: &Mutex<BufWriter<File>>, stop: &AtomicBool, deadline: Instant) -> io::Result<()> {
+fn sink_conn(
+    mut s: TcpStream,
+    expected: Option<u32>,
+    sock: &SockOpts,
+    log: &Mutex<BufWriter<File>>,
+    stop: &AtomicBool,
+    deadline: Instant,
+) -> io::Result<()> {
     let mut buf = vec![0u8; 1 << 16];
     let mut pre = [0u8; 4];
     let mut got = 0;
@@ -364,6 +485,9 @@ fn sink_conn(mut s: TcpStream, sock: &SockOpts, log: &Mutex<BufWriter<File>>, st
         }
     }
     let conn = u32::from_le_bytes(pre);
+    if expected.is_some_and(|e| e != conn) {
+        return Err(io::Error::new(io::ErrorKind::InvalidData, format!("connection {expected:?} carries the stream of connection {conn}")));
+    }
     let mut deframer = Deframer::default();
     let mut done = Vec::new();
     let mut rows = String::new();

@@ -1,7 +1,8 @@
 """Low-level helpers: root check, running ``ip``, lab names, state files, leftovers.
 
 Every object a lab creates carries its id, ``tw-`` + 6 hex digits: namespaces
-``<id>-srv`` and ``<id>-cli``, TUN devices ``<id>-s`` and ``<id>-c`` (inside them), and
+``<id>-srv`` and ``<id>-cli`` (and ``<id>-mid`` in a chain), TUN devices ``<id>-s``,
+``<id>-c`` … (inside them), and
 a state directory ``/run/thinwan/lab/<id>/`` written *before* anything else exists, so
 that :func:`clean` can always find and remove what a crashed run left behind. A lab is
 alive while its owner process (recorded in ``state.json``) is.
@@ -24,7 +25,8 @@ from typing import Any
 STATE_ROOT = Path(os.environ.get("THINWAN_LAB_STATE", "/run/thinwan/lab"))
 PREFIX = "tw-"
 ID_RE = re.compile(r"^tw-[0-9a-f]{6}$")
-NETNS_RE = re.compile(r"^(tw-[0-9a-f]{6})-(srv|cli)$")
+NAMESPACE_SUFFIXES = ("srv", "mid", "cli")
+NETNS_RE = re.compile(r"^(tw-[0-9a-f]{6})-(srv|mid|cli)$")
 
 
 class LabError(Exception):
@@ -175,7 +177,7 @@ def teardown(lab_id: str, state: dict[str, Any] | None = None) -> list[str]:
     removed = []
     # The emulator runs in the root namespace: only kill it if it still is our binary.
     pids = [p for p in state.get("pids", []) if pid_alive(p) and "thinwan" in pid_cmdline(p)]
-    namespaces = [f"{lab_id}-srv", f"{lab_id}-cli"]
+    namespaces = [f"{lab_id}-{suffix}" for suffix in NAMESPACE_SUFFIXES]
     existing = set(list_netns())
     for ns in namespaces:
         if ns in existing:
@@ -199,7 +201,7 @@ def teardown(lab_id: str, state: dict[str, Any] | None = None) -> list[str]:
 def clean(force: bool = False) -> list[str]:
     """Remove the leftovers of dead labs (all labs with ``force``); returns what was removed.
 
-    A lab is dead when its owner process is gone; a ``tw-xxxxxx-srv|cli`` namespace
+    A lab is dead when its owner process is gone; a ``tw-xxxxxx-srv|mid|cli`` namespace
     without any state is a leftover too.
     """
     removed = []

@@ -34,10 +34,11 @@ from .conntrace import SsSampler, conn_trace
 from .events import read_events
 from .netns import LabError
 from .records import lab_records
-from .spec import LabOptions, lab_spec
+from .spec import LabOptions, TcpSettings, lab_spec
 from .topology import CLIENT_ADDR, Lab, find_binary
 
-__all__ = ["run_lab_scenario", "run_lab_once", "print_result", "validate"]
+__all__ = ["run_lab_scenario", "run_lab_once", "print_result", "validate", "sink_argv", "pump_argv", "lab_meta",
+           "wait_line", "wait_exit", "write_traffic", "run_limit_s"]
 
 # Slack on top of duration + drain before a pump or sink is declared stuck.
 STUCK_S = 30.0
@@ -75,75 +76,34 @@ def run_lab_once(scenario: Scenario, opts: LabOptions, run: int, raw: Path) -> R
     if raw.exists():
         shutil.rmtree(raw)
     raw.mkdir(parents=True)
-    net = str(find_binary("thinwan-net"))
     spec = lab_spec(scenario, opts, run)
-    sc, tcp = scenario.scenario, scenario.tcp
-    pairs = scenario.topology.pairs
-    traffic = {**scenario.traffic.model_dump(), "mss": tcp.mss}
-    (raw / "traffic.json").write_text(json.dumps(traffic, indent=2) + "\n")
+    sc = scenario.scenario
+    write_traffic(scenario, raw)
     started = time.monotonic()
-    limit = sc.duration_s + sc.drain_s + STUCK_S
+    limit = run_limit_s(scenario)
     with Lab(spec, workdir=raw, events=True, pcap=opts.pcap) as lab:
-        sink_argv = [net, "sink", "--listen", f"{CLIENT_ADDR}:{opts.port}", "--conns", str(pairs),
-                     "--out", str(raw / "sink.csv"), "--timeout-s", str(limit)]
-        if not tcp.delayed_ack:
-            sink_argv.append("--quickack")
-        if tcp.rwnd_bytes:
-            sink_argv += ["--rcvbuf", str(tcp.rwnd_bytes)]
-        sink = lab.popen("client", sink_argv, stdout=subprocess.PIPE, stderr=open(raw / "sink.err", "wb"))  # noqa: SIM115
-        _wait_line(sink, b'"ready":true', 10.0, "sink")
-        pump_argv = [net, "pump", "--connect", f"{CLIENT_ADDR}:{opts.port}", "--conns", str(pairs),
-                     "--traffic", str(raw / "traffic.json"), "--seed", str(sc.seed + run),
-                     "--duration-s", str(sc.duration_s), "--drain-s", str(sc.drain_s),
-                     "--stagger", f"{sc.start_stagger_ms}ms",
-                     "--out", str(raw / "pump.csv"), "--conns-out", str(raw / "conns.json")]
-        if not tcp.nagle:
-            pump_argv.append("--nodelay")
-        if opts.notsent_lowat:
-            pump_argv += ["--notsent-lowat", str(opts.notsent_lowat)]
-        if tcp.send_buffer_bytes:
-            pump_argv += ["--sndbuf", str(tcp.send_buffer_bytes)]
-        if scenario.queue.discipline == "priority" and scenario.queue.priority_classifier == "label":
-            pump_argv.append("--mark-interactive")
+        sink = lab.popen("client", sink_argv(scenario, raw, ["--listen", f"{CLIENT_ADDR}:{opts.port}"]),
+                         stdout=subprocess.PIPE, stderr=open(raw / "sink.err", "wb"))  # noqa: SIM115
+        wait_line(sink, b'"ready":true', 10.0, "sink")
         rec = scenario.records
         sampler = None
         if rec.traces and rec.trace_connections == "all":
             sampler = SsSampler(lab.netns["server"], opts.port, rec.trace_interval_ms / 1000.0).start()
-        pump = lab.popen("server", pump_argv, stderr=open(raw / "pump.err", "wb"))  # noqa: SIM115
+        pump = lab.popen("server", pump_argv(scenario, opts, run, raw, ["--connect", f"{CLIENT_ADDR}:{opts.port}"]),
+                         stderr=open(raw / "pump.err", "wb"))  # noqa: SIM115
         try:
-            _wait_exit(pump, limit, "pump", raw / "pump.err")
+            wait_exit(pump, limit, "pump", raw / "pump.err")
         finally:
             samples = sampler.stop() if sampler else []
-        _wait_exit(sink, STUCK_S, "sink", raw / "sink.err")
+        wait_exit(sink, STUCK_S, "sink", raw / "sink.err")
         if not lab.emulator_alive():
             raise LabError(f"thinwan-link died during the run: {(raw / 'link.err').read_text(errors='replace').strip()}")
         stats = lab.down()
         notes = list(lab.notes)
         link = spec.link.to_json()
-        tcp_sysctls = spec.tcp.sysctls()
     events = read_events(raw / "events.bin")
-    meta = {
-        "scenario": scenario.name,
-        "run": run,
-        "seed": sc.seed + run,
-        "version": __version__,
-        "git_rev": git_revision(),
-        "duration_s": sc.duration_s,
-        "events": len(events),
-        "wall_s": time.monotonic() - started,
-        "substrate": "lab",
-        "config": scenario.model_dump(mode="json"),
-        "lab": {
-            "options": dataclasses.asdict(opts),
-            "link": link,
-            "link_stats": stats,
-            "tcp_sysctls": tcp_sysctls,
-            "tcp_routes": spec.tcp.route_options(),
-            "not_honoured": notes,
-            "kernel": platform.release(),
-            "raw": str(raw),
-        },
-    }
+    meta = lab_meta(scenario, opts, run, raw, started, len(events), spec.tcp, notes,
+                    {"link": link, "link_stats": stats})
     if sampler:
         meta["lab"]["conn_trace"] = {"source": "ss -tin", "interval_s": sampler.interval, "samples": len(samples), "errors": sampler.errors}
     records = lab_records(scenario, events, raw / "pump.csv", raw / "sink.csv", raw / "conns.json", link, stats, meta)
@@ -151,6 +111,76 @@ def run_lab_once(scenario: Scenario, opts: LabOptions, run: int, raw: Path) -> R
         conns = json.loads((raw / "conns.json").read_text())
         records.conn_trace = conn_trace(samples, conns["conns"], int(conns["t0_ns"]))
     return records
+
+
+def write_traffic(scenario: Scenario, raw: Path) -> None:
+    """``traffic.json`` for the pump: the scenario's [traffic] keys plus the MSS."""
+    traffic = {**scenario.traffic.model_dump(), "mss": scenario.tcp.mss}
+    (raw / "traffic.json").write_text(json.dumps(traffic, indent=2) + "\n")
+
+
+def run_limit_s(scenario: Scenario) -> float:
+    """How long a pump may take before it is declared stuck."""
+    return scenario.scenario.duration_s + scenario.scenario.drain_s + STUCK_S
+
+
+def sink_argv(scenario: Scenario, raw: Path, peer: list[str]) -> list[str]:
+    """``thinwan-net sink`` for ``scenario``; ``peer`` is ``--listen ADDR`` or ``--connect ADDR``."""
+    tcp = scenario.tcp
+    argv = [str(find_binary("thinwan-net")), "sink", *peer, "--conns", str(scenario.topology.pairs),
+            "--out", str(raw / "sink.csv"), "--timeout-s", str(run_limit_s(scenario))]
+    if not tcp.delayed_ack:
+        argv.append("--quickack")
+    if tcp.rwnd_bytes:
+        argv += ["--rcvbuf", str(tcp.rwnd_bytes)]
+    return argv
+
+
+def pump_argv(scenario: Scenario, opts: LabOptions, run: int, raw: Path, peer: list[str]) -> list[str]:
+    """``thinwan-net pump`` for run ``run``; ``peer`` is ``--connect ADDR`` or ``--listen ADDR``."""
+    sc, tcp = scenario.scenario, scenario.tcp
+    argv = [str(find_binary("thinwan-net")), "pump", *peer, "--conns", str(scenario.topology.pairs),
+            "--traffic", str(raw / "traffic.json"), "--seed", str(sc.seed + run),
+            "--duration-s", str(sc.duration_s), "--drain-s", str(sc.drain_s),
+            "--stagger", f"{sc.start_stagger_ms}ms",
+            "--out", str(raw / "pump.csv"), "--conns-out", str(raw / "conns.json")]
+    if not tcp.nagle:
+        argv.append("--nodelay")
+    if opts.notsent_lowat:
+        argv += ["--notsent-lowat", str(opts.notsent_lowat)]
+    if tcp.send_buffer_bytes:
+        argv += ["--sndbuf", str(tcp.send_buffer_bytes)]
+    if scenario.queue.discipline == "priority" and scenario.queue.priority_classifier == "label":
+        argv.append("--mark-interactive")
+    return argv
+
+
+def lab_meta(scenario: Scenario, opts: LabOptions, run: int, raw: Path, started: float, events: int,
+             tcp: TcpSettings, notes: list[str], links: dict[str, Any]) -> dict[str, Any]:
+    """The run metadata of a lab run (``meta``, docs/records.md); ``links`` describes the
+    emulated link(s) and their counters."""
+    sc = scenario.scenario
+    return {
+        "scenario": scenario.name,
+        "run": run,
+        "seed": sc.seed + run,
+        "version": __version__,
+        "git_rev": git_revision(),
+        "duration_s": sc.duration_s,
+        "events": events,
+        "wall_s": time.monotonic() - started,
+        "substrate": "lab",
+        "config": scenario.model_dump(mode="json"),
+        "lab": {
+            "options": dataclasses.asdict(opts),
+            **links,
+            "tcp_sysctls": tcp.sysctls(),
+            "tcp_routes": tcp.route_options(),
+            "not_honoured": notes,
+            "kernel": platform.release(),
+            "raw": str(raw),
+        },
+    }
 
 
 def print_result(document: dict[str, Any], scenario: Scenario, as_json: bool, out: Path, report: bool = True) -> None:
@@ -188,7 +218,8 @@ def validate(scenario: Scenario, opts: LabOptions, out: Path, as_json: bool = Fa
     return doc
 
 
-def _wait_line(p: subprocess.Popen[Any], needle: bytes, timeout: float, what: str) -> None:
+def wait_line(p: subprocess.Popen[Any], needle: bytes, timeout: float, what: str) -> None:
+    """Wait until ``p`` prints ``needle`` on its stdout (a pipe)."""
     assert p.stdout is not None
     deadline = time.monotonic() + timeout
     buf = b""
@@ -205,7 +236,8 @@ def _wait_line(p: subprocess.Popen[Any], needle: bytes, timeout: float, what: st
     raise LabError(f"{what} did not become ready within {timeout:g} s")
 
 
-def _wait_exit(p: subprocess.Popen[Any], timeout: float, what: str, err: Path) -> None:
+def wait_exit(p: subprocess.Popen[Any], timeout: float, what: str, err: Path) -> None:
+    """Wait for ``p`` to finish successfully; its stderr file ``err`` explains a failure."""
     try:
         code = p.wait(timeout=timeout)
     except subprocess.TimeoutExpired:

@@ -17,7 +17,7 @@ from typing import Any
 
 from ..scenario import Scenario, ScenarioError, read_scenario_data, scenario_from_dict
 
-__all__ = ["DirLink", "LinkSpec", "TcpSettings", "LabOptions", "LabSpec", "load_lab_scenario", "lab_spec"]
+__all__ = ["DirLink", "LinkSpec", "TcpSettings", "LabOptions", "LabSpec", "load_lab_scenario", "lab_spec", "last_hop_link"]
 
 JITTER_HELP = "none | uniform:10% | uniform:2ms | normal:1ms"
 
@@ -207,13 +207,20 @@ def lab_options(lab: Any, source: str) -> LabOptions:
 
 
 def lab_spec(scenario: Scenario, opts: LabOptions, run: int = 0) -> LabSpec:
-    """The lab for run ``run`` of ``scenario`` (seed ``scenario.seed + run``)."""
+    """The lab for run ``run`` of ``scenario`` (seed ``scenario.seed + run``).
+
+    The link is the bottleneck (the WAN of ``topology.kind = "mux"``): its loss both ways
+    and jitter come from ``[topology]`` unless the ``[lab]`` section sets them.
+    """
     t, q = scenario.topology, scenario.queue
     delay = t.bottleneck_delay_ms + (2 * t.access_delay_ms if opts.access_in_delay else 0.0)
+    jitter = opts.jitter
+    if jitter == "none" and t.bottleneck_jitter_pct:
+        jitter = f"uniform:{t.bottleneck_jitter_pct:g}%"  # as the simulator: ± pct of the delay, no reordering
     common = dict(
         rate_bps=int(round(t.bottleneck_rate_mbps * 1e6)),
         delay_ms=delay,
-        jitter=opts.jitter,
+        jitter=jitter,
         reorder=opts.reorder,
         queue_packets=q.limit_packets,
         queue_bytes=q.limit_bytes,
@@ -223,8 +230,8 @@ def lab_spec(scenario: Scenario, opts: LabOptions, run: int = 0) -> LabSpec:
         classifier_gap_ms=q.classifier_gap_ms,
     )
     link = LinkSpec(
-        fwd=DirLink(**common, loss=opts.loss, ge=opts.ge),
-        rev=DirLink(**common, loss=opts.loss_rev),
+        fwd=DirLink(**common, loss=opts.loss or t.bottleneck_loss, ge=opts.ge),
+        rev=DirLink(**common, loss=opts.loss_rev or t.bottleneck_loss_rev),
         seed=scenario.scenario.seed + run,
     )
     tcp, notes = tcp_settings(scenario, opts)
@@ -235,6 +242,15 @@ def lab_spec(scenario: Scenario, opts: LabOptions, run: int = 0) -> LabSpec:
             "queued data may carry the other kind's mark (docs/lab.md)"
         )
     return LabSpec(link=link, tcp=tcp, notes=tuple(notes))
+
+
+def last_hop_link(scenario: Scenario, run: int = 0) -> LinkSpec:
+    """The clean last hop of ``topology.kind = "mux"`` (edge → clients): its rate and
+    delay both ways, the scenario's queue limits, no loss or jitter."""
+    t, q = scenario.topology, scenario.queue
+    d = DirLink(rate_bps=int(round(t.last_hop_rate_mbps * 1e6)), delay_ms=t.last_hop_delay_ms,
+                queue_packets=q.limit_packets, queue_bytes=q.limit_bytes)
+    return LinkSpec(fwd=d, rev=d, seed=scenario.scenario.seed + run)
 
 
 def tcp_settings(scenario: Scenario, opts: LabOptions) -> tuple[TcpSettings, list[str]]:
@@ -257,6 +273,8 @@ def tcp_settings(scenario: Scenario, opts: LabOptions) -> tuple[TcpSettings, lis
             f"tcp.header_bytes={tcp.header_bytes}: Linux sends {52 if opts.timestamps else 40} header bytes per segment "
             f"(timestamps {'on' if opts.timestamps else 'off'}) plus SACK blocks when present"
         )
+    if tcp.thin_linear_timeouts:
+        notes.append("tcp.thin_linear_timeouts: not set in the lab (Linux: per socket, TCP_THIN_LINEAR_TIMEOUTS)")
     if tcp.nagle:
         notes.append("tcp.nagle: honoured by the pump (no TCP_NODELAY); other programs choose for themselves")
     if tcp.send_buffer_bytes:
@@ -268,8 +286,8 @@ def tcp_settings(scenario: Scenario, opts: LabOptions) -> tuple[TcpSettings, lis
         slow_start_after_idle=tcp.slow_start_restart,
         ecn=opts.ecn,
         timestamps=opts.timestamps,
-        rack=opts.rack,
-        tlp=opts.tlp,
+        rack=opts.rack or tcp.rack_tlp,
+        tlp=opts.tlp or tcp.rack_tlp,
         frto=opts.frto,
         min_rto_ms=tcp.min_rto_ms,
         max_rto_ms=max_rto,

@@ -22,15 +22,14 @@ from typing import Any
 
 from . import netns
 from .netns import LabError
-from .spec import LabSpec
+from .spec import LabSpec, LinkSpec, TcpSettings
 
-__all__ = ["Lab", "SERVER_ADDR", "CLIENT_ADDR", "find_binary", "down", "current_lab"]
+__all__ = ["Namespaces", "Lab", "SERVER_ADDR", "CLIENT_ADDR", "find_binary", "down", "current_lab"]
 
 SERVER_ADDR = "198.18.1.1"  # RFC 2544 benchmarking range, only inside our namespaces
 CLIENT_ADDR = "198.18.2.1"
 SERVER_NET = "198.18.1.0/24"
 CLIENT_NET = "198.18.2.0/24"
-SIDES = ("server", "client")
 READY_TIMEOUT_S = 10.0
 
 
@@ -55,28 +54,27 @@ def find_binary(name: str) -> Path:
     )
 
 
-class Lab:
-    """One lab: ``<id>-srv`` and ``<id>-cli`` namespaces joined by ``thinwan-link``."""
+class Namespaces:
+    """What every lab shares: namespaces named after one id, emulators between them, and
+    processes inside them — all removed by :meth:`down`, also on exceptions, Ctrl-C and
+    SIGTERM when used as a context manager. Subclasses lay out the namespaces in ``up``.
+    """
 
-    def __init__(self, spec: LabSpec, workdir: str | Path | None = None, events: bool = True, pcap: bool = False) -> None:
-        self.spec = spec
+    def __init__(self, workdir: str | Path | None, notes: Sequence[str]) -> None:
         self.id = netns.new_id()
-        self.netns = {"server": f"{self.id}-srv", "client": f"{self.id}-cli"}
-        self.tun = {"server": f"{self.id}-s", "client": f"{self.id}-c"}
-        self.addr = {"server": SERVER_ADDR, "client": CLIENT_ADDR}
         self.workdir = Path(workdir) if workdir else netns.state_dir(self.id)
-        self.events_path = self.workdir / "events.bin" if events else None
-        self.pcap_dir = self.workdir / "pcap" if pcap else None
-        self.stats_path = self.workdir / "link-stats.json"
-        self.emulator: subprocess.Popen[bytes] | None = None
-        self.emulator_pid: int | None = None
-        self.notes: list[str] = list(spec.notes)
+        self.notes: list[str] = list(notes)
+        self.emulators: dict[str, subprocess.Popen[bytes]] = {}
         self._procs: list[subprocess.Popen[Any]] = []
         self._old_handler: Any = None
+        self.netns: dict[str, str] = {}
+
+    def up(self, detach: bool = False) -> None:
+        raise NotImplementedError
 
     # -- lifecycle -------------------------------------------------------------------
 
-    def __enter__(self) -> Lab:
+    def __enter__(self) -> Namespaces:
         self._old_handler = signal.signal(signal.SIGTERM, _raise_interrupt)
         try:
             self.up()
@@ -92,60 +90,24 @@ class Lab:
         finally:
             signal.signal(signal.SIGTERM, self._old_handler)
 
-    def up(self, detach: bool = False) -> None:
-        """Create the namespaces and TUNs, apply TCP settings, start the emulator.
-
-        With ``detach`` the emulator owns the lab (its own session; the lab lives until
-        ``down``); otherwise this process does.
-        """
-        netns.require_root()
-        link_bin = find_binary("thinwan-link")
-        self.workdir.mkdir(parents=True, exist_ok=True)
-        # State first, so a crash at any later point leaves something `clean` can find.
-        self._save_state(owner=os.getpid())
-        for side in SIDES:
-            self._make_side(side)
-        config = self.workdir / "link.json"
-        config.write_text(json.dumps(self.spec.link.to_json(), indent=2) + "\n")
-        argv = [
-            str(link_bin),
-            "--server", f"{self.netns['server']}:{self.tun['server']}",
-            "--client", f"{self.netns['client']}:{self.tun['client']}",
-            "--config", str(config),
-            "--stats", str(self.stats_path),
-        ]
-        if self.events_path:
-            argv += ["--events", str(self.events_path)]
-        if self.pcap_dir:
-            argv += ["--pcap-dir", str(self.pcap_dir)]
-        out = open(self.workdir / "link.out", "wb")  # noqa: SIM115 (owned by the child)
-        err = open(self.workdir / "link.err", "wb")  # noqa: SIM115
-        self.emulator = subprocess.Popen(argv, stdout=out, stderr=err, stdin=subprocess.DEVNULL, start_new_session=detach)
-        out.close()
-        err.close()
-        self.emulator_pid = self.emulator.pid
-        self._save_state(owner=self.emulator.pid if detach else os.getpid())
-        self._wait_ready()
-
-    def down(self) -> dict[str, Any] | None:
-        """Stop every process and remove namespaces and devices; returns the emulator's
-        final counters (None if it did not report)."""
-        stats = None
+    def stop(self) -> dict[str, Any]:
+        """Stop every process and emulator; returns each emulator's final counters (None
+        if it did not report). Namespaces stay until :meth:`down`."""
         for p in self._procs:
             if p.poll() is None:
                 p.terminate()
         for p in self._procs:
             _wait(p, 3.0)
-        if self.emulator is not None and self.emulator.poll() is None:
-            self.emulator.send_signal(signal.SIGTERM)
-            _wait(self.emulator, 10.0)
-        if self.stats_path.exists():
-            try:
-                stats = json.loads(self.stats_path.read_text())
-            except ValueError:
-                stats = None
-        state = netns.read_state(self.id)
-        netns.teardown(self.id, state)
+        for emulator in self.emulators.values():
+            if emulator.poll() is None:
+                emulator.send_signal(signal.SIGTERM)
+                _wait(emulator, 10.0)
+        return {name: _read_json(self.workdir / f"{name}-stats.json") for name in self.emulators}
+
+    def down(self) -> Any:
+        """:meth:`stop`, then remove namespaces and devices; returns :meth:`stop`'s counters."""
+        stats = self.stop()
+        netns.teardown(self.id, netns.read_state(self.id))
         return stats
 
     # -- use -------------------------------------------------------------------------
@@ -166,7 +128,139 @@ class Lab:
         return done
 
     def emulator_alive(self) -> bool:
-        return self.emulator is not None and self.emulator.poll() is None
+        return bool(self.emulators) and all(e.poll() is None for e in self.emulators.values())
+
+    def processes_alive(self) -> bool:
+        """Is every process started with :meth:`popen` still running?"""
+        return all(p.poll() is None for p in self._procs)
+
+    # -- building blocks -------------------------------------------------------------
+
+    def _add_netns(self, ns: str, tcp: TcpSettings, tuns: Sequence[tuple[str, str]], routes: Sequence[tuple[str, str]]) -> None:
+        """Namespace ``ns`` with TUN devices ``(name, address/prefix)`` and routes ``(net,
+        device)`` that carry the TCP route options; TCP sysctls applied, IPv6 off."""
+        netns.ip("netns", "add", ns)
+        netns.ip("link", "set", "lo", "up", netns=ns)
+        # No IPv6 inside: router solicitations and MLD reports would only add noise.
+        for key in ("net.ipv6.conf.all.disable_ipv6", "net.ipv6.conf.default.disable_ipv6"):
+            netns.sysctl(ns, key, 1)
+        for tun, addr in tuns:
+            netns.ip("tuntap", "add", "dev", tun, "mode", "tun", netns=ns)
+            netns.ip("link", "set", tun, "mtu", str(tcp.mtu), "txqueuelen", "10000", netns=ns)
+            netns.ip("addr", "add", addr, "dev", tun, netns=ns)
+            netns.ip("link", "set", tun, "up", netns=ns)
+        for net, tun in routes:
+            netns.ip("route", "replace", net, "dev", tun, *tcp.route_options(), netns=ns)
+        for key, value in tcp.sysctls().items():
+            try:
+                ok = netns.sysctl(ns, key, value)
+                note = f"{key}: not available in this kernel; left at its default"
+            except LabError as e:
+                if key != "net.ipv4.tcp_congestion_control":
+                    raise
+                ok = False  # still set per route (congctl)
+                note = f"{key}={value}: not allowed as a namespace default here ({e}); set per route instead"
+            if not ok and note not in self.notes:
+                self.notes.append(note)
+
+    def _start_emulator(
+        self, name: str, server: str, client: str, link: LinkSpec, events: bool, pcap: bool, detach: bool
+    ) -> subprocess.Popen[bytes]:
+        """``thinwan-link`` between ``server`` and ``client`` (``NETNS:TUN``); its files
+        are ``<name>.json``, ``<name>.out``/``.err``, ``<name>-stats.json``, and the event
+        log ``<name>-events.bin`` (``events.bin`` for the one emulator of :class:`Lab`)."""
+        config = self.workdir / f"{name}.json"
+        config.write_text(json.dumps(link.to_json(), indent=2) + "\n")
+        argv = [str(find_binary("thinwan-link")), "--server", server, "--client", client,
+                "--config", str(config), "--stats", str(self.workdir / f"{name}-stats.json")]
+        if events:
+            argv += ["--events", str(self.events_file(name))]
+        if pcap:
+            argv += ["--pcap-dir", str(self.workdir / ("pcap" if name == "link" else f"{name}-pcap"))]
+        out = open(self.workdir / f"{name}.out", "wb")  # noqa: SIM115 (owned by the child)
+        err = open(self.workdir / f"{name}.err", "wb")  # noqa: SIM115
+        p = subprocess.Popen(argv, stdout=out, stderr=err, stdin=subprocess.DEVNULL, start_new_session=detach)
+        out.close()
+        err.close()
+        self.emulators[name] = p
+        return p
+
+    def events_file(self, name: str) -> Path:
+        return self.workdir / ("events.bin" if name == "link" else f"{name}-events.bin")
+
+    def _wait_ready(self) -> None:
+        deadline = time.monotonic() + READY_TIMEOUT_S
+        waiting = dict(self.emulators)
+        while waiting and time.monotonic() < deadline:
+            for name, p in list(waiting.items()):
+                if p.poll() is not None:
+                    err = (self.workdir / f"{name}.err").read_text(errors="replace").strip()
+                    raise LabError(f"thinwan-link ({name}) exited ({p.returncode}): {err}")
+                out = self.workdir / f"{name}.out"
+                if out.exists() and b'"ready":true' in out.read_bytes():
+                    del waiting[name]
+            time.sleep(0.02)
+        if waiting:
+            raise LabError(f"thinwan-link ({', '.join(waiting)}) did not become ready within {READY_TIMEOUT_S:g} s")
+
+    def _save_state(self, owner: int, **extra: Any) -> None:
+        netns.write_state(
+            self.id,
+            {
+                "id": self.id,
+                "owner_pid": owner,
+                "created": time.time(),
+                "pids": [p.pid for p in self.emulators.values()],
+                "netns": self.netns,
+                "workdir": str(self.workdir),
+                "notes": self.notes,
+                **extra,
+            },
+        )
+
+
+class Lab(Namespaces):
+    """One lab: ``<id>-srv`` and ``<id>-cli`` namespaces joined by ``thinwan-link``."""
+
+    def __init__(self, spec: LabSpec, workdir: str | Path | None = None, events: bool = True, pcap: bool = False) -> None:
+        super().__init__(workdir, spec.notes)
+        self.spec = spec
+        self.netns = {"server": f"{self.id}-srv", "client": f"{self.id}-cli"}
+        self.tun = {"server": f"{self.id}-s", "client": f"{self.id}-c"}
+        self.addr = {"server": SERVER_ADDR, "client": CLIENT_ADDR}
+        self.events = events
+        self.pcap = pcap
+        self.emulator_pid: int | None = None
+
+    def __enter__(self) -> Lab:
+        super().__enter__()
+        return self
+
+    def up(self, detach: bool = False) -> None:
+        """Create the namespaces and TUNs, apply TCP settings, start the emulator.
+
+        With ``detach`` the emulator owns the lab (its own session; the lab lives until
+        ``down``); otherwise this process does.
+        """
+        netns.require_root()
+        find_binary("thinwan-link")
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        # State first, so a crash at any later point leaves something `clean` can find.
+        self._save_state(owner=os.getpid())
+        for side, other_net in (("server", CLIENT_NET), ("client", SERVER_NET)):
+            self._add_netns(self.netns[side], self.spec.tcp, [(self.tun[side], f"{self.addr[side]}/24")], [(other_net, self.tun[side])])
+        emulator = self._start_emulator(
+            "link", f"{self.netns['server']}:{self.tun['server']}", f"{self.netns['client']}:{self.tun['client']}",
+            self.spec.link, self.events, self.pcap, detach,
+        )
+        self.emulator_pid = emulator.pid
+        self._save_state(owner=emulator.pid if detach else os.getpid())
+        self._wait_ready()
+
+    def down(self) -> dict[str, Any] | None:
+        """Stop every process and remove namespaces and devices; returns the emulator's
+        final counters (None if it did not report)."""
+        return super().down().get("link")
 
     def describe(self) -> str:
         """How to reach the lab (printed by ``thinwan lab up``)."""
@@ -187,62 +281,8 @@ class Lab:
         ]
         return "\n".join(lines)
 
-    # -- internals -------------------------------------------------------------------
-
-    def _make_side(self, side: str) -> None:
-        ns, tun = self.netns[side], self.tun[side]
-        other_net = CLIENT_NET if side == "server" else SERVER_NET
-        netns.ip("netns", "add", ns)
-        netns.ip("link", "set", "lo", "up", netns=ns)
-        # No IPv6 inside: router solicitations and MLD reports would only add noise.
-        for key in ("net.ipv6.conf.all.disable_ipv6", "net.ipv6.conf.default.disable_ipv6"):
-            netns.sysctl(ns, key, 1)
-        netns.ip("tuntap", "add", "dev", tun, "mode", "tun", netns=ns)
-        netns.ip("link", "set", tun, "mtu", str(self.spec.tcp.mtu), "txqueuelen", "10000", netns=ns)
-        netns.ip("addr", "add", f"{self.addr[side]}/24", "dev", tun, netns=ns)
-        netns.ip("link", "set", tun, "up", netns=ns)
-        netns.ip("route", "replace", other_net, "dev", tun, *self.spec.tcp.route_options(), netns=ns)
-        for key, value in self.spec.tcp.sysctls().items():
-            try:
-                ok = netns.sysctl(ns, key, value)
-                note = f"{key}: not available in this kernel; left at its default"
-            except LabError as e:
-                if key != "net.ipv4.tcp_congestion_control":
-                    raise
-                ok = False  # still set per route (congctl)
-                note = f"{key}={value}: not allowed as a namespace default here ({e}); set per route instead"
-            if not ok and note not in self.notes:
-                self.notes.append(note)
-
-    def _wait_ready(self) -> None:
-        assert self.emulator is not None
-        deadline = time.monotonic() + READY_TIMEOUT_S
-        out = self.workdir / "link.out"
-        while time.monotonic() < deadline:
-            if self.emulator.poll() is not None:
-                err = (self.workdir / "link.err").read_text(errors="replace").strip()
-                raise LabError(f"thinwan-link exited ({self.emulator.returncode}): {err}")
-            if out.exists() and b'"ready":true' in out.read_bytes():
-                return
-            time.sleep(0.02)
-        raise LabError(f"thinwan-link did not become ready within {READY_TIMEOUT_S:g} s")
-
-    def _save_state(self, owner: int) -> None:
-        netns.write_state(
-            self.id,
-            {
-                "id": self.id,
-                "owner_pid": owner,
-                "created": time.time(),
-                "pids": [p for p in (self.emulator_pid,) if p],
-                "netns": self.netns,
-                "tun": self.tun,
-                "addr": self.addr,
-                "workdir": str(self.workdir),
-                "link": self.spec.link.to_json(),
-                "notes": self.notes,
-            },
-        )
+    def _save_state(self, owner: int, **extra: Any) -> None:
+        super()._save_state(owner, tun=self.tun, addr=self.addr, link=self.spec.link.to_json())
 
 
 def current_lab(lab_id: str | None = None) -> dict[str, Any]:
@@ -306,3 +346,10 @@ def _fmt_dir(d: Any) -> str:
         disc += f" ({d.priority_classifier}" + (f" {d.classifier_gap_ms:g} ms)" if d.priority_classifier == "gap" else ")")
     parts.append(disc + " " + " / ".join(x for x in limits if x))
     return ", ".join(parts)
+
+
+def _read_json(path: Path) -> dict[str, Any] | None:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None

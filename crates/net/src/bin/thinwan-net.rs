@@ -10,7 +10,7 @@ use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use thinwan_net::config::parse_ms;
-use thinwan_net::pump::{self, PumpOptions, SinkOptions, SockOpts, TrafficConfig};
+use thinwan_net::pump::{self, Peer, PumpOptions, SinkOptions, SockOpts, TrafficConfig};
 use thinwan_proto::Duration;
 
 /// Traffic pump, sink and probes on real sockets.
@@ -23,11 +23,15 @@ struct Args {
 
 #[derive(Subcommand, Debug)]
 enum Cmd {
-    /// Open N connections to a sink and write the scenario's messages.
+    /// Open (or accept) N connections to a sink and write the scenario's messages.
     Pump {
         /// Sink address, e.g. 198.18.2.1:5001.
+        #[arg(long, required_unless_present = "listen", conflicts_with = "listen")]
+        connect: Option<SocketAddr>,
+        /// Accept the N connections here instead (each client sends its connection id,
+        /// 4 bytes LE, first), e.g. behind a tunnel's core.
         #[arg(long)]
-        connect: SocketAddr,
+        listen: Option<SocketAddr>,
         /// Connections.
         #[arg(long, default_value_t = 1)]
         conns: u32,
@@ -75,11 +79,15 @@ enum Cmd {
         #[arg(long)]
         conns_out: PathBuf,
     },
-    /// Accept N connections and log each message's read time.
+    /// Accept (or open) N connections and log each message's read time.
     Sink {
         /// Listen address, e.g. 0.0.0.0:5001.
+        #[arg(long, required_unless_present = "connect", conflicts_with = "connect")]
+        listen: Option<SocketAddr>,
+        /// Open the N connections to this address instead (a pump with --listen, or a
+        /// tunnel's edge in front of it).
         #[arg(long)]
-        listen: SocketAddr,
+        connect: Option<SocketAddr>,
         /// Connections to accept.
         #[arg(long, default_value_t = 1)]
         conns: u32,
@@ -164,6 +172,15 @@ fn main() -> ExitCode {
     }
 }
 
+/// The peer of a pump or sink; clap guarantees exactly one of the two addresses.
+fn peer(connect: Option<SocketAddr>, listen: Option<SocketAddr>) -> Peer {
+    match (connect, listen) {
+        (Some(a), _) => Peer::Connect(a),
+        (None, Some(a)) => Peer::Listen(a),
+        (None, None) => unreachable!("clap requires --connect or --listen"),
+    }
+}
+
 fn ms(x: f64) -> Duration {
     Duration::from_millis_f64(x)
 }
@@ -171,7 +188,7 @@ fn ms(x: f64) -> Duration {
 fn run(cmd: Cmd, stop: Arc<AtomicBool>) -> Result<(), Box<dyn std::error::Error>> {
     match cmd {
         Cmd::Pump {
-            connect, conns, traffic, model, seed, duration_s, drain_s, stagger, start_delay, nodelay, notsent_lowat, cc, sndbuf, mark_interactive, out, conns_out,
+            connect, listen, conns, traffic, model, seed, duration_s, drain_s, stagger, start_delay, nodelay, notsent_lowat, cc, sndbuf, mark_interactive, out, conns_out,
         } => {
             let mut t: TrafficConfig = match traffic {
                 Some(p) => serde_json::from_str(&std::fs::read_to_string(&p).map_err(|e| format!("{}: {e}", p.display()))?)
@@ -182,7 +199,7 @@ fn run(cmd: Cmd, stop: Arc<AtomicBool>) -> Result<(), Box<dyn std::error::Error>
                 t.model = m;
             }
             let o = PumpOptions {
-                connect,
+                peer: peer(connect, listen),
                 conns,
                 traffic: t,
                 seed,
@@ -203,9 +220,9 @@ fn run(cmd: Cmd, stop: Arc<AtomicBool>) -> Result<(), Box<dyn std::error::Error>
             };
             pump::run_pump(&o, stop)?;
         }
-        Cmd::Sink { listen, conns, quickack, rcvbuf, timeout_s, out } => {
+        Cmd::Sink { listen, connect, conns, quickack, rcvbuf, timeout_s, out } => {
             let o = SinkOptions {
-                listen,
+                peer: peer(connect, listen),
                 conns,
                 sock: SockOpts { quickack, rcvbuf, ..Default::default() },
                 out,
