@@ -216,36 +216,44 @@ pub fn run_pump(o: &PumpOptions, stop: Arc<AtomicBool>) -> io::Result<()> {
     Ok(())
 }
 
-/// Open `conns` connections to `addr`, in connection order.
+/// Open `conns` connections to `addr`, in connection order. All at once: one after the
+/// other, hundreds of handshakes across a long WAN would take minutes.
 fn connect_all(addr: SocketAddr, conns: u32) -> io::Result<Vec<TcpStream>> {
-    (0..conns)
-        .map(|_| TcpStream::connect(addr).map_err(|e| io::Error::new(e.kind(), format!("connect {addr}: {e}"))))
+    let handshakes: Vec<_> = (0..conns).map(|_| thread::spawn(move || TcpStream::connect(addr))).collect();
+    handshakes
+        .into_iter()
+        .map(|h| {
+            let s = h.join().map_err(|_| io::Error::other("connect thread panicked"))?;
+            s.map_err(|e| io::Error::new(e.kind(), format!("connect {addr}: {e}")))
+        })
         .collect()
 }
 
 /// Accept `conns` connections on `addr`; each client names its connection id first (4
-/// bytes LE), so streams are in connection order whatever order they arrive in.
+/// bytes LE), so streams are in connection order whatever order they arrive in. All are
+/// accepted before any id is read: behind a tunnel an id takes a WAN crossing, and
+/// reading them one by one would let the listen backlog overflow meanwhile.
 fn accept_all(addr: SocketAddr, conns: u32, stop: &AtomicBool) -> io::Result<Vec<TcpStream>> {
     let listener = TcpListener::bind(addr).map_err(|e| io::Error::new(e.kind(), format!("listen {addr}: {e}")))?;
     listener.set_nonblocking(true)?;
     println!("{}", serde_json::json!({"ready": true, "listen": addr.to_string()}));
     io::stdout().flush()?;
-    let mut slots: Vec<Option<TcpStream>> = (0..conns).map(|_| None).collect();
-    let mut accepted = 0;
-    while accepted < conns {
+    let mut accepted = Vec::new();
+    while accepted.len() < conns as usize {
         if stop.load(Ordering::Relaxed) {
-            return Err(io::Error::new(io::ErrorKind::Interrupted, format!("stopped after accepting {accepted} of {conns} connections")));
+            return Err(io::Error::new(io::ErrorKind::Interrupted, format!("stopped after accepting {} of {conns} connections", accepted.len())));
         }
-        let mut s = match listener.accept() {
-            Ok((s, _)) => s,
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                thread::sleep(std::time::Duration::from_millis(2));
-                continue;
-            }
+        match listener.accept() {
+            Ok((s, _)) => accepted.push(s),
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => thread::sleep(std::time::Duration::from_millis(1)),
             Err(e) => return Err(e),
-        };
+        }
+    }
+    let mut slots: Vec<Option<TcpStream>> = (0..conns).map(|_| None).collect();
+    for mut s in accepted {
         s.set_nonblocking(false)?;
-        s.set_read_timeout(Some(std::time::Duration::from_secs(10)))?;
+        // Generous: an id delayed by a few retransmission timeouts is still on its way.
+        s.set_read_timeout(Some(std::time::Duration::from_secs(60)))?;
         let mut id = [0u8; 4];
         s.read_exact(&mut id).map_err(|e| io::Error::new(e.kind(), format!("reading a connection id: {e}")))?;
         let id = u32::from_le_bytes(id);
@@ -253,7 +261,6 @@ fn accept_all(addr: SocketAddr, conns: u32, stop: &AtomicBool) -> io::Result<Vec
             Some(slot @ None) => *slot = Some(s),
             _ => return Err(io::Error::new(io::ErrorKind::InvalidData, format!("connection id {id}: out of range or taken (conns {conns})"))),
         }
-        accepted += 1;
     }
     Ok(slots.into_iter().flatten().collect())
 }
