@@ -62,6 +62,7 @@ DOCUMENTED_DEFAULTS = {
         "send_buffer_bytes": 0,
         "dupthresh": 3,
         "rtt_gain": "rfc6298",
+        "rto_formula": "rfc6298",
         "rto_reset_after_idle": False,
         "sack_off_after_timeout": False,
         "rack_tlp": False,

@@ -196,6 +196,7 @@ class TcpSection(_Section):
     send_buffer_bytes: int = Field(0, ge=0)
     dupthresh: int = Field(3, ge=1)
     rtt_gain: Literal["rfc6298", "asymmetric"] = "rfc6298"
+    rto_formula: Literal["rfc6298", "linux"] = "rfc6298"
     rto_reset_after_idle: bool = False
     sack_off_after_timeout: bool = False
     rack_tlp: bool = False

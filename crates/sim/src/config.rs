@@ -136,6 +136,8 @@ pub struct TcpSec {
     pub dupthresh: u32,
     /// "rfc6298" | "asymmetric".
     pub rtt_gain: String,
+    /// "rfc6298" | "linux": where the minimum RTO applies.
+    pub rto_formula: String,
     /// Spec §5.2.
     pub rto_reset_after_idle: bool,
     /// Spec §5.3.
@@ -217,6 +219,9 @@ impl Config {
         }
         if !matches!(self.queue.priority_classifier.as_str(), "label" | "gap") {
             return bad("queue.priority_classifier", "must be \"label\" or \"gap\"");
+        }
+        if !matches!(self.tcp.rto_formula.as_str(), "rfc6298" | "linux") {
+            return bad("tcp.rto_formula", "must be \"rfc6298\" or \"linux\"");
         }
         if !matches!(self.tcp.rtt_gain.as_str(), "rfc6298" | "asymmetric") {
             return bad("tcp.rtt_gain", "must be \"rfc6298\" or \"asymmetric\"");

@@ -373,6 +373,7 @@ impl World {
                 max: Duration::from_millis_f64(tcp.max_rto_ms),
                 initial: Duration::from_millis_f64(tcp.initial_rto_ms),
                 granularity: Duration::from_millis_f64(tcp.clock_granularity_ms),
+                min_on_variance: tcp.rto_formula == "linux",
             },
             send_buffer: (tcp.send_buffer_bytes > 0).then_some(tcp.send_buffer_bytes),
             mechanisms: Mechanisms {

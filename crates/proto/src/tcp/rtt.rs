@@ -17,6 +17,13 @@ pub struct RtoConfig {
     pub initial: Duration,
     /// Clock granularity G, RFC 6298 (2.2)/(2.3).
     pub granularity: Duration,
+    /// Linux's formula: the minimum bounds the variance term, RTO = SRTT +
+    /// max(K·RTTVAR, min) (`tcp_set_rto`: srtt + rttvar with rttvar ≥ tcp_rto_min),
+    /// instead of RFC 6298 (2.4)'s RTO = max(SRTT + K·RTTVAR, min). On a 200-ms path
+    /// RFC 6298 gives ≈ 240 ms and Linux ≈ 400 ms, which decides whether a delayed ACK
+    /// causes a spurious timeout. Linux also holds RTTVAR at its maximum over the last
+    /// round trip before letting it decay; that refinement is not modelled.
+    pub min_on_variance: bool,
 }
 
 impl Default for RtoConfig {
@@ -26,6 +33,7 @@ impl Default for RtoConfig {
             max: Duration::from_secs(60),
             initial: Duration::from_secs(1),
             granularity: Duration::from_millis(1),
+            min_on_variance: false,
         }
     }
 }
@@ -69,9 +77,13 @@ impl Rfc6298 {
     }
 }
 
-/// RTO = SRTT + max(G, K·RTTVAR), clamped — RFC 6298 (2.2), (2.3), (2.4), (2.5).
+/// RTO = SRTT + max(G, K·RTTVAR), clamped — RFC 6298 (2.2), (2.3), (2.4), (2.5); with
+/// [`RtoConfig::min_on_variance`], the minimum clamps K·RTTVAR instead (Linux).
 pub fn rto_from(cfg: &RtoConfig, srtt_ns: f64, rttvar_ns: f64) -> Duration {
-    let k_var = (4.0 * rttvar_ns).max(cfg.granularity.as_nanos() as f64);
+    let mut k_var = (4.0 * rttvar_ns).max(cfg.granularity.as_nanos() as f64);
+    if cfg.min_on_variance {
+        k_var = k_var.max(cfg.min.as_nanos() as f64);
+    }
     let rto = Duration::from_nanos((srtt_ns + k_var).round() as u64);
     rto.max(cfg.min).min(cfg.max)
 }
@@ -144,6 +156,24 @@ mod tests {
         assert_eq!(e.rttvar(), Some(Duration::from_micros(62_500)));
         assert_eq!(e.srtt(), Some(Duration::from_micros(112_500)));
         assert_eq!(e.rto(), Duration::from_micros(362_500));
+    }
+
+    #[test]
+    fn linux_formula_puts_the_minimum_on_the_variance_term() {
+        let cfg = RtoConfig { min: ms(200), ..Default::default() };
+        let (mut rfc, mut linux) = (Rfc6298::new(cfg), Rfc6298::new(RtoConfig { min_on_variance: true, ..cfg }));
+        for _ in 0..50 {
+            rfc.on_sample(ms(200));
+            linux.on_sample(ms(200));
+        }
+        // A steady 200-ms path: RTTVAR → 0, so RFC 6298 gives SRTT + G and Linux
+        // SRTT + 200 ms.
+        assert_eq!(rfc.rto(), ms(201));
+        assert_eq!(linux.rto(), ms(400));
+        // A large variance wins over the minimum in both.
+        let mut v = Rfc6298::new(RtoConfig { min_on_variance: true, ..cfg });
+        v.on_sample(ms(200)); // SRTT 200, RTTVAR 100 → RTO 200 + 400
+        assert_eq!(v.rto(), ms(600));
     }
 
     #[test]

@@ -14,7 +14,7 @@ pub fn base() -> Value {
         "tcp": {"recovery": "newreno", "sack": true, "mss": 1460, "header_bytes": 40, "initial_cwnd_segments": 10,
                  "nagle": false, "delayed_ack": true, "delayed_ack_ms": 40.0, "slow_start_restart": true,
                  "min_rto_ms": 200.0, "max_rto_ms": 60000.0, "initial_rto_ms": 1000.0, "clock_granularity_ms": 1.0,
-                 "rwnd_bytes": 4194304, "send_buffer_bytes": 0, "dupthresh": 3, "rtt_gain": "rfc6298",
+                 "rwnd_bytes": 4194304, "send_buffer_bytes": 0, "dupthresh": 3, "rtt_gain": "rfc6298", "rto_formula": "rfc6298",
                  "rto_reset_after_idle": false, "sack_off_after_timeout": false, "rack_tlp": false,
                  "thin_linear_timeouts": false},
         "traffic": {"model": "thin-client", "p_interactive_to_bulk": 0.09, "p_bulk_to_interactive": 0.42,
