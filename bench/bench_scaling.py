@@ -7,8 +7,11 @@
 - Memory: peak RSS of the whole `thinwan run scenarios/ogawa2011/large-buffer.toml
   --runs 1` command with full records (traces on), measured over the process tree.
 
+Each size runs `--repeat` times (default 3) and the fastest run counts: the machine is
+shared, and a slower run measures the neighbours, not the simulator.
+
 Usage: .venv/bin/python bench/bench_scaling.py [--pairs 100,1000,10000] [--duration 60]
-       [--out bench/results/scaling.json] [--skip-memory]
+       [--repeat 3] [--out bench/results/scaling.json] [--skip-memory]
 """
 
 from __future__ import annotations
@@ -44,13 +47,19 @@ def scaled(pairs: int, duration: float):
     })
 
 
-def scaling(pairs_list: list[int], duration: float) -> list[dict]:
+def scaling(pairs_list: list[int], duration: float, repeat: int) -> list[dict]:
     rows = []
     for pairs in pairs_list:
-        sc = scaled(pairs, duration)
-        t0 = time.perf_counter()
-        r = native.simulate(sc.to_native_json(), 0)
-        wall = time.perf_counter() - t0
+        config = scaled(pairs, duration).to_native_json()
+        best = None
+        for _ in range(repeat):
+            t0 = time.perf_counter()
+            r = native.simulate(config, 0)
+            wall = time.perf_counter() - t0
+            if best is None or r["meta"]["wall_s"] < best[0]["meta"]["wall_s"]:
+                best = (r, wall)
+            del r
+        r, wall = best
         meta = r["meta"]
         packets = meta["packets"]["created"]
         rows.append({
@@ -63,11 +72,12 @@ def scaling(pairs_list: list[int], duration: float) -> list[dict]:
             "call_wall_s": wall,
             "events_per_s": meta["events"] / meta["wall_s"],
             "ns_per_packet": meta["wall_s"] * 1e9 / packets,
+            "repeat": repeat,
         })
         print(f"pairs={pairs:>6}  events={meta['events']:>11,}  packets={packets:>10,}  "
               f"sim={meta['wall_s']:7.2f}s  {rows[-1]['events_per_s']/1e6:5.2f} Mev/s  "
               f"{rows[-1]['ns_per_packet']:6.0f} ns/packet", file=sys.stderr)
-        del r
+        del r, best
     return rows
 
 
@@ -93,6 +103,7 @@ def main() -> None:
     ap.add_argument("--pairs", default="100,1000,10000")
     ap.add_argument("--duration", type=float, default=60.0)
     ap.add_argument("--out", default=str(ROOT / "bench/results/scaling.json"))
+    ap.add_argument("--repeat", type=int, default=3, help="runs per size; the fastest counts")
     ap.add_argument("--skip-memory", action="store_true")
     a = ap.parse_args()
     res: dict = {"version": thinwan.__version__, "cpu_count": os.cpu_count()}
@@ -100,7 +111,7 @@ def main() -> None:
     # the parent's pages in its own peak RSS.
     if not a.skip_memory:
         res["memory"] = memory()
-    res["scaling"] = scaling([int(x) for x in a.pairs.split(",")], a.duration)
+    res["scaling"] = scaling([int(x) for x in a.pairs.split(",")], a.duration, a.repeat)
     base = res["scaling"][0]
     for row in res["scaling"]:
         row["cost_per_packet_vs_smallest"] = row["ns_per_packet"] / base["ns_per_packet"]
