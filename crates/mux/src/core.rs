@@ -62,6 +62,9 @@ impl Core {
         }
         while all.join_next().await.is_some() {}
         conns.abort_all();
+        for s in lock(&registry).values() {
+            s.stop();
+        }
         Ok(())
     }
 }
@@ -114,13 +117,13 @@ async fn serve_trunk(
                 let mut scfg = cfg.common.session.clone();
                 scfg.lanes = hello.lanes;
                 let (tx, rx) = mpsc::unbounded_channel();
-                let s = Shared::new(Role::Core, hello.session, scfg, counters.clone(), Some(tx));
+                let (s, driver) = Shared::spawn(Role::Core, hello.session, scfg, counters.clone(), Some(tx));
                 reg.insert(hello.session, s.clone());
                 tracing::info!(session = hello.session, lanes = hello.lanes, "new session");
                 tokio::spawn(connector(s.clone(), cfg.clone(), rx));
-                let (s2, reg2) = (s.clone(), registry.clone());
+                let reg2 = registry.clone();
                 tokio::spawn(async move {
-                    s2.clone().run_timers().await;
+                    let _ = driver.await;
                     lock(&reg2).remove(&hello.session);
                     tracing::info!(session = hello.session, "session removed");
                 });
@@ -137,7 +140,7 @@ async fn serve_trunk(
         tls.flush().await?;
         return Ok(());
     };
-    shared.run_lane(hello.lane, tls, &initial).await
+    shared.run_lane(hello.lane, tls, initial).await
 }
 
 /// Connect streams the edge opened to their targets; never blocks other streams.
@@ -147,7 +150,7 @@ async fn connector(shared: Arc<Shared>, cfg: Arc<CoreConfig>, mut rx: mpsc::Unbo
         let Some(t) = targets.get(&o.target).cloned() else {
             shared.counters.unknown_targets.fetch_add(1, Ordering::Relaxed);
             tracing::warn!(stream = o.id, target = %o.target, "stream for an unconfigured target refused");
-            shared.reset(o.epoch, o.id, ResetCode::UnknownTarget, "no such target at the core");
+            shared.reset(o.id, ResetCode::UnknownTarget, "no such target at the core".into());
             continue;
         };
         let (shared, timeout) = (shared.clone(), cfg.common.connect_timeout);
@@ -155,21 +158,15 @@ async fn connector(shared: Arc<Shared>, cfg: Arc<CoreConfig>, mut rx: mpsc::Unbo
             match tokio::time::timeout(timeout, TcpStream::connect(t.connect)).await {
                 Ok(Ok(sock)) => {
                     shared.counters.app_connections.fetch_add(1, Ordering::Relaxed);
-                    {
-                        let mut g = shared.lock();
-                        if g.epoch == o.epoch {
-                            g.session.set_class(o.id, t.class);
-                        }
-                    }
-                    shared.pump(o, sock).await;
+                    shared.attach(o.id, sock, t.class);
                 }
                 Ok(Err(e)) => {
                     shared.counters.target_connect_failures.fetch_add(1, Ordering::Relaxed);
-                    shared.reset(o.epoch, o.id, ResetCode::ConnectFailed, &format!("connect {}: {e}", t.connect));
+                    shared.reset(o.id, ResetCode::ConnectFailed, format!("connect {}: {e}", t.connect));
                 }
                 Err(_) => {
                     shared.counters.target_connect_failures.fetch_add(1, Ordering::Relaxed);
-                    shared.reset(o.epoch, o.id, ResetCode::ConnectFailed, &format!("connect {}: timeout", t.connect));
+                    shared.reset(o.id, ResetCode::ConnectFailed, format!("connect {}: timeout", t.connect));
                 }
             }
         });

@@ -11,7 +11,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 
 use crate::config::EdgeConfig;
-use crate::driver::{abort_socket, random_id, tune_trunk, Counters, Shared};
+use crate::driver::{random_id, tune_trunk, Counters, Shared};
 use crate::tls::Connector;
 
 /// A running edge: its session (for metrics and tests).
@@ -31,12 +31,11 @@ impl Edge {
         mut shutdown: watch::Receiver<bool>,
     ) -> io::Result<()> {
         let connector = Connector::new(&cfg.common.auth, &cfg.server_name)?;
-        let shared = Shared::new(Role::Edge, random_id(), cfg.common.session.clone(), counters.clone(), None);
+        let (shared, _driver) = Shared::spawn(Role::Edge, random_id(), cfg.common.session.clone(), counters.clone(), None);
         if let Some(tx) = shared_out {
             let _ = tx.send(shared.clone());
         }
         let mut tasks = tokio::task::JoinSet::new();
-        tasks.spawn(shared.clone().run_timers());
         for lane in 0..cfg.common.session.lanes {
             tasks.spawn(lane_loop(shared.clone(), lane, connector.clone(), cfg.clone(), shutdown.clone()));
         }
@@ -50,16 +49,8 @@ impl Edge {
                         r = l.accept() => match r {
                             Ok((sock, peer)) => {
                                 shared.counters.app_connections.fetch_add(1, Ordering::Relaxed);
-                                match shared.open(&f.name, f.class) {
-                                    Some(o) => {
-                                        tracing::debug!(%peer, stream = o.id, target = %f.name, "client connected");
-                                        tokio::spawn(shared.clone().pump(o, sock));
-                                    }
-                                    None => {
-                                        shared.counters.app_refused.fetch_add(1, Ordering::Relaxed);
-                                        abort_socket(&sock);
-                                    }
-                                }
+                                tracing::debug!(%peer, target = %f.name, "client accepted");
+                                shared.accept(sock, &f.name, f.class);
                             }
                             Err(e) => tracing::warn!(error = %e, "accept failed"),
                         },
@@ -72,6 +63,7 @@ impl Edge {
         tracing::info!("edge shutting down");
         shared.shutdown(cfg.common.shutdown_grace).await;
         tasks.abort_all();
+        shared.stop();
         Ok(())
     }
 }
@@ -100,7 +92,7 @@ async fn lane_loop(shared: Arc<Shared>, lane: u16, connector: Connector, cfg: Ed
                 tracing::info!(lane, core = %cfg.connect, "trunk connected");
                 // Runs through a graceful shutdown too (the session drains over it);
                 // `Edge::run` aborts this task at the end.
-                if let Err(e) = shared.run_lane(lane, tls, &[]).await {
+                if let Err(e) = shared.run_lane(lane, tls, Vec::new()).await {
                     tracing::warn!(lane, error = %e, "trunk connection ended");
                 }
             }

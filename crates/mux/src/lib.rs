@@ -10,6 +10,8 @@ pub mod config;
 pub mod core;
 pub mod driver;
 pub mod edge;
+mod lane;
+mod local;
 pub mod metrics;
 pub mod tls;
 
@@ -21,6 +23,13 @@ use tokio::sync::watch;
 
 pub use crate::config::{CoreConfig, EdgeConfig};
 pub use crate::driver::{Counters, Shared};
+
+/// The runtime a daemon runs on: one thread. A session is one driver task, so more
+/// worker threads would not speed a session up; they would only move its wake-ups
+/// between threads (a futex hand-off each), which costs latency on every message.
+pub fn runtime() -> io::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_current_thread().enable_all().build()
+}
 
 /// Bind everything a core config names and run until `shutdown`.
 pub async fn run_core(cfg: CoreConfig, shutdown: watch::Receiver<bool>) -> io::Result<()> {

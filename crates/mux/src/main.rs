@@ -105,7 +105,7 @@ where
     F: FnOnce(tokio::sync::watch::Receiver<bool>) -> Fut,
     Fut: std::future::Future<Output = std::io::Result<()>>,
 {
-    let rt = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let rt = match thinwan_mux::runtime() {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("thinwan-mux: cannot start runtime: {e}");

@@ -2,12 +2,20 @@
 //!
 //! 1. latency: N concurrent thin streams each send a 100-byte message every `interval`
 //!    and wait for its echo; the same through a direct connection. Added one-way delay of
-//!    edge+core ≈ (tunnel RTT − direct RTT) / 2 (the echo crosses both twice).
+//!    edge+core ≈ (tunnel RTT − direct RTT) / 2 (the echo crosses both twice). Each
+//!    stream's first exchange (which opens the stream end to end) is reported apart,
+//!    as `setup_rtt_us`.
 //! 2. throughput: one bulk stream uploads `bulk_mb` MiB to a sink through the tunnel.
 //! 3. isolation: thin-stream RTT with and without a concurrent full-speed bulk stream.
 //!
-//! Prints one JSON object. Clients, servers, edge and core share the machine's cores,
-//! so numbers are conservative.
+//! Each is also measured through two bare TCP relays (`relay_*`): the floor that any
+//! two-hop user-space tunnel pays on this machine, without TLS or multiplexing.
+//!
+//! Edge and core each run on their own thread and runtime, built as the daemons build
+//! theirs (as if they were separate processes); clients and servers run on a third
+//! runtime. Direct and tunnel are measured in the same run, one after the other, so
+//! the differences compare like with like on a shared, noisy machine. All of it
+//! shares the machine's cores, so numbers are conservative.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -40,36 +48,53 @@ fn main() {
     rt.block_on(async move {
         let (echo, sink) = (echo_server().await, sink_server().await);
         let (stop, rx) = watch::channel(false);
-        let (edge_echo, edge_sink) = tunnel(echo, sink, rx).await;
+        let (edge_echo, edge_sink) = tunnel(echo, sink, rx);
+        let (relay_echo, relay_sink) = (relay(relay(echo)), relay(relay(sink)));
         tokio::time::sleep(Duration::from_millis(300)).await;
 
         let direct = thin_rtts(echo, streams, interval, secs).await;
+        let relayed = thin_rtts(relay_echo, streams, interval, secs).await;
         let tunneled = thin_rtts(edge_echo, streams, interval, secs).await;
+        let (direct_setup, tunnel_setup) = (direct.setup, tunneled.setup);
+        let (direct, relayed, tunneled) = (direct.steady, relayed.steady, tunneled.steady);
         let gbps = bulk(edge_sink, bulk_mb << 20).await;
         let direct_gbps = bulk(sink, bulk_mb << 20).await;
-        // Isolation: 50 thin streams, alone and next to a bulk upload.
-        let alone = thin_rtts(edge_echo, 50, Duration::from_millis(20), secs).await;
-        let bulk_task = tokio::spawn(bulk(edge_sink, 100u64 << 30));
-        tokio::time::sleep(Duration::from_millis(500)).await;
-        let with_bulk = thin_rtts(edge_echo, 50, Duration::from_millis(20), secs).await;
-        bulk_task.abort();
+        let relay_gbps = bulk(relay_sink, bulk_mb << 20).await;
+        let (alone, with_bulk) = isolation(edge_echo, edge_sink, secs).await;
+        let (relay_alone, relay_with_bulk) = isolation(relay_echo, relay_sink, secs).await;
         let _ = stop.send(true);
 
-        let (d50, d99) = (pct(&direct, 50.0), pct(&direct, 99.0));
-        let (t50, t99) = (pct(&tunneled, 50.0), pct(&tunneled, 99.0));
+        let p = |v: &Vec<f64>| format!("{{\"p50\": {:.1}, \"p99\": {:.1}}}", pct(v, 50.0), pct(v, 99.0));
+        let added = |v: &Vec<f64>| {
+            let (a50, a99) = ((pct(v, 50.0) - pct(&direct, 50.0)) / 2.0, (pct(v, 99.0) - pct(&direct, 99.0)) / 2.0);
+            format!("{{\"p50\": {a50:.1}, \"p99\": {a99:.1}}}")
+        };
+        let raise = |with: &Vec<f64>, alone: &Vec<f64>| pct(with, 99.0) - pct(alone, 99.0);
         println!("{{");
         println!("  \"streams\": {streams}, \"interval_ms\": {}, \"seconds\": {secs}, \"samples\": {},", interval.as_millis(), tunneled.len());
-        println!("  \"direct_rtt_us\": {{\"p50\": {d50:.1}, \"p99\": {d99:.1}}},");
-        println!("  \"tunnel_rtt_us\": {{\"p50\": {t50:.1}, \"p99\": {t99:.1}}},");
-        println!("  \"added_one_way_us\": {{\"p50\": {:.1}, \"p99\": {:.1}}},", (t50 - d50) / 2.0, (t99 - d99) / 2.0);
-        println!("  \"tunnel_throughput_gbit_s\": {gbps:.2}, \"direct_throughput_gbit_s\": {direct_gbps:.2},");
-        println!(
-            "  \"thin_rtt_us_alone\": {{\"p50\": {:.1}, \"p99\": {:.1}}}, \"thin_rtt_us_with_bulk\": {{\"p50\": {:.1}, \"p99\": {:.1}}},",
-            pct(&alone, 50.0), pct(&alone, 99.0), pct(&with_bulk, 50.0), pct(&with_bulk, 99.0)
-        );
-        println!("  \"bulk_raises_thin_p99_us\": {:.1}", pct(&with_bulk, 99.0) - pct(&alone, 99.0));
+        println!("  \"direct_rtt_us\": {},", p(&direct));
+        println!("  \"tunnel_rtt_us\": {},", p(&tunneled));
+        println!("  \"added_one_way_us\": {},", added(&tunneled));
+        println!("  \"relay_rtt_us\": {}, \"relay_added_one_way_us\": {},", p(&relayed), added(&relayed));
+        println!("  \"setup_rtt_us\": {{\"direct\": {}, \"tunnel\": {}}},", p(&direct_setup), p(&tunnel_setup));
+        println!("  \"tunnel_throughput_gbit_s\": {gbps:.2}, \"direct_throughput_gbit_s\": {direct_gbps:.2}, \"relay_throughput_gbit_s\": {relay_gbps:.2},");
+        println!("  \"thin_rtt_us_alone\": {}, \"thin_rtt_us_with_bulk\": {},", p(&alone), p(&with_bulk));
+        println!("  \"bulk_raises_thin_p99_us\": {:.1},", raise(&with_bulk, &alone));
+        println!("  \"relay_thin_rtt_us_alone\": {}, \"relay_thin_rtt_us_with_bulk\": {},", p(&relay_alone), p(&relay_with_bulk));
+        println!("  \"relay_bulk_raises_thin_p99_us\": {:.1}", raise(&relay_with_bulk, &relay_alone));
         println!("}}");
     });
+}
+
+/// Thin-stream isolation: RTTs of 50 thin streams (100 B every 20 ms) through `echo`,
+/// alone and next to a full-speed upload through `sink`.
+async fn isolation(echo: SocketAddr, sink: SocketAddr, secs: u64) -> (Vec<f64>, Vec<f64>) {
+    let alone = thin_rtts(echo, 50, Duration::from_millis(20), secs).await.steady;
+    let bulk_task = tokio::spawn(bulk(sink, 100u64 << 30));
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let with_bulk = thin_rtts(echo, 50, Duration::from_millis(20), secs).await.steady;
+    bulk_task.abort();
+    (alone, with_bulk)
 }
 
 fn pct(v: &[f64], p: f64) -> f64 {
@@ -81,9 +106,12 @@ fn pct(v: &[f64], p: f64) -> f64 {
     s[((p / 100.0) * (s.len() - 1) as f64).round() as usize]
 }
 
-async fn tunnel(echo: SocketAddr, sink: SocketAddr, rx: watch::Receiver<bool>) -> (SocketAddr, SocketAddr) {
+/// Start core and edge, each on its own thread and daemon runtime. Returns the edge's
+/// listeners for the echo and sink targets.
+fn tunnel(echo: SocketAddr, sink: SocketAddr, rx: watch::Receiver<bool>) -> (SocketAddr, SocketAddr) {
     let psk = "psk = \"bench-psk-0123456789abcdef\"";
-    let core_l = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let bind = listener;
+    let core_l = bind();
     let core_addr = core_l.local_addr().expect("addr");
     let core = CoreConfig::try_from(
         parse(&format!(
@@ -93,8 +121,12 @@ async fn tunnel(echo: SocketAddr, sink: SocketAddr, rx: watch::Receiver<bool>) -
         .expect("toml"),
     )
     .expect("core config");
-    tokio::spawn(Core::run(core, core_l, Arc::new(Counters::default()), Registry::default(), rx.clone()));
-    let (le, ls) = (TcpListener::bind("127.0.0.1:0").await.expect("bind"), TcpListener::bind("127.0.0.1:0").await.expect("bind"));
+    let core_rx = rx.clone();
+    daemon("core", move || async move {
+        let l = TcpListener::from_std(core_l).expect("listener");
+        Core::run(core, l, Arc::new(Counters::default()), Registry::default(), core_rx).await
+    });
+    let (le, ls) = (bind(), bind());
     let (ae, as_) = (le.local_addr().expect("addr"), ls.local_addr().expect("addr"));
     let edge = EdgeConfig::try_from(
         parse(&format!(
@@ -105,8 +137,61 @@ async fn tunnel(echo: SocketAddr, sink: SocketAddr, rx: watch::Receiver<bool>) -
         .expect("toml"),
     )
     .expect("edge config");
-    tokio::spawn(Edge::run(edge, vec![le, ls], Arc::new(Counters::default()), None, rx));
+    daemon("edge", move || async move {
+        let ls = vec![TcpListener::from_std(le).expect("listener"), TcpListener::from_std(ls).expect("listener")];
+        Edge::run(edge, ls, Arc::new(Counters::default()), None, rx).await
+    });
     (ae, as_)
+}
+
+/// A listener to hand to another thread's runtime, with tokio's backlog (1024) rather
+/// than std's 128: 1,000 clients connect at once, and an overflowing accept queue
+/// delays their first bytes by SYN/data retransmissions (1–3 s).
+fn listener() -> std::net::TcpListener {
+    use std::os::fd::AsRawFd;
+    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    l.set_nonblocking(true).expect("nonblocking");
+    // SAFETY: a valid listening socket; listen() again only changes its backlog.
+    assert_eq!(unsafe { libc::listen(l.as_raw_fd(), 1024) }, 0, "listen");
+    l
+}
+
+/// Run a daemon on its own thread and runtime, as its own process would.
+fn daemon<F, Fut>(name: &str, run: F)
+where
+    F: FnOnce() -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = std::io::Result<()>>,
+{
+    let name = name.to_owned();
+    std::thread::Builder::new()
+        .name(name.clone())
+        .spawn(move || {
+            let rt = thinwan_mux::runtime().expect("runtime");
+            if let Err(e) = rt.block_on(run()) {
+                eprintln!("{name}: {e}");
+            }
+        })
+        .expect("thread");
+}
+
+/// The floor for any two-hop tunnel: a bare user-space TCP relay (no TLS, no
+/// multiplexing, one connection per client), on its own thread and daemon runtime.
+/// Two of them in a row show what two extra user-space hops cost on this machine.
+fn relay(to: SocketAddr) -> SocketAddr {
+    let l = listener();
+    let addr = l.local_addr().expect("addr");
+    daemon("relay", move || async move {
+        let l = TcpListener::from_std(l)?;
+        loop {
+            let (mut a, _) = l.accept().await?;
+            tokio::spawn(async move {
+                let Ok(mut b) = TcpStream::connect(to).await else { return };
+                let _ = (a.set_nodelay(true), b.set_nodelay(true));
+                let _ = tokio::io::copy_bidirectional(&mut a, &mut b).await;
+            });
+        }
+    });
+    addr
 }
 
 async fn echo_server() -> SocketAddr {
@@ -143,17 +228,21 @@ async fn sink_server() -> SocketAddr {
     a
 }
 
-/// Echo round-trip times (µs) of `n` streams sending 100 B every `interval` for `secs`.
-async fn thin_rtts(addr: SocketAddr, n: usize, interval: Duration, secs: u64) -> Vec<f64> {
+/// Echo round-trip times (µs) of `n` streams sending 100 B every `interval` for `secs`:
+/// steady state, and separately each stream's first exchange (it includes opening the
+/// stream end to end, e.g. the core's connect to the target).
+async fn thin_rtts(addr: SocketAddr, n: usize, interval: Duration, secs: u64) -> Rtts {
     let mut tasks = Vec::new();
     let end = Instant::now() + Duration::from_secs(secs);
     for i in 0..n {
         tasks.push(tokio::spawn(async move {
-            let mut out = Vec::new();
+            let mut out = Rtts::default();
+            // Spread the streams' phases over the interval, connects included: 1,000
+            // simultaneous connects overflow accept queues, and the retransmissions
+            // that follow are a property of the connection storm, not of the tunnel.
+            tokio::time::sleep(interval.mul_f64(i as f64 / n as f64)).await;
             let Ok(mut s) = TcpStream::connect(addr).await else { return out };
             let _ = s.set_nodelay(true);
-            // Spread the streams' phases over the interval.
-            tokio::time::sleep(interval.mul_f64(i as f64 / n as f64)).await;
             let mut tick = tokio::time::interval(interval);
             let msg = [0x5au8; 100];
             let mut back = [0u8; 100];
@@ -163,16 +252,32 @@ async fn thin_rtts(addr: SocketAddr, n: usize, interval: Duration, secs: u64) ->
                 if s.write_all(&msg).await.is_err() || s.read_exact(&mut back).await.is_err() {
                     break;
                 }
-                out.push(t0.elapsed().as_secs_f64() * 1e6);
+                let rtt = t0.elapsed().as_secs_f64() * 1e6;
+                if out.setup.is_empty() {
+                    out.setup.push(rtt);
+                } else {
+                    out.steady.push(rtt);
+                }
             }
             out
         }));
     }
-    let mut all = Vec::new();
+    let mut all = Rtts::default();
     for t in tasks {
-        all.extend(t.await.unwrap_or_default());
+        let r = t.await.unwrap_or_default();
+        all.steady.extend(r.steady);
+        all.setup.extend(r.setup);
     }
     all
+}
+
+/// Round-trip samples, µs.
+#[derive(Default)]
+struct Rtts {
+    /// Every exchange after a stream's first.
+    steady: Vec<f64>,
+    /// The first exchange of each stream.
+    setup: Vec<f64>,
 }
 
 /// Upload `bytes` through `addr` and return Gbit/s (until the sink closed).
