@@ -86,6 +86,8 @@ DOCUMENTED_DEFAULTS = {
         "bulk_pareto_shape": 1.5,
         "intra_bulk_gap_ms": 0.36,
         "separate_connections": False,
+        "pcap_file": "",
+        "pcap_server_port": 0,
     },
     "records": {"traces": True, "trace_interval_ms": 10.0, "trace_connections": "all", "packet_log_conns": ()},
     "mux": {"mode": "direct", "trunks": 1, "frame_payload_bytes": 16384, "notsent_lowat_bytes": 32768},
@@ -170,7 +172,7 @@ def test_to_toml_round_trips() -> None:
         ({"topology": {"last_hop_rate_mbps": 0}}, "topology.last_hop_rate_mbps: Input should be greater than 0"),
         ({"mux": {"mode": "both"}}, "mux.mode: Input should be 'direct' or 'mux'"),
         ({"mux": {"trunks": 0}}, "mux.trunks: Input should be greater than or equal to 1"),
-        ({"traffic": {"model": "voip"}}, "traffic.model: Input should be 'thin-client', 'bulk' or 'game'"),
+        ({"traffic": {"model": "voip"}}, "traffic.model: Input should be 'thin-client', 'bulk', 'game' or 'pcap'"),
         ({"topology": {"kind": "mux"}, "traffic": {"model": "bulk"}}, 'scenarios/x.toml: topology.kind: "mux" carries one thin stream'),
         ({"topology": {"kind": "mux"}, "traffic": {"separate_connections": True}}, "topology.kind: "),
     ],
@@ -280,6 +282,7 @@ def test_ogawa2011_scenarios_match_spec_section_3(stem: str, limit_bytes: int) -
 ADDED_AFTER_OGAWA2011 = {
     "topology": {"bottleneck_loss", "bottleneck_loss_rev", "bottleneck_jitter_pct", "last_hop_delay_ms", "last_hop_rate_mbps"},
     "mux": {"mode", "trunks", "frame_payload_bytes", "notsent_lowat_bytes"},
+    "traffic": {"pcap_file", "pcap_server_port"},
 }
 
 

@@ -84,6 +84,10 @@ def _read_toml(path: Path) -> dict[str, Any]:
 def _read_with_inherits(path: Path, chain: tuple[Path, ...]) -> dict[str, Any]:
     """The file's data merged over the data of the file it inherits from, if any."""
     data = _read_toml(path)
+    traffic = data.get("traffic")
+    if isinstance(traffic, dict) and isinstance(traffic.get("pcap_file"), str) and traffic["pcap_file"]:
+        # A capture named in a file is relative to that file, like `inherits`.
+        traffic["pcap_file"] = str((path.parent / traffic["pcap_file"]).resolve())
     base = data.pop("inherits", None)
     if base is None:
         return data
@@ -223,7 +227,7 @@ class TcpSection(_Section):
 class TrafficSection(_Section):
     """``[traffic]``: one independent source per server (spec §1)."""
 
-    model: Literal["thin-client", "bulk", "game"] = "thin-client"
+    model: Literal["thin-client", "bulk", "game", "pcap"] = "thin-client"
     p_interactive_to_bulk: float = Field(0.09, ge=0, le=1)
     p_bulk_to_interactive: float = Field(0.42, ge=0, le=1)
     gap_ii_s: float = Field(0.27, gt=0)
@@ -240,6 +244,16 @@ class TrafficSection(_Section):
     bulk_pareto_shape: float = Field(1.5, gt=1)
     intra_bulk_gap_ms: float = Field(0.36, ge=0)
     separate_connections: bool = False
+    # model = "pcap": the capture (relative to the scenario file) and the server's port
+    # (0: the side that sends a flow's first payload). thinwan.trace says how it is read.
+    pcap_file: str = ""
+    pcap_server_port: int = Field(0, ge=0, le=65535)
+
+    @model_validator(mode="after")
+    def _pcap_needs_a_file(self) -> TrafficSection:
+        if self.model == "pcap" and not self.pcap_file:
+            raise ValueError('traffic.pcap_file: traffic.model = "pcap" needs a capture file')
+        return self
 
     @field_validator("bulk_packets_max")
     @classmethod
@@ -292,9 +306,25 @@ class Scenario(_Section):
         if self.topology.kind == "mux" and (self.traffic.model == "bulk" or self.traffic.separate_connections):
             raise ValueError(
                 'topology.kind: "mux" carries one thin stream per pair: needs traffic.model '
-                '"game" or "thin-client" and traffic.separate_connections = false'
+                '"game", "thin-client" or "pcap" and traffic.separate_connections = false'
             )
         return self
+
+    @model_validator(mode="after")
+    def _capture_has_the_streams(self) -> Scenario:
+        if self.traffic.model == "pcap":
+            self.trace_writes()  # read (and cache) the capture now, so errors come early
+        return self
+
+    def trace_writes(self) -> list[list[tuple[float, int]]]:
+        """``traffic.model = "pcap"``: each stream's writes (seconds, bytes)."""
+        from .trace import TraceError, stream_writes
+
+        t = self.traffic
+        try:
+            return stream_writes(t.pcap_file, t.pcap_server_port, self.topology.pairs, self.scenario.duration_s)
+        except TraceError as e:
+            raise ValueError(f"traffic.pcap_file: {t.pcap_file}: {e}") from None
 
     @property
     def name(self) -> str:
@@ -302,8 +332,13 @@ class Scenario(_Section):
         return self.scenario.name
 
     def to_native_json(self) -> str:
-        """The complete scenario (every section and key) as the simulator reads it."""
-        return self.model_dump_json()
+        """The complete scenario (every section and key) as the simulator reads it; with
+        ``traffic.model = "pcap"`` also the streams' writes (``traffic.trace``)."""
+        if self.traffic.model != "pcap":
+            return self.model_dump_json()
+        data = self.model_dump()
+        data["traffic"]["trace"] = self.trace_writes()
+        return json.dumps(data)
 
     def to_toml(self) -> str:
         """The complete scenario as a TOML file that loads back to an equal scenario."""

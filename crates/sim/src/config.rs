@@ -151,13 +151,17 @@ pub struct TcpSec {
 /// `[traffic]`
 #[derive(Clone, Debug, Deserialize)]
 pub struct TrafficSec {
-    /// "thin-client" | "bulk" | "game".
+    /// "thin-client" | "bulk" | "game" | "pcap".
     pub model: String,
     /// The two-state source's keys (α, β, gaps, sizes, block lengths).
     #[serde(flatten)]
     pub thin_client: thinwan_proto::traffic::ThinClientKeys,
     /// Interactive and bulk writes on two connections per pair (spec §6 case 2).
     pub separate_connections: bool,
+    /// Model "pcap": per stream, its writes (seconds, bytes) read from the capture by
+    /// the Python layer (`thinwan.trace`); the capture's own keys are not needed here.
+    #[serde(default)]
+    pub trace: Vec<Vec<(f64, u32)>>,
 }
 
 /// `[records]`
@@ -235,8 +239,11 @@ impl Config {
         if !matches!(self.tcp.recovery.as_str(), "reno" | "newreno") {
             return bad("tcp.recovery", "must be \"reno\" or \"newreno\"");
         }
-        if !matches!(self.traffic.model.as_str(), "thin-client" | "bulk" | "game") {
-            return bad("traffic.model", "must be \"thin-client\", \"bulk\" or \"game\"");
+        if !matches!(self.traffic.model.as_str(), "thin-client" | "bulk" | "game" | "pcap") {
+            return bad("traffic.model", "must be \"thin-client\", \"bulk\", \"game\" or \"pcap\"");
+        }
+        if self.traffic.model == "pcap" && self.traffic.trace.len() < self.topology.pairs as usize {
+            return bad("traffic.trace", "needs the writes of every stream (topology.pairs)");
         }
         if !matches!(self.traffic.thin_client.gap_distribution.as_str(), "lognormal" | "exponential" | "constant") {
             return bad("traffic.gap_distribution", "must be lognormal, exponential or constant");

@@ -178,6 +178,8 @@ impl Msg {
 enum Source {
     ThinClient(ThinClientSource),
     Game(GameSource),
+    /// Writes from a capture, in time order.
+    Trace(std::vec::IntoIter<Write>),
     /// Greedy: `chunks` writes of BULK_CHUNK at the start.
     Bulk { chunks: u32 },
 }
@@ -424,6 +426,16 @@ impl World {
                     let w = s.next_write();
                     (Source::Game(s), w)
                 }
+                "pcap" => {
+                    // The capture's own timing: no stagger, no randomness.
+                    let mut writes = cfg.traffic.trace[i as usize]
+                        .iter()
+                        .map(|&(t, bytes)| Write { at: Instant::from_secs_f64(t), bytes, kind: Kind::Interactive })
+                        .collect::<Vec<_>>()
+                        .into_iter();
+                    let w = writes.next().unwrap_or(Write { at: duration, bytes: 0, kind: Kind::Interactive });
+                    (Source::Trace(writes), w)
+                }
                 _ => {
                     let mut s = ThinClientSource::calibrated(&model, stream_rng(seed, 2 * i as u64), start);
                     let w = s.next_write();
@@ -535,6 +547,7 @@ impl World {
         p.next_write = match &mut p.source {
             Source::ThinClient(s) => Some(s.next_write()),
             Source::Game(s) => Some(s.next_write()),
+            Source::Trace(writes) => writes.next(),
             Source::Bulk { chunks } => {
                 *chunks -= 1;
                 (*chunks > 0).then_some(Write { at: now, ..w })
