@@ -423,7 +423,7 @@ _TEMPLATE = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined
 <h1>Sweep {{ sweep.name }}{% if sweep.substrate == "lab" %} (lab){% endif %}</h1>
 {% if sweep.substrate == "lab" %}<p><strong>Measured in the namespace lab</strong>: real Linux TCP in network
 namespaces across the thinwan-link WAN emulator{% if boxes %}, the tunnel configurations through the real
-thinwan-mux core and edge daemons{% endif %} — not the simulator (docs/lab.md, "Sweeps in the lab").</p>{% endif %}
+thinwan-mux core and edge daemons{% endif %} — not the simulator (docs/lab.md, "The tunnel grid in the lab").</p>{% endif %}
 {% if sweep.description %}<p>{{ sweep.description }}</p>{% endif %}
 <p>thinwan {{ version }}, git {{ document.git_rev }}; {{ sweep.points | length }} point(s) ×
 {{ sweep.runs }} run(s) of {{ sweep.base_path.name }} (base scenario). Sweep file

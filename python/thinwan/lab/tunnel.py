@@ -18,11 +18,13 @@ sockets, not of the trunks.
 
 from __future__ import annotations
 
+import json
 import secrets
 import shutil
 import subprocess
 import time
 from pathlib import Path
+from typing import Any
 
 from ..mux import mux_binary
 from ..records import RunRecords
@@ -84,7 +86,14 @@ def run_tunnel_once(scenario: Scenario, opts: LabOptions, run: int, raw: Path) -
         "last_hop": {"link": last_hop_link(scenario, run).to_json(), "link_stats": stats.get("lasthop")},
     }
     if tunnel:
-        links["mux"] = {"trunks": scenario.mux.trunks, "lanes_up": _count(raw / "edge.log", b"trunk lane up")}
+        edge = _log_events(raw / "edge.log")
+        links["mux"] = {
+            "trunks": scenario.mux.trunks,
+            "lanes_up": sorted({e["lane"] for e in edge if e.get("message") == "trunk lane up"}),
+            # Every trunk connection after the first of each lane is a reconnect (then a resume).
+            "reconnects": sum(e.get("message") == "trunk connected" for e in edge) - scenario.mux.trunks,
+            "streams_reset": sum(e.get("message") == "stream reset" for e in edge),
+        }
     meta = lab_meta(scenario, opts, run, raw, started, len(events), spec.tcp, notes, links)
     return lab_records(scenario, events, raw / "pump.csv", raw / "sink.csv", raw / "conns.json",
                        spec.link.to_json(), stats.get("wan"), meta)
@@ -114,26 +123,37 @@ def _start_daemons(chain: Chain, scenario: Scenario, opts: LabOptions, raw: Path
         log = open(raw / f"{role}.log", "wb")  # noqa: SIM115 (owned by the child)
         chain.popen(side, [str(binary), role, "--config", str(raw / f"{role}.toml")], stdout=log, stderr=subprocess.STDOUT)
         log.close()
-        needle, count = (b"core listening", 1) if role == "core" else (b"trunk lane up", mux.trunks)
-        _wait_log(chain, raw / f"{role}.log", needle, count, role)
+        _wait_ready(chain, raw / f"{role}.log", role, mux.trunks)
 
 
-def _wait_log(chain: Chain, log: Path, needle: bytes, count: int, what: str) -> None:
+def _wait_ready(chain: Chain, log: Path, role: str, trunks: int) -> None:
+    """The core listens; the edge has every lane up."""
     deadline = time.monotonic() + DAEMON_READY_S
     while time.monotonic() < deadline:
-        if _count(log, needle) >= count:
+        events = _log_events(log)
+        if role == "core" and any(e.get("message") == "core listening" for e in events):
+            return
+        if role == "edge" and len({e["lane"] for e in events if e.get("message") == "trunk lane up"}) >= trunks:
             return
         if not chain.processes_alive():
             break
         time.sleep(0.05)
-    raise LabError(f"thinwan-mux {what} not ready within {DAEMON_READY_S:g} s (wanted {count}× {needle.decode()!r}): {_tail(log)}")
+    raise LabError(f"thinwan-mux {role} not ready within {DAEMON_READY_S:g} s: {_tail(log)}")
 
 
-def _count(path: Path, needle: bytes) -> int:
+def _log_events(path: Path) -> list[dict[str, Any]]:
+    """The ``fields`` of each JSON log line of a daemon (``[log] format = "json"``)."""
+    events = []
     try:
-        return path.read_bytes().count(needle)
+        lines = path.read_text(errors="replace").splitlines()
     except OSError:
-        return 0
+        return []
+    for line in lines:
+        try:
+            events.append(json.loads(line)["fields"])
+        except (ValueError, KeyError, TypeError):
+            continue  # a line still being written, or not a log record
+    return events
 
 
 def _tail(path: Path, lines: int = 5) -> str:
