@@ -273,6 +273,8 @@ def tcp_settings(scenario: Scenario, opts: LabOptions) -> tuple[TcpSettings, lis
             f"tcp.header_bytes={tcp.header_bytes}: Linux sends {52 if opts.timestamps else 40} header bytes per segment "
             f"(timestamps {'on' if opts.timestamps else 'off'}) plus SACK blocks when present"
         )
+    if tcp.rto_formula != "linux":
+        notes.append(f"tcp.rto_formula={tcp.rto_formula}: Linux puts rto_min on the variance term (rto_formula = \"linux\")")
     if tcp.thin_linear_timeouts:
         notes.append("tcp.thin_linear_timeouts: not set in the lab (Linux: per socket, TCP_THIN_LINEAR_TIMEOUTS)")
     if tcp.nagle:
