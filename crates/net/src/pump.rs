@@ -234,7 +234,7 @@ fn connect_all(addr: SocketAddr, conns: u32) -> io::Result<Vec<TcpStream>> {
 /// accepted before any id is read: behind a tunnel an id takes a WAN crossing, and
 /// reading them one by one would let the listen backlog overflow meanwhile.
 fn accept_all(addr: SocketAddr, conns: u32, stop: &AtomicBool) -> io::Result<Vec<TcpStream>> {
-    let listener = TcpListener::bind(addr).map_err(|e| io::Error::new(e.kind(), format!("listen {addr}: {e}")))?;
+    let listener = listen(addr, conns)?;
     listener.set_nonblocking(true)?;
     println!("{}", serde_json::json!({"ready": true, "listen": addr.to_string()}));
     io::stdout().flush()?;
@@ -408,7 +408,7 @@ pub fn run_sink(o: &SinkOptions, stop: Arc<AtomicBool>) -> io::Result<()> {
         Peer::Listen(addr) => addr,
         Peer::Connect(addr) => return run_sink_connecting(addr, o, stop),
     };
-    let listener = TcpListener::bind(addr)?;
+    let listener = listen(addr, o.conns)?;
     if let Some(b) = o.sock.rcvbuf {
         setsockopt_int(listener.as_raw_fd(), libc::SOL_SOCKET, libc::SO_RCVBUF, b as i32)?;
     }
@@ -452,6 +452,19 @@ fn run_sink_connecting(addr: SocketAddr, o: &SinkOptions, stop: Arc<AtomicBool>)
         handles.push(thread::spawn(move || sink_conn(s, Some(conn), &sock, &log, &stop, deadline)));
     }
     join_sink(handles, &log)
+}
+
+/// A listener whose backlog holds all `conns` connections: hundreds of handshakes arrive
+/// at once, and beyond std's backlog of 128 Linux falls back to SYN cookies and drops
+/// final ACKs — across a lossy WAN that ended a connection with a reset now and then.
+fn listen(addr: SocketAddr, conns: u32) -> io::Result<TcpListener> {
+    let listener = TcpListener::bind(addr).map_err(|e| io::Error::new(e.kind(), format!("listen {addr}: {e}")))?;
+    let backlog = conns.max(128).min(i32::MAX as u32) as i32;
+    // SAFETY: a valid listening socket; listen() again only resizes its backlog (Linux).
+    if unsafe { libc::listen(listener.as_raw_fd(), backlog) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(listener)
 }
 
 fn sink_log(path: &PathBuf) -> io::Result<Arc<Mutex<BufWriter<File>>>> {
