@@ -1,6 +1,12 @@
-//! The event queue: a binary heap ordered by (time, insertion number), so events at
-//! the same instant run in the order they were scheduled and every run is
-//! deterministic. Events are small (24 bytes); packets live in a slab elsewhere.
+//! The event queue: events ordered by (time, insertion number), so events at the same
+//! instant run in the order they were scheduled and every run is deterministic.
+//! Events are small (24 bytes); packets live in a slab elsewhere.
+//!
+//! Two 4-ary heaps hold them: packet events (arrivals, a port finishing a packet) and
+//! the rest (writes, timers), and the earlier of the two tops goes first. At 10⁴
+//! connections ~2·10⁴ events are pending, three quarters of them a source's next write
+//! or a timer, far ahead; but seven events in eight are packet events, and popping
+//! those from a heap a quarter the size saves levels that each miss the L1 cache.
 
 use std::cmp::Ordering;
 use dary_heap::QuaternaryHeap as BinaryHeap;
@@ -48,7 +54,10 @@ impl PartialOrd for Entry {
 /// Pending events.
 #[derive(Default)]
 pub struct EventQueue {
-    heap: BinaryHeap<Entry>,
+    /// Arrive and PortFree events.
+    packets: BinaryHeap<Entry>,
+    /// The others.
+    rest: BinaryHeap<Entry>,
     next_seq: u64,
     popped: u64,
 }
@@ -56,12 +65,22 @@ pub struct EventQueue {
 impl EventQueue {
     /// Schedule `ev` at `at`.
     pub fn push(&mut self, at: Instant, ev: Event) {
-        self.heap.push(Entry { at, seq: self.next_seq, ev });
+        let e = Entry { at, seq: self.next_seq, ev };
         self.next_seq += 1;
+        match ev {
+            Event::Arrive { .. } | Event::PortFree { .. } => self.packets.push(e),
+            _ => self.rest.push(e),
+        }
     }
     /// The earliest event.
     pub fn pop(&mut self) -> Option<(Instant, Event)> {
-        let e = self.heap.pop()?;
+        // Entry's order is reversed (earliest is greatest).
+        let heap = match (self.packets.peek(), self.rest.peek()) {
+            (Some(p), Some(r)) if r > p => &mut self.rest,
+            (Some(_), _) => &mut self.packets,
+            (None, _) => &mut self.rest,
+        };
+        let e = heap.pop()?;
         self.popped += 1;
         Some((e.at, e.ev))
     }
@@ -81,18 +100,22 @@ mod tests {
         let t = |n| Instant::from_nanos(n);
         q.push(t(5), Event::TraceSample);
         q.push(t(1), Event::AppWrite { pair: 1 });
+        q.push(t(5), Event::PortFree { port: 7 });
         q.push(t(5), Event::AppWrite { pair: 2 });
+        q.push(t(1), Event::Arrive { packet: 4 });
         q.push(t(1), Event::AppWrite { pair: 3 });
         let got: Vec<_> = std::iter::from_fn(|| q.pop()).collect();
         assert_eq!(
             got,
             vec![
                 (t(1), Event::AppWrite { pair: 1 }),
+                (t(1), Event::Arrive { packet: 4 }),
                 (t(1), Event::AppWrite { pair: 3 }),
                 (t(5), Event::TraceSample),
+                (t(5), Event::PortFree { port: 7 }),
                 (t(5), Event::AppWrite { pair: 2 }),
             ]
         );
-        assert_eq!(q.processed(), 4);
+        assert_eq!(q.processed(), 6);
     }
 }
