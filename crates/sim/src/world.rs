@@ -41,6 +41,8 @@ use rand_xoshiro::Xoshiro256PlusPlus;
 const HOPS: usize = 3;
 /// Ends a route shorter than [`HOPS`] (the mux topology's trunk and last-hop routes).
 const NO_PORT: u32 = u32::MAX;
+/// Ports 0 and 1, R1→R2 and R2→R1; their arrivals have event lanes of the same number.
+const WAN_PORTS: usize = 2;
 
 /// Connection roles (connections table, docs/records.md).
 const ROLE_TRUNK: u8 = 2;
@@ -417,7 +419,7 @@ impl World {
         let separate = cfg.traffic.separate_connections;
         let mut conns = Vec::with_capacity(n as usize * (1 + separate as usize));
         let mut pairs = Vec::with_capacity(n as usize);
-        let mut events = EventQueue::default();
+        let mut events = EventQueue::new(WAN_PORTS);
         for i in 0..n {
             let base = ports.len() as u32;
             for (name, client_side) in [("server-nic", false), ("r2-to-client", true), ("client-nic", true), ("r1-to-server", false)] {
@@ -1012,7 +1014,13 @@ impl World {
                 imp.last_arrive = arrive;
             }
         }
-        self.events.push(arrive, Event::Arrive { packet: item.packet });
+        let ev = Event::Arrive { packet: item.packet };
+        if wan {
+            // A link never reorders: its arrivals are in time order.
+            self.events.push_in_lane(port as usize, arrive, ev);
+        } else {
+            self.events.push(arrive, ev);
+        }
     }
 
     fn on_arrive(&mut self, packet: u32) {
