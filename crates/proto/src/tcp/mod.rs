@@ -49,25 +49,27 @@ impl DataSegment {
 }
 
 /// SACK blocks of one ACK, most recent first (RFC 2018 §4).
+///
+/// Unused slots are empty ranges, so there is no length field: an ACK is then 80
+/// bytes, and the simulator's packet, which holds one, fits two cache lines.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct SackBlocks {
     blocks: [(u64, u64); MAX_SACK_BLOCKS],
-    len: u8,
 }
 
 impl SackBlocks {
-    /// Blocks from a slice (extra ones are ignored).
+    /// Blocks from a slice (extra ones, and empty ones, which say nothing, are ignored).
     pub fn from_slice(b: &[(u64, u64)]) -> Self {
         let mut s = SackBlocks::default();
-        for &r in b.iter().take(MAX_SACK_BLOCKS) {
-            s.blocks[s.len as usize] = r;
-            s.len += 1;
+        for (slot, &r) in s.blocks.iter_mut().zip(b.iter().filter(|&&(start, end)| start < end)) {
+            *slot = r;
         }
         s
     }
     /// The blocks.
     pub fn as_slice(&self) -> &[(u64, u64)] {
-        &self.blocks[..self.len as usize]
+        let len = self.blocks.iter().take_while(|&&(start, end)| start < end).count();
+        &self.blocks[..len]
     }
 }
 
@@ -86,3 +88,16 @@ pub struct Ack {
 mod mechanism_tests;
 #[cfg(test)]
 mod transcript_tests;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sack_blocks_keep_the_first_four_non_empty_ones() {
+        let b = SackBlocks::from_slice(&[(10, 20), (5, 5), (30, 40), (50, 60), (70, 80), (90, 95)]);
+        assert_eq!(b.as_slice(), &[(10, 20), (30, 40), (50, 60), (70, 80)]);
+        assert_eq!(SackBlocks::from_slice(&[(1, 2)]).as_slice(), &[(1, 2)]);
+        assert!(SackBlocks::default().as_slice().is_empty());
+    }
+}
