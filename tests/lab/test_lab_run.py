@@ -129,3 +129,25 @@ def test_lab_run_samples_conn_trace(tmp_path: Path) -> None:
     assert (ct.rto >= 0.2).all() and ct.srtt.between(0.02, 0.2).all()
     assert ct.t.is_monotonic_increasing or (ct.groupby("conn").t.apply(lambda t: t.is_monotonic_increasing)).all()
     assert rec.meta["lab"]["conn_trace"]["samples"] >= 10
+
+
+def test_lab_run_replays_a_capture(tmp_path: Path) -> None:
+    """traffic.model = "pcap": the pump writes the capture's flows with their timing and
+    sizes, the same writes the simulator replays."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from test_trace import write_capture
+
+    write_capture(tmp_path / "game.pcap")
+    scn = tmp_path / "s.toml"
+    scn.write_text(SCENARIO.replace('name = "lab-small"', 'name = "lab-pcap"')
+                   + '\n[traffic]\nmodel = "pcap"\npcap_file = "game.pcap"\npcap_server_port = 7777\n')
+    out = tmp_path / "out"
+    done = subprocess.run([sys.executable, "-m", "thinwan.lab.cli", "lab", "run", str(scn), "--out", str(out), "--json", "--quiet"],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    m = RunRecords.read(out / "runs" / "run-0").messages.sort_values(["conn", "t_write"])
+    # The capture's writes before duration_s = 4 s (the one at 2.49 s included).
+    assert list(zip(m.conn, np.round(m.t_write, 2), m.bytes)) == [
+        (0, 0.0, 100), (0, 0.3, 30), (0, 2.49, 7), (1, 0.04, 40), (1, 0.41, 60), (2, 0.39, 12)
+    ]
+    assert m.t_read.notna().all()

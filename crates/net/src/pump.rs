@@ -33,7 +33,7 @@ use thinwan_proto::{Duration, Instant};
 #[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(default)]
 pub struct TrafficConfig {
-    /// "thin-client", "game", "bulk" or "constant".
+    /// "thin-client", "game", "pcap", "bulk" or "constant".
     pub model: String,
     /// The two-state source's keys (α, β, gaps, sizes, block lengths).
     #[serde(flatten)]
@@ -46,6 +46,9 @@ pub struct TrafficConfig {
     pub constant_interval_ms: f64,
     /// Bulk source: bytes per write.
     pub bulk_chunk_bytes: u32,
+    /// Model "pcap": per connection, its writes (seconds from the run start, bytes),
+    /// read from the capture by the Python layer (`thinwan.trace`), as the simulator's.
+    pub trace: Vec<Vec<(f64, u32)>>,
 }
 
 impl Default for TrafficConfig {
@@ -57,9 +60,13 @@ impl Default for TrafficConfig {
             constant_bytes: 200,
             constant_interval_ms: 100.0,
             bulk_chunk_bytes: 65536,
+            trace: Vec::new(),
         }
     }
 }
+
+/// "Next write" of an exhausted trace: 10⁶ s, past any run's end.
+const TRACE_END: Instant = Instant::from_nanos(1_000_000 * 1_000_000_000);
 
 /// A source of writes, relative to the run start.
 pub enum Source {
@@ -67,6 +74,8 @@ pub enum Source {
     ThinClient(Box<ThinClientSource>),
     /// The game model (one MMO server→client stream; every write interactive).
     Game(Box<GameSource>),
+    /// Writes from a capture, in time order (its own timing: no stagger).
+    Trace(std::vec::IntoIter<SrcWrite>),
     /// `bytes` every `interval`, from `next`.
     Constant {
         /// Next write.
@@ -100,13 +109,19 @@ impl Source {
                 // Same stream as the simulator's source i (crates/sim world.rs).
                 Ok(Source::Game(Box::new(GameSource::new(&c, stream_rng(seed, 2 * conn as u64), start))))
             }
+            "pcap" => {
+                let writes = cfg.trace.get(conn as usize).ok_or_else(|| format!("traffic.trace: no writes for connection {conn}"))?;
+                let writes: Vec<SrcWrite> =
+                    writes.iter().map(|&(t, bytes)| SrcWrite { at: Instant::from_secs_f64(t), bytes, kind: Kind::Interactive }).collect();
+                Ok(Source::Trace(writes.into_iter()))
+            }
             "constant" => Ok(Source::Constant {
                 next: start,
                 interval: Duration::from_millis_f64(cfg.constant_interval_ms),
                 bytes: cfg.constant_bytes,
             }),
             "bulk" => Ok(Source::Bulk { start, bytes: cfg.bulk_chunk_bytes.max(HEADER as u32) }),
-            other => Err(format!("traffic.model: unknown {other:?} (thin-client, game, constant, bulk)")),
+            other => Err(format!("traffic.model: unknown {other:?} (thin-client, game, pcap, constant, bulk)")),
         }
     }
 
@@ -115,6 +130,8 @@ impl Source {
         match self {
             Source::ThinClient(s) => s.next_write(),
             Source::Game(s) => s.next_write(),
+            // After the last write: one far beyond any run's end, so the pump stops.
+            Source::Trace(writes) => writes.next().unwrap_or(SrcWrite { at: TRACE_END, bytes: 0, kind: Kind::Interactive }),
             Source::Constant { next, interval, bytes } => {
                 let w = SrcWrite { at: *next, bytes: *bytes, kind: Kind::Interactive };
                 *next += *interval;

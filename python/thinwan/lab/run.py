@@ -114,8 +114,11 @@ def run_lab_once(scenario: Scenario, opts: LabOptions, run: int, raw: Path) -> R
 
 
 def write_traffic(scenario: Scenario, raw: Path) -> None:
-    """``traffic.json`` for the pump: the scenario's [traffic] keys plus the MSS."""
+    """``traffic.json`` for the pump: the scenario's [traffic] keys plus the MSS, and with
+    ``traffic.model = "pcap"`` each stream's writes from the capture (as the simulator's)."""
     traffic = {**scenario.traffic.model_dump(), "mss": scenario.tcp.mss}
+    if scenario.traffic.model == "pcap":
+        traffic["trace"] = scenario.trace_writes()
     (raw / "traffic.json").write_text(json.dumps(traffic, indent=2) + "\n")
 
 

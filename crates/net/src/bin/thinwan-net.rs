@@ -38,7 +38,7 @@ enum Cmd {
         /// Traffic model as JSON (the scenario's [traffic] keys + mss); default thin-client.
         #[arg(long)]
         traffic: Option<PathBuf>,
-        /// Override the traffic model: thin-client | constant | bulk.
+        /// Override the traffic model: thin-client | game | pcap | constant | bulk.
         #[arg(long)]
         model: Option<String>,
         /// Seed (scenario seed + run).
