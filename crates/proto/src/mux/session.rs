@@ -943,7 +943,8 @@ impl Session {
         }
         self.peer_window = h.window;
         self.release_replay(lane, h.next_expected);
-        let resumed = self.lanes[lane as usize].handshakes > 0 || self.established;
+        // A lane's first handshake is not a resumption, even when other lanes are up.
+        let resumed = self.lanes[lane as usize].handshakes > 0;
         if self.role == Role::Core {
             let hello = self.hello_for(lane, 0);
             self.lanes[lane as usize].urgent.push_back(hello);

@@ -182,6 +182,16 @@ fn open_send_close_both_ways() {
 }
 
 #[test]
+fn only_a_reconnect_counts_as_a_resumption() {
+    // Lanes 1 and 2 coming up after lane 0 are first connections, not resumptions.
+    let mut p = Pair::new(Config { lanes: 3, ..Config::default() });
+    assert_eq!((p.edge.stats().resumes, p.core.stats().resumes), (0, 0));
+    p.cut(1, 0, 0);
+    p.run();
+    assert_eq!((p.edge.stats().resumes, p.core.stats().resumes), (1, 1));
+}
+
+#[test]
 fn unknown_target_is_reset_at_the_edge() {
     let mut p = Pair::new(Config::default());
     let id = p.edge.open_stream("nowhere", Class::Auto, p.now).unwrap();
