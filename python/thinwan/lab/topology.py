@@ -14,6 +14,7 @@ import shutil
 import signal
 import subprocess
 import time
+from abc import ABC, abstractmethod
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -54,7 +55,7 @@ def find_binary(name: str) -> Path:
     )
 
 
-class Namespaces:
+class Namespaces(ABC):
     """What every lab shares: namespaces named after one id, emulators between them, and
     processes inside them — all removed by :meth:`down`, also on exceptions, Ctrl-C and
     SIGTERM when used as a context manager. Subclasses lay out the namespaces in ``up``.
@@ -69,8 +70,9 @@ class Namespaces:
         self._old_handler: Any = None
         self.netns: dict[str, str] = {}
 
+    @abstractmethod
     def up(self, detach: bool = False) -> None:
-        raise NotImplementedError
+        """Create the namespaces, devices and emulators of this layout."""
 
     # -- lifecycle -------------------------------------------------------------------
 
