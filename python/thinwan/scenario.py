@@ -67,18 +67,24 @@ def read_scenario_data(path: Path) -> dict[str, Any]:
 
 
 def _read_toml(path: Path) -> dict[str, Any]:
+    return read_toml(path, ScenarioError, "a scenario file")
+
+
+def read_toml(path: Path, error: type[Exception], what: str) -> dict[str, Any]:
+    """A TOML file's tables; any failure raises ``error`` naming the file (``what`` says
+    what the file should have been, for a directory given by mistake)."""
     try:
         with path.open("rb") as f:
             return tomllib.load(f)
     except FileNotFoundError:
-        raise ScenarioError(f"{path}: no such file") from None
+        raise error(f"{path}: no such file") from None
     except IsADirectoryError:
-        raise ScenarioError(f"{path}: is a directory, not a scenario file") from None
+        raise error(f"{path}: is a directory, not {what}") from None
     except OSError as e:
-        raise ScenarioError(f"{path}: cannot read: {e.strerror}") from None
+        raise error(f"{path}: cannot read: {e.strerror}") from None
     except tomllib.TOMLDecodeError as e:
         # The decoder's message already says "(at line L, column C)".
-        raise ScenarioError(f"{path}: invalid TOML: {e}") from None
+        raise error(f"{path}: invalid TOML: {e}") from None
 
 
 def _read_with_inherits(path: Path, chain: tuple[Path, ...]) -> dict[str, Any]:

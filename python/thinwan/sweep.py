@@ -34,7 +34,6 @@ import re
 import secrets
 import sys
 import time
-import tomllib
 import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -56,7 +55,7 @@ from .delay_hist import delay_histogram, pooled_delay_stats_ms
 from .metrics import BULK, COMPONENTS, INTERACTIVE, message_delays, summarize_run, summarize_runs
 from .records import RunRecords, empty_table, write_text_atomic
 from .runner import RunError, dumps_json, git_revision
-from .scenario import Scenario, ScenarioError, load_scenario
+from .scenario import Scenario, ScenarioError, load_scenario, read_toml
 
 __all__ = [
     "SweepError",
@@ -188,17 +187,7 @@ def load_sweep(
     points ids of their own, so lab and simulator rows never stand in for each other.
     """
     path = Path(path)
-    try:
-        with path.open("rb") as f:
-            data = tomllib.load(f)
-    except FileNotFoundError:
-        raise SweepError(f"{path}: no such file") from None
-    except IsADirectoryError:
-        raise SweepError(f"{path}: is a directory, not a sweep file") from None
-    except OSError as e:
-        raise SweepError(f"{path}: cannot read: {e.strerror}") from None
-    except tomllib.TOMLDecodeError as e:
-        raise SweepError(f"{path}: invalid TOML: {e}") from None
+    data = read_toml(path, SweepError, "a sweep file")
     return _parse_sweep(data, path, runs=runs, duration_s=duration_s, substrate=substrate)
 
 
