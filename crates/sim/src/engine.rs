@@ -60,12 +60,126 @@ pub struct EventQueue {
     /// Arrive and PortFree events.
     packets: BinaryHeap<Entry>,
     /// The others.
-    rest: BinaryHeap<Entry>,
+    rest: Calendar,
     /// Events pushed with [`EventQueue::push_in_lane`], each lane in time order.
     lanes: Vec<VecDeque<Entry>>,
+    /// The delay each lane after the caller's own ones serves ([`EventQueue::push_after`]).
+    delay_lanes: Vec<u64>,
+    /// Lanes reserved by the caller (before the delay lanes).
+    fixed_lanes: usize,
     next_seq: u64,
     popped: u64,
 }
+
+/// A calendar queue (R. Brown, CACM 31(10), 1988) for the events far ahead: a
+/// source's next write and the timers, one or two per connection. In a heap of 2·10⁴
+/// of them each pop walked ~7 levels whose lower ones miss the cache, one after the
+/// other; here an event is appended to the bucket of its time (a store: nothing waits
+/// for it) and a bucket is sorted once, when it becomes the earliest nonempty one.
+///
+/// Buckets hold the events of `[base, base + BUCKETS)` (in bucket numbers), `base`
+/// being the bucket of the latest event popped; every pending event is at or after
+/// it, so two events in one slot are always of the same bucket. Events beyond the
+/// window when pushed (backed-off timers) wait in a small heap, and the earlier of its
+/// top and the buckets' head goes first.
+struct Calendar {
+    /// Slot `b % BUCKETS` holds the events with `at >> WIDTH_SHIFT == b`.
+    buckets: Vec<Vec<Entry>>,
+    base: u64,
+    /// No nonempty bucket before this one (≥ `base`).
+    cur: u64,
+    /// Bucket `cur` is sorted, latest first (its earliest is popped off the end).
+    cur_sorted: bool,
+    /// Events in `buckets`.
+    in_buckets: usize,
+    far: BinaryHeap<Entry>,
+}
+
+/// Bucket width 2^20 ns ≈ 1 ms and 4096 buckets: a window of 4.3 s, beyond every write
+/// gap and unbacked RTO of the models; only backed-off timers go to the heap.
+const WIDTH_SHIFT: u32 = 20;
+const BUCKETS: u64 = 4096;
+
+impl Calendar {
+    fn new() -> Self {
+        let buckets = vec![Vec::new(); BUCKETS as usize];
+        Calendar { buckets, base: 0, cur: 0, cur_sorted: false, in_buckets: 0, far: BinaryHeap::new() }
+    }
+
+    fn bucket_of(e: &Entry) -> u64 {
+        e.at.as_nanos() >> WIDTH_SHIFT
+    }
+
+    fn push(&mut self, e: Entry) {
+        let b = Self::bucket_of(&e);
+        debug_assert!(b >= self.base, "event scheduled before the latest one popped");
+        if b >= self.base + BUCKETS {
+            self.far.push(e);
+            return;
+        }
+        let q = &mut self.buckets[(b % BUCKETS) as usize];
+        if b == self.cur && self.cur_sorted {
+            // Entry's order is reversed (later = smaller): the bucket ascends in it.
+            let i = q.partition_point(|x| x < &e);
+            q.insert(i, e);
+        } else {
+            q.push(e);
+            if b < self.cur {
+                (self.cur, self.cur_sorted) = (b, false);
+            }
+        }
+        self.in_buckets += 1;
+    }
+
+    /// The earliest event in the buckets, after sorting its bucket.
+    fn bucket_head(&mut self) -> Option<&Entry> {
+        if self.in_buckets == 0 {
+            return None;
+        }
+        loop {
+            let q = &mut self.buckets[(self.cur % BUCKETS) as usize];
+            if !self.cur_sorted {
+                q.sort_unstable();
+                self.cur_sorted = true;
+            }
+            if !q.is_empty() {
+                return self.buckets[(self.cur % BUCKETS) as usize].last();
+            }
+            (self.cur, self.cur_sorted) = (self.cur + 1, false);
+        }
+    }
+
+    /// The earliest event.
+    fn peek(&mut self) -> Option<&Entry> {
+        let b = self.bucket_head().copied();
+        match (b, self.far.peek()) {
+            (Some(b), f) if f.is_none_or(|f| b > *f) => self.buckets[(self.cur % BUCKETS) as usize].last(),
+            (_, f) => f,
+        }
+    }
+
+    fn pop(&mut self) -> Option<Entry> {
+        let from_buckets = match (self.bucket_head().copied(), self.far.peek()) {
+            (None, None) => return None,
+            (Some(b), f) => f.is_none_or(|f| b > *f),
+            (None, Some(_)) => false,
+        };
+        let e = if from_buckets {
+            self.in_buckets -= 1;
+            self.buckets[(self.cur % BUCKETS) as usize].pop().expect("head exists")
+        } else {
+            self.far.pop().expect("head exists")
+        };
+        self.base = Self::bucket_of(&e);
+        if self.cur < self.base {
+            (self.cur, self.cur_sorted) = (self.base, false);
+        }
+        Some(e)
+    }
+}
+
+/// Lanes [`EventQueue::push_after`] opens at most (each costs every pop a look).
+pub const MAX_DELAY_LANES: usize = 6;
 
 /// Where the earliest event waits.
 #[derive(Clone, Copy)]
@@ -80,8 +194,10 @@ impl EventQueue {
     pub fn new(lanes: usize) -> Self {
         EventQueue {
             packets: BinaryHeap::new(),
-            rest: BinaryHeap::new(),
+            rest: Calendar::new(),
             lanes: vec![VecDeque::new(); lanes],
+            delay_lanes: Vec::new(),
+            fixed_lanes: lanes,
             next_seq: 0,
             popped: 0,
         }
@@ -93,6 +209,23 @@ impl EventQueue {
         let q = &mut self.lanes[lane];
         debug_assert!(q.back().is_none_or(|b| b.at <= at), "lane {lane} out of order");
         q.push_back(e);
+    }
+    /// Schedule `ev` at `at`, which is `delay` ns after the time of the latest event
+    /// popped. Events pushed with the same delay are in time order (time never goes
+    /// back), so the first [`MAX_DELAY_LANES`] delays get a FIFO lane each; others go
+    /// to the heap. The caller picks the delays worth a lane (an access link's ACK and
+    /// full-sized segment: most packets cross one), not the first ones that come.
+    pub fn push_after(&mut self, delay: u64, at: Instant, ev: Event) {
+        let lane = match self.delay_lanes.iter().position(|&d| d == delay) {
+            Some(i) => i,
+            None if self.delay_lanes.len() < MAX_DELAY_LANES => {
+                self.delay_lanes.push(delay);
+                self.lanes.push(VecDeque::new());
+                self.delay_lanes.len() - 1
+            }
+            None => return self.push(at, ev),
+        };
+        self.push_in_lane(self.fixed_lanes + lane, at, ev);
     }
     /// Schedule `ev` at `at`.
     pub fn push(&mut self, at: Instant, ev: Event) {

@@ -29,7 +29,7 @@ use crate::records::RunRecords;
 use crate::tunnel::{FrameSpan, Tunnel};
 use thinwan_proto::mux::session::Event as MuxEvent;
 use thinwan_proto::qdisc::{Classifier, DropTail, Dropped, Limits, Priority, QueueDisc, QueueItem};
-use thinwan_proto::tcp::{Ack, DataSegment, Mechanisms, Receiver, ReceiverConfig, Recovery, RtoConfig, Sender, SenderConfig};
+use thinwan_proto::tcp::{Ack, DataSegment, SackBlocks, Mechanisms, Receiver, ReceiverConfig, Recovery, RtoConfig, Sender, SenderConfig};
 use thinwan_proto::traffic::{
     stream_rng, Calibrated, GameCalibrated, GameParams, GameSource, Kind, ThinClientSource, Write,
 };
@@ -79,8 +79,9 @@ enum Body {
 }
 
 /// A packet in the slab. Laid out (C order, cache-line aligned: 128 bytes) so that
-/// everything a hop reads or stamps, a data segment's body included, is in the first
-/// 64-byte line; only an ACK's SACK blocks spill into the second.
+/// everything a hop reads or stamps, a data segment's body and an ACK's cumulative
+/// ACK and window included, is in the first 64-byte line; only an ACK's SACK blocks
+/// spill into the second, and a flag in the first says whether there are any.
 #[derive(Clone, Copy, Debug)]
 #[repr(C, align(64))]
 struct Packet {
@@ -88,6 +89,8 @@ struct Packet {
     wire: u32,
     hop: u8,
     interactive: bool,
+    /// An ACK with SACK blocks: only then is the second line read at its endpoint.
+    sacks: bool,
     /// When TCP emitted it.
     t_tx: Instant,
     /// Bottleneck enqueue / departure (MAX until it happens).
@@ -299,6 +302,7 @@ pub struct World {
     free: Vec<u32>,
     drop_buf: Vec<Dropped<QItem>>,
     header: u32,
+    mss: u32,
     tunnel: Option<Box<Tunnel>>,
     trace_tcp: bool,
     trace_interval: Duration,
@@ -381,7 +385,8 @@ impl World {
             (false, "reno") => Recovery::Reno,
             (false, _) => Recovery::NewReno,
         };
-        let scfg = SenderConfig {
+        // One configuration shared by every sender (read on every ACK: it stays cached).
+        let scfg = std::sync::Arc::new(SenderConfig {
             mss: tcp.mss,
             initial_cwnd_segments: tcp.initial_cwnd_segments,
             nagle: tcp.nagle,
@@ -403,7 +408,7 @@ impl World {
                 rack_tlp: tcp.rack_tlp,
                 thin_linear_timeouts: tcp.thin_linear_timeouts,
             },
-        };
+        });
         let rcfg = ReceiverConfig {
             rwnd: tcp.rwnd_bytes,
             delayed_ack: tcp.delayed_ack,
@@ -471,7 +476,7 @@ impl World {
             };
             let first_conn = conns.len() as u32;
             for role in 0..=separate as u8 {
-                conns.push(Conn::new(i, role.max(role0), Sender::new(scfg), Receiver::new(rcfg), tunnel_mode));
+                conns.push(Conn::new(i, role.max(role0), Sender::new(scfg.clone()), Receiver::new(rcfg), tunnel_mode));
                 conn_routes.push(routes);
             }
             if first.at < duration {
@@ -498,7 +503,7 @@ impl World {
             for (k, &base) in lane_ports.iter().enumerate() {
                 let (to_edge, to_core) = ([base, 0, NO_PORT], [1, base + 1, NO_PORT]);
                 let routes = if reverse { [to_core, to_edge] } else { [to_edge, to_core] };
-                conns.push(Conn::new(k as u32, role, Sender::new(scfg), Receiver::new(rcfg), false));
+                conns.push(Conn::new(k as u32, role, Sender::new(scfg.clone()), Receiver::new(rcfg), false));
                 conn_routes.push(routes);
             }
         }
@@ -529,6 +534,7 @@ impl World {
             free: Vec::new(),
             drop_buf: Vec::new(),
             header: tcp.header_bytes,
+            mss: tcp.mss,
             tunnel,
             trace_tcp: tracing && cfg.records.trace_connections == "all",
             trace_interval: Duration::from_millis_f64(cfg.records.trace_interval_ms.max(1e-3)),
@@ -767,6 +773,7 @@ impl World {
                 conn,
                 hop: 0,
                 interactive,
+                sacks: false,
                 wire: seg.len + self.header,
                 body: Body::Data(seg),
                 t_tx: now,
@@ -816,21 +823,20 @@ impl World {
 
     // ----- receivers --------------------------------------------------------------
 
-    fn on_data_arrival(&mut self, conn: u32, pkt: Packet, seg: DataSegment) {
+    /// Data segment `seg` of `conn` arrived; `stamps`: the packet's t_tx, t_enq, t_deq.
+    fn on_data_arrival(&mut self, conn: u32, stamps: [Instant; 3], seg: DataSegment) {
         let now = self.now;
         let c = &mut self.conns[conn as usize];
         let d = c.receiver.handle_segment(now, &seg);
         // First arrival of each message's last byte.
         let from = c.read_cursor;
-        let mut i = from + c.msgs[from..].partition_point(|m| m.end <= seg.seq);
+        let mut i = from + first_ending_after(&c.msgs[from..], seg.seq, false);
         while i < c.msgs.len() && c.msgs[i].end <= seg.end() {
             let m = &mut c.msgs[i];
             if m.t_arrive == NONE {
                 m.t_arrive = now;
                 if !c.relay {
-                    m.t_tx = pkt.t_tx;
-                    m.t_enq = pkt.t_enq;
-                    m.t_deq = pkt.t_deq;
+                    [m.t_tx, m.t_enq, m.t_deq] = stamps;
                 }
             }
             i += 1;
@@ -865,6 +871,7 @@ impl World {
                 conn,
                 hop: 0,
                 interactive: false,
+                sacks: !ack.sack.as_slice().is_empty(),
                 wire: self.header,
                 body: Body::Ack(ack),
                 t_tx: now,
@@ -928,10 +935,10 @@ impl World {
 
     fn enqueue(&mut self, port: u32, packet: u32) {
         let now = self.now;
-        if self.slab[packet as usize].hop == 0 {
-            let pk = self.slab[packet as usize];
+        let pk = &self.slab[packet as usize];
+        if pk.hop == 0 {
             let ev = if matches!(pk.body, Body::Data(_)) { LOG_DATA_SENT } else { LOG_ACK_SENT };
-            self.log_packet(ev, &pk);
+            self.log_packet(ev, packet);
         }
         let pk = &mut self.slab[packet as usize];
         let pt = &mut self.ports[port as usize];
@@ -968,8 +975,8 @@ impl World {
 
     fn on_drop(&mut self, packet: u32) {
         self.out.packets.dropped += 1;
-        let pk = self.slab[packet as usize];
-        self.log_packet(LOG_DROPPED, &pk);
+        self.log_packet(LOG_DROPPED, packet);
+        let pk = &self.slab[packet as usize];
         if let Body::Data(seg) = pk.body {
             self.conns[pk.conn as usize].dropped.push((seg.seq, seg.end()));
         }
@@ -1026,18 +1033,24 @@ impl World {
         if wan {
             // A link never reorders: its arrivals are in time order.
             self.events.push_in_lane(port as usize, arrive, ev);
+        } else if item.wire == self.header || item.wire == self.header + self.mss {
+            // An ACK or a full segment: arrives a fixed time after now (the link
+            // was idle until now), as every such packet over a link of this rate and
+            // delay does.
+            self.events.push_after((arrive - now).as_nanos(), arrive, ev);
         } else {
             self.events.push(arrive, ev);
         }
     }
 
     fn on_arrive(&mut self, packet: u32) {
+        // Only the first cache line (header and body tag) until the packet has arrived:
+        // an ACK's SACK blocks in the second are read at its endpoint alone.
         let pk = &mut self.slab[packet as usize];
         pk.hop += 1;
-        let pk = *pk;
-        if (pk.hop as usize) < HOPS {
-            let dir = matches!(pk.body, Body::Ack(_)) as usize;
-            let next = self.routes[pk.conn as usize][dir][pk.hop as usize];
+        let (hop, conn, dir) = (pk.hop as usize, pk.conn as usize, matches!(pk.body, Body::Ack(_)) as usize);
+        if hop < HOPS {
+            let next = self.routes[conn][dir][hop];
             if next != NO_PORT {
                 self.enqueue(next, packet);
                 return;
@@ -1045,18 +1058,26 @@ impl World {
         }
         self.free.push(packet);
         self.out.packets.arrived += 1;
-        let ev = if matches!(pk.body, Body::Data(_)) { LOG_DATA_ARRIVED } else { LOG_ACK_ARRIVED };
-        self.log_packet(ev, &pk);
+        self.log_packet(if dir == 0 { LOG_DATA_ARRIVED } else { LOG_ACK_ARRIVED }, packet);
+        let pk = &self.slab[packet as usize];
         match pk.body {
-            Body::Data(seg) => self.on_data_arrival(pk.conn, pk, seg),
-            Body::Ack(ack) => self.on_ack_arrival(pk.conn, ack),
+            Body::Data(seg) => {
+                let stamps = [pk.t_tx, pk.t_enq, pk.t_deq];
+                self.on_data_arrival(conn as u32, stamps, seg)
+            }
+            Body::Ack(ref a) if !pk.sacks => {
+                let ack = Ack { ack: a.ack, wnd: a.wnd, sack: SackBlocks::default() };
+                self.on_ack_arrival(conn as u32, ack)
+            }
+            Body::Ack(ack) => self.on_ack_arrival(conn as u32, ack),
         }
     }
 
     // ----- traces and results -----------------------------------------------------
 
     /// Log a packet event of a selected connection (`records.packet_log_conns`).
-    fn log_packet(&mut self, event: u8, pk: &Packet) {
+    fn log_packet(&mut self, event: u8, packet: u32) {
+        let pk = &self.slab[packet as usize];
         if !self.logged[pk.conn as usize] {
             return;
         }
@@ -1196,7 +1217,8 @@ impl World {
 /// say whether it carries any interactive byte.
 fn mark_transmission(msgs: &mut [Msg], seg: &DataSegment, now: Instant, stamp: bool) -> bool {
     let mut interactive = false;
-    let mut i = msgs.partition_point(|m| m.end <= seg.seq);
+    // New data is at the end of the rows, a retransmission near the start.
+    let mut i = first_ending_after(msgs, seg.seq, !seg.retransmission);
     while i < msgs.len() {
         let m = &mut msgs[i];
         interactive |= m.kind == Kind::Interactive;
@@ -1214,4 +1236,45 @@ fn mark_transmission(msgs: &mut [Msg], seg: &DataSegment, now: Instant, stamp: b
         i += 1;
     }
     interactive
+}
+
+/// The first of `msgs` (in offset order) whose last byte is at or after `seq`: the
+/// `partition_point` of `m.end <= seq`, found by galloping from the start or, with
+/// `from_end`, from the end. The rows are cold at 10⁴ connections and the answer is
+/// almost always the first or last one: one or two rows read instead of a binary
+/// search's log₂(n), each a cache miss waiting on the last.
+fn first_ending_after(msgs: &[Msg], seq: u64, from_end: bool) -> usize {
+    let before = |m: &Msg| m.end <= seq;
+    let n = msgs.len();
+    let mut bound = 1;
+    let (lo, hi) = if from_end {
+        while bound <= n && !before(&msgs[n - bound]) {
+            bound *= 2;
+        }
+        (n.saturating_sub(bound), n - bound / 2)
+    } else {
+        while bound <= n && before(&msgs[bound - 1]) {
+            bound *= 2;
+        }
+        (bound / 2, bound.min(n))
+    };
+    lo + msgs[lo..hi].partition_point(before)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn galloping_finds_what_a_binary_search_finds() {
+        let w = Write { at: Instant::ZERO, bytes: 1, kind: Kind::Interactive };
+        for n in 0..40u64 {
+            let msgs: Vec<Msg> = (1..=n).map(|k| Msg::new(10 * k, w)).collect();
+            for seq in 0..10 * n + 12 {
+                let want = msgs.partition_point(|m| m.end <= seq);
+                assert_eq!(first_ending_after(&msgs, seq, false), want, "n={n} seq={seq} forward");
+                assert_eq!(first_ending_after(&msgs, seq, true), want, "n={n} seq={seq} from the end");
+            }
+        }
+    }
 }

@@ -61,19 +61,29 @@ pub struct Rfc6298 {
     cfg: RtoConfig,
     /// SRTT gain for samples ≥ SRTT (1/8 in RFC 6298).
     gain_rising: f64,
-    /// (srtt, rttvar) in ns as f64, so small gains do not truncate.
-    state: Option<(f64, f64)>,
+    /// (srtt, rttvar) in ns as f64, so small gains do not truncate; NaN before the first
+    /// sample (not an `Option`: the estimator stays one cache line).
+    state: (f64, f64),
 }
+
+const NO_SAMPLE: (f64, f64) = (f64::NAN, f64::NAN);
 
 impl Rfc6298 {
     /// No sample yet: RTO = the initial RTO.
     pub fn new(cfg: RtoConfig) -> Self {
-        Rfc6298 { cfg, gain_rising: 0.125, state: None }
+        Rfc6298 { cfg, gain_rising: 0.125, state: NO_SAMPLE }
     }
 
     /// The asymmetric-gain variant: g = 7/8 for rising samples, 1/8 for falling ones.
     pub fn asymmetric(cfg: RtoConfig) -> Self {
-        Rfc6298 { cfg, gain_rising: 0.875, state: None }
+        Rfc6298 { cfg, gain_rising: 0.875, state: NO_SAMPLE }
+    }
+}
+
+impl Rfc6298 {
+    /// (srtt, rttvar), once there is a sample.
+    fn sample(&self) -> Option<(f64, f64)> {
+        (!self.state.0.is_nan()).then_some(self.state)
     }
 }
 
@@ -91,7 +101,7 @@ pub fn rto_from(cfg: &RtoConfig, srtt_ns: f64, rttvar_ns: f64) -> Duration {
 impl RttEstimator for Rfc6298 {
     fn on_sample(&mut self, rtt: Duration) {
         let r = rtt.as_nanos() as f64;
-        self.state = Some(match self.state {
+        self.state = match self.sample() {
             // (2.2) first measurement: SRTT = R, RTTVAR = R/2.
             None => (r, r / 2.0),
             // (2.3) RTTVAR first (it uses the old SRTT), then SRTT.
@@ -100,26 +110,26 @@ impl RttEstimator for Rfc6298 {
                 let g = if r >= srtt { self.gain_rising } else { 0.125 };
                 ((1.0 - g) * srtt + g * r, rttvar)
             }
-        });
+        };
     }
 
     fn rto(&self) -> Duration {
-        match self.state {
+        match self.sample() {
             None => self.cfg.initial.max(self.cfg.min).min(self.cfg.max),
             Some((s, v)) => rto_from(&self.cfg, s, v),
         }
     }
 
     fn srtt(&self) -> Option<Duration> {
-        self.state.map(|(s, _)| Duration::from_nanos(s.round() as u64))
+        self.sample().map(|(s, _)| Duration::from_nanos(s.round() as u64))
     }
 
     fn rttvar(&self) -> Option<Duration> {
-        self.state.map(|(_, v)| Duration::from_nanos(v.round() as u64))
+        self.sample().map(|(_, v)| Duration::from_nanos(v.round() as u64))
     }
 
     fn reset(&mut self) {
-        self.state = None;
+        self.state = NO_SAMPLE;
     }
 }
 
