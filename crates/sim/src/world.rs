@@ -101,16 +101,17 @@ struct Packet {
 
 const _: () = assert!(std::mem::size_of::<Packet>() == 128, "a packet should stay two cache lines");
 
-/// An output port's link: what every packet through it reads. The rest of the port
-/// (its queue, name, impairment, counters) is a [`PortQueue`] in a separate table, so
-/// that an idle access link — most of the 4·10⁴ ports at 10⁴ pairs — costs a packet
-/// half a cache line instead of three.
-#[repr(C, align(32))]
+/// An output port: what every packet through it reads. Its link's rate and delay are a
+/// [`Link`] shared with the ports that have the same, and the rest of the port (its
+/// queue, name, impairment, counters) is a [`PortQueue`] in a separate table, so that
+/// an idle access link — most of the 4·10⁴ ports at 10⁴ pairs — costs a packet a
+/// quarter of a cache line (a pair's four fit one) instead of three.
+#[repr(C, align(16))]
 struct Port {
     /// The link is serialising a packet until then (≤ now: idle).
     busy_until: Instant,
-    rate_bps: u64,
-    delay: Duration,
+    /// Index in `World::links`.
+    link: u16,
     /// A PortFree event is pending. Only a port with a backlog needs one, so idle access
     /// links cost no event per packet.
     free_scheduled: bool,
@@ -122,9 +123,22 @@ struct Port {
     plain_fifo: bool,
 }
 
+const _: () = assert!(std::mem::size_of::<Port>() == 16, "four ports should fit a cache line");
+
+/// A rate and propagation delay, and the transmission times at that rate of the sizes
+/// most packets have: an ACK and a full segment.
+struct Link {
+    rate_bps: u64,
+    delay: Duration,
+    tx_ack: Duration,
+    tx_full: Duration,
+}
+
 /// The rest of an output port: its queue, and what only the WAN links need.
 struct PortQueue {
     name: &'static str,
+    rate_bps: u64,
+    delay: Duration,
     queue: Box<dyn QueueDisc<QItem> + Send>,
     /// Random loss and delay jitter on the link (the WAN path only; `None` elsewhere,
     /// and when both are off, so an unimpaired link draws no random numbers).
@@ -241,6 +255,34 @@ struct Conn {
     last_trace: [f64; 6],
 }
 
+/// Each connection's route: [data, ACKs], each the ports crossed in order.
+type Route = [[u32; HOPS]; 2];
+
+/// The routes of all connections: computed when they are the plain dumbbell's (every
+/// hop of 10⁴ connections would otherwise read a table that is seldom in cache), else a
+/// table apart from [`Conn`].
+enum Routes {
+    /// Connection `c` belongs to pair `c / per_pair` and takes [`dumbbell_route`].
+    Dumbbell { per_pair: u32 },
+    Table(Vec<Route>),
+}
+
+/// Pair `p`'s ports are `2 + 4p ..`: server NIC, R2→client, client NIC, R1→server
+/// (ports 0 and 1 are the bottleneck's two directions).
+fn dumbbell_route(conn: u32, per_pair: u32) -> Route {
+    let base = 2 + 4 * (conn / per_pair);
+    [[base, 0, base + 1], [base + 2, 1, base + 3]]
+}
+
+impl Routes {
+    fn port(&self, conn: u32, dir: usize, hop: usize) -> u32 {
+        match self {
+            Routes::Dumbbell { per_pair } => dumbbell_route(conn, *per_pair)[dir][hop],
+            Routes::Table(t) => t[conn as usize][dir][hop],
+        }
+    }
+}
+
 /// A write waiting for TCP, and what it is.
 #[derive(Clone, Copy, Debug)]
 struct Pending {
@@ -288,14 +330,14 @@ pub struct World {
     window: Instant,
     events: EventQueue,
     ports: Vec<Port>,
+    /// The distinct rates and delays of the ports.
+    links: Vec<Link>,
     /// The rest of each port, same index.
     queues: Vec<PortQueue>,
     pairs: Vec<Pair>,
     conns: Vec<Conn>,
-    /// Per connection: the ports its data (0) and its ACKs (1) cross. Apart from
-    /// [`Conn`] because every hop reads it: 24 bytes a connection stay in cache where
-    /// the ~900-byte connection would not.
-    routes: Vec<[[u32; HOPS]; 2]>,
+    /// Per connection: the ports its data (0) and its ACKs (1) cross.
+    routes: Routes,
     /// Per connection: log its packets.
     logged: Vec<bool>,
     slab: Vec<Packet>,
@@ -341,17 +383,18 @@ impl World {
             packets: (q.limit_packets > 0).then_some(q.limit_packets as usize),
         };
         let port = |name, rate, delay_ms: f64, queue: Box<dyn QueueDisc<QItem> + Send>, bottleneck, wan: bool| {
-            let link = Port {
-                busy_until: Instant::ZERO,
+            let link = Port { busy_until: Instant::ZERO, link: 0, free_scheduled: false, bottleneck, wan, plain_fifo: !wan };
+            let rest = PortQueue {
+                name,
                 rate_bps: mbps(rate),
                 delay: Duration::from_millis_f64(delay_ms),
-                free_scheduled: false,
-                bottleneck,
-                wan,
-                plain_fifo: !wan,
+                queue,
+                impair: None,
+                drops_loss: 0,
+                bytes_tx: 0,
+                bytes_tx_interactive: 0,
+                packets_tx: 0,
             };
-            let rest =
-                PortQueue { name, queue, impair: None, drops_loss: 0, bytes_tx: 0, bytes_tx_interactive: 0, packets_tx: 0 };
             (link, rest)
         };
         // Port layout: 0 = R1→R2, 1 = R2→R1, then per pair i: server NIC, R2→client,
@@ -469,12 +512,12 @@ impl World {
                 }
             };
             // In mux mode the stream's own connection is only the last hop edge → client.
+            let first_conn = conns.len() as u32;
             let (role0, routes) = if tunnel_mode {
                 (ROLE_LAST_HOP, [[base + 1, NO_PORT, NO_PORT], [base + 2, NO_PORT, NO_PORT]])
             } else {
                 (0, [[base, 0, base + 1], [base + 2, 1, base + 3]])
             };
-            let first_conn = conns.len() as u32;
             for role in 0..=separate as u8 {
                 conns.push(Conn::new(i, role.max(role0), Sender::new(scfg.clone()), Receiver::new(rcfg), tunnel_mode));
                 conn_routes.push(routes);
@@ -507,6 +550,24 @@ impl World {
                 conn_routes.push(routes);
             }
         }
+        let mut links: Vec<Link> = Vec::new();
+        for (pt, pq) in ports.iter_mut().zip(&queues) {
+            let i = match links.iter().position(|l| (l.rate_bps, l.delay) == (pq.rate_bps, pq.delay)) {
+                Some(i) => i,
+                None => {
+                    let tx = |bytes: u32| Duration::transmission(bytes as u64, pq.rate_bps);
+                    let (tx_ack, tx_full) = (tx(tcp.header_bytes), tx(tcp.header_bytes + tcp.mss));
+                    links.push(Link { rate_bps: pq.rate_bps, delay: pq.delay, tx_ack, tx_full });
+                    links.len() - 1
+                }
+            };
+            pt.link = u16::try_from(i).map_err(|_| "topology: more than 65,536 distinct link rates and delays")?;
+        }
+        let per_pair = 1 + separate as u32;
+        let routes = match conn_routes.iter().enumerate().all(|(c, r)| *r == dumbbell_route(c as u32, per_pair)) {
+            true => Routes::Dumbbell { per_pair },
+            false => Routes::Table(conn_routes),
+        };
         let mut logged = vec![false; conns.len()];
         for &c in &cfg.records.packet_log_conns {
             if let Some(l) = logged.get_mut(c as usize) {
@@ -525,10 +586,11 @@ impl World {
             window: duration,
             events,
             ports,
+            links,
             queues,
             pairs,
             conns,
-            routes: conn_routes,
+            routes,
             logged,
             slab: Vec::new(),
             free: Vec::new(),
@@ -768,7 +830,7 @@ impl World {
             // This copy supersedes any dropped copy of the same bytes.
             c.dropped.retain(|&(s, _)| s < seg.seq || s >= seg.end());
             let interactive = mark_transmission(&mut c.msgs[c.acked_cursor..], &seg, now, !c.relay);
-            let route0 = self.routes[conn as usize][0][0];
+            let route0 = self.routes.port(conn, 0, 0);
             let p = self.alloc(Packet {
                 conn,
                 hop: 0,
@@ -866,7 +928,7 @@ impl World {
     fn send_acks(&mut self, conn: u32) {
         let now = self.now;
         while let Some(ack) = self.conns[conn as usize].receiver.poll_ack() {
-            let route0 = self.routes[conn as usize][1][0];
+            let route0 = self.routes.port(conn, 1, 0);
             let p = self.alloc(Packet {
                 conn,
                 hop: 0,
@@ -994,7 +1056,13 @@ impl World {
     fn transmit_item(&mut self, port: u32, item: QItem, backlog: bool) {
         let now = self.now;
         let pt = &mut self.ports[port as usize];
-        let done = now + Duration::transmission(item.wire as u64, pt.rate_bps);
+        let link = &self.links[pt.link as usize];
+        let tx = match item.wire {
+            w if w == self.header => link.tx_ack,
+            w if w == self.header + self.mss => link.tx_full,
+            w => Duration::transmission(w as u64, link.rate_bps),
+        };
+        let done = now + tx;
         pt.busy_until = done;
         if pt.bottleneck {
             self.slab[item.packet as usize].t_deq = done;
@@ -1003,7 +1071,7 @@ impl World {
             pt.free_scheduled = true;
             self.events.push(done, Event::PortFree { port });
         }
-        let (delay, wan) = (pt.delay, pt.wan);
+        let (delay, wan) = (link.delay, pt.wan);
         let mut arrive = done + delay;
         if wan {
             let pq = &mut self.queues[port as usize];
@@ -1050,7 +1118,7 @@ impl World {
         pk.hop += 1;
         let (hop, conn, dir) = (pk.hop as usize, pk.conn as usize, matches!(pk.body, Body::Ack(_)) as usize);
         if hop < HOPS {
-            let next = self.routes[conn][dir][hop];
+            let next = self.routes.port(conn as u32, dir, hop);
             if next != NO_PORT {
                 self.enqueue(next, packet);
                 return;
@@ -1198,7 +1266,7 @@ impl World {
             }
             let r = &mut out.ports;
             r.port.push(p.name.to_string());
-            r.rate_bps.push(link.rate_bps as f64);
+            r.rate_bps.push(p.rate_bps as f64);
             r.window_s.push(self.cfg.scenario.duration_s);
             r.bytes_tx.push(p.bytes_tx);
             r.bytes_tx_interactive.push(p.bytes_tx_interactive);
