@@ -617,6 +617,7 @@ impl World {
                 break;
             }
             self.now = at;
+            self.prefetch_ahead();
             match ev {
                 Event::AppWrite { pair } => self.on_app_write(pair),
                 Event::PortFree { port } => {
@@ -631,6 +632,45 @@ impl World {
             }
         }
         self.finish()
+    }
+
+    /// Start loading what the events a few places down the current lane (or calendar
+    /// bucket) will read: far ahead an arrival's packet or a write's traffic source,
+    /// nearer (those loaded by then) the connection of a packet that reaches its
+    /// endpoint or of the write. At 10⁴ connections all of it has left the cache since
+    /// it was last touched, and each load would otherwise stall its event in turn.
+    /// Only hints: nothing the simulation computes depends on them. The distances
+    /// were tuned at 10⁴ pairs (BENCHMARKS.md).
+    fn prefetch_ahead(&self) {
+        const FAR: usize = 12;
+        const NEAR: usize = 6;
+        match self.events.lane_ahead(FAR) {
+            Some(Event::Arrive { packet }) => prefetch(&self.slab[packet as usize]),
+            Some(Event::AppWrite { pair }) => prefetch_all(&self.pairs[pair as usize]),
+            _ => {}
+        }
+        match self.events.lane_ahead(NEAR) {
+            Some(Event::Arrive { packet }) => {
+                let pk = &self.slab[packet as usize];
+                let (hop, dir) = (pk.hop as usize + 1, matches!(pk.body, Body::Ack(_)) as usize);
+                if hop >= HOPS || self.routes.port(pk.conn, dir, hop) == NO_PORT {
+                    let c = &self.conns[pk.conn as usize];
+                    if dir == 1 {
+                        prefetch_all(&c.sender);
+                    } else {
+                        prefetch(&c.receiver);
+                    }
+                    prefetch(&c.msgs);
+                }
+            }
+            Some(Event::AppWrite { pair }) => {
+                let c = &self.conns[self.pairs[pair as usize].conns[0] as usize];
+                prefetch_all(&c.sender);
+                prefetch(&c.msgs);
+                prefetch(&c.blocked);
+            }
+            _ => {}
+        }
     }
 
     // ----- sources and senders ----------------------------------------------------
@@ -1344,5 +1384,28 @@ mod tests {
                 assert_eq!(first_ending_after(&msgs, seq, true), want, "n={n} seq={seq} from the end");
             }
         }
+    }
+}
+
+/// Hint the CPU to load the cache line holding the start of `x` (no effect on results).
+#[inline(always)]
+fn prefetch<T>(x: &T) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: a prefetch never faults and does not read or write memory
+    // architecturally; the pointer comes from a live reference.
+    unsafe {
+        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>((x as *const T).cast());
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = x;
+}
+
+/// [`prefetch`] every cache line of `x`.
+#[inline(always)]
+fn prefetch_all<T>(x: &T) {
+    let p = (x as *const T).cast::<u8>();
+    for off in (0..std::mem::size_of::<T>()).step_by(64) {
+        // SAFETY: `off` is inside `*x`.
+        prefetch(unsafe { &*p.add(off) });
     }
 }
