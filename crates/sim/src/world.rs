@@ -1390,22 +1390,28 @@ mod tests {
 /// Hint the CPU to load the cache line holding the start of `x` (no effect on results).
 #[inline(always)]
 fn prefetch<T>(x: &T) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: a prefetch never faults and does not read or write memory
-    // architecturally; the pointer comes from a live reference.
-    unsafe {
-        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>((x as *const T).cast());
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = x;
+    prefetch_line((x as *const T).cast());
 }
 
-/// [`prefetch`] every cache line of `x`.
+/// [`prefetch`] every cache line `x` overlaps.
 #[inline(always)]
 fn prefetch_all<T>(x: &T) {
-    let p = (x as *const T).cast::<u8>();
-    for off in (0..std::mem::size_of::<T>()).step_by(64) {
-        // SAFETY: `off` is inside `*x`.
-        prefetch(unsafe { &*p.add(off) });
+    let start = (x as *const T).cast::<u8>();
+    let first = start as usize & !63;
+    let last = (start as usize + std::mem::size_of::<T>() - 1) & !63;
+    for line in (first..=last).step_by(64) {
+        prefetch_line(start.wrapping_add(line - start as usize));
     }
+}
+
+#[inline(always)]
+fn prefetch_line(p: *const u8) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: a prefetch never faults, whatever the address, and neither reads nor
+    // writes memory architecturally.
+    unsafe {
+        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(p.cast());
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = p;
 }
