@@ -1400,7 +1400,7 @@ fn prefetch_all<T>(x: &T) {
     let first = start as usize & !63;
     let last = (start as usize + std::mem::size_of::<T>() - 1) & !63;
     for line in (first..=last).step_by(64) {
-        prefetch_line(start.wrapping_add(line - start as usize));
+        prefetch_line(start.wrapping_add(line.wrapping_sub(start as usize)));
     }
 }
 
