@@ -1,0 +1,57 @@
+"""Time two (or more) builds of the simulator against each other in one process.
+
+The machine is shared and noisy, so a change is measured against the build before it in
+the same process, alternating runs, the fastest of `--repeat` counting for each:
+
+    .venv/bin/python bench/ab_native.py before.so after.so --sizes 1000x60,10000x20
+
+Sizes are PAIRSxSECONDS of bench_scaling.py's workload (the base thin-client dumbbell,
+bottleneck scaled with the pairs). Prints ns per simulated packet.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _native_loader import load_native  # noqa: E402
+from bench_scaling import scaled  # noqa: E402
+
+
+def size(text: str) -> tuple[int, float]:
+    try:
+        pairs, seconds = text.split("x")
+        return int(pairs), float(seconds)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--sizes: {text!r} is not PAIRSxSECONDS (e.g. 10000x20)") from None
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("natives", nargs="+", help="built thinwan/_native.abi3.so files")
+    ap.add_argument("--sizes", default="1000x60,10000x20", help="comma-separated PAIRSxSECONDS")
+    ap.add_argument("--repeat", type=int, default=3, help="runs per build and size; the fastest counts")
+    a = ap.parse_args()
+    try:
+        sizes = [size(s) for s in a.sizes.split(",")]
+    except argparse.ArgumentTypeError as e:
+        ap.error(str(e))
+    modules = [load_native(p) for p in a.natives]
+    names = [Path(p).name for p in a.natives]
+    for pairs, seconds in sizes:
+        config = scaled(pairs, seconds).to_native_json()
+        best = [float("inf")] * len(modules)
+        for _ in range(a.repeat):
+            for i, m in enumerate(modules):
+                meta = m.simulate(config, 0)["meta"]
+                best[i] = min(best[i], meta["wall_s"] * 1e9 / meta["packets"]["created"])
+                gc.collect()
+        cells = "  ".join(f"{n}={b:.0f}" for n, b in zip(names, best))
+        print(f"{pairs:>6} pairs x {seconds:g} s: {cells}  (ns/packet)", flush=True)
+
+
+if __name__ == "__main__":
+    main()
