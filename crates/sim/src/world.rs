@@ -29,7 +29,9 @@ use crate::records::RunRecords;
 use crate::tunnel::{FrameSpan, Tunnel};
 use thinwan_proto::mux::session::Event as MuxEvent;
 use thinwan_proto::qdisc::{Classifier, DropTail, Dropped, Limits, Priority, QueueDisc, QueueItem};
-use thinwan_proto::tcp::{Ack, DataSegment, SackBlocks, Mechanisms, Receiver, ReceiverConfig, Recovery, RtoConfig, Sender, SenderConfig};
+use thinwan_proto::tcp::{
+    Ack, DataSegment, Mechanisms, Receiver, ReceiverConfig, Recovery, RtoConfig, SackBlocks, Sender, SenderConfig,
+};
 use thinwan_proto::traffic::{
     stream_rng, Calibrated, GameCalibrated, GameParams, GameSource, Kind, ThinClientSource, Write,
 };
@@ -534,12 +536,12 @@ impl World {
                 }
             };
             // In mux mode the stream's own connection is only the last hop edge → client.
-            let first_conn = conns.len() as u32;
             let (role0, routes) = if tunnel_mode {
                 (ROLE_LAST_HOP, [[base + 1, NO_PORT, NO_PORT], [base + 2, NO_PORT, NO_PORT]])
             } else {
                 (0, [[base, 0, base + 1], [base + 2, 1, base + 3]])
             };
+            let first_conn = conns.len() as u32;
             for role in 0..=separate as u8 {
                 conns.push(Conn::new(i, role.max(role0), Sender::new(scfg.clone()), Receiver::new(rcfg), tunnel_mode));
                 conn_routes.push(routes);

@@ -78,9 +78,7 @@ impl Rfc6298 {
     pub fn asymmetric(cfg: RtoConfig) -> Self {
         Rfc6298 { cfg, gain_rising: 0.875, state: NO_SAMPLE }
     }
-}
 
-impl Rfc6298 {
     /// (srtt, rttvar), once there is a sample.
     fn sample(&self) -> Option<(f64, f64)> {
         (!self.state.0.is_nan()).then_some(self.state)
