@@ -6,15 +6,15 @@
 //! first (the order is exactly (time, insertion number) whichever holds it):
 //! - writes and timers, ~2·10⁴ of them at 10⁴ connections and mostly far ahead, in a
 //!   calendar queue of 1-ms buckets (`Calendar`);
-//! - FIFO lanes for events their caller schedules in time order: arrivals over one WAN
-//!   link (a link never reorders), and arrivals a fixed delay after the present, such
-//!   as every ACK over an access link ([`EventQueue::push_after`]);
-//! - the remaining packet events (other arrivals, a port finishing a packet) in a
-//!   4-ary heap, a few hundred of them.
+//! - packet events in lanes, each in time order: FIFO lanes for events their caller
+//!   schedules in time order (arrivals over one WAN link, which never reorders, and
+//!   arrivals a fixed delay after the present, such as every ACK over an access link:
+//!   [`EventQueue::push_after`]), and two lanes kept sorted on insertion for the rest
+//!   (ports finishing a packet; arrivals of segments of other sizes, a few hundred).
 //!
-//! Seven events in eight are packet events, most of them now lane pops: a lane is read
-//! in order, so what its next events will touch can be prefetched
-//! ([`EventQueue::lane_ahead`]), which a heap's cannot.
+//! Seven events in eight are packet events. A lane is read in order, so what its next
+//! events will touch can be prefetched ([`EventQueue::lane_ahead`]), which a heap's
+//! could not.
 
 use std::cmp::Ordering;
 use std::collections::VecDeque;
@@ -62,19 +62,19 @@ impl PartialOrd for Entry {
 
 /// Pending events.
 pub struct EventQueue {
-    /// Arrive and PortFree events.
-    packets: BinaryHeap<Entry>,
-    /// The others.
+    /// Writes and timers.
     rest: Calendar,
-    /// Events pushed with [`EventQueue::push_in_lane`], each lane in time order.
+    /// Packet events, each lane in (time, insertion) order: [`PORT_FREE`], then
+    /// [`OTHER_PACKETS`] (both sorted on insertion), then the caller's
+    /// ([`EventQueue::push_in_lane`]), then the delay lanes ([`EventQueue::push_after`]).
     lanes: Vec<VecDeque<Entry>>,
     /// The delay each lane after the caller's own ones serves ([`EventQueue::push_after`]).
     delay_lanes: Vec<u64>,
-    /// Lanes reserved by the caller (before the delay lanes).
+    /// Lanes before the delay lanes (the two sorted ones and the caller's).
     fixed_lanes: usize,
     next_seq: u64,
     popped: u64,
-    /// The lane the latest event came from ([`REST`]: the calendar, `usize::MAX`: the heap).
+    /// The lane the latest event came from ([`REST`]: the calendar).
     popped_lane: usize,
 }
 
@@ -200,30 +200,52 @@ pub const MAX_DELAY_LANES: usize = 6;
 /// `popped_lane` when the latest event came from the calendar.
 const REST: usize = usize::MAX - 1;
 
-/// Where the earliest event waits.
-#[derive(Clone, Copy)]
-enum Head {
-    Packets,
-    Rest,
-    Lane(usize),
+/// The lane of ports finishing a packet: one per busy port, a handful.
+const PORT_FREE: usize = 0;
+/// The lane of the packet events no FIFO lane holds: arrivals over access links of
+/// segments of other sizes than a lane's, a few hundred at 10⁴ pairs.
+const OTHER_PACKETS: usize = 1;
+/// Lanes the queue keeps for itself, before the caller's.
+const OWN_LANES: usize = 2;
+
+/// Insert `e`, the latest event scheduled, in `q`, sorted by (time, insertion). This
+/// replaces a heap: nearly every event goes among the last few (an access link's
+/// delay after now), so the scan back is short and the ring shifts few entries, and a
+/// sorted lane can be read ahead ([`EventQueue::lane_ahead`]), which a heap cannot.
+fn insert_sorted(q: &mut VecDeque<Entry>, e: Entry) {
+    /// Places scanned back from the end before a binary search takes over.
+    const SCAN_BACK: usize = 16;
+    // Inserted last, `e` goes after every event at its time or before.
+    let later = |x: &Entry| x.at > e.at;
+    let n = q.len();
+    let mut i = n;
+    while i > 0 && n - i < SCAN_BACK && later(&q[i - 1]) {
+        i -= 1;
+    }
+    if i > 0 && n - i == SCAN_BACK && later(&q[i - 1]) {
+        i = q.partition_point(|x| !later(x));
+    }
+    q.insert(i, e);
 }
 
 impl EventQueue {
     /// No events; `lanes` lanes for [`EventQueue::push_in_lane`].
     pub fn new(lanes: usize) -> Self {
         EventQueue {
-            packets: BinaryHeap::new(),
             rest: Calendar::new(),
-            lanes: vec![VecDeque::new(); lanes],
+            lanes: vec![VecDeque::new(); OWN_LANES + lanes],
             delay_lanes: Vec::new(),
-            fixed_lanes: lanes,
+            fixed_lanes: OWN_LANES + lanes,
             next_seq: 0,
             popped: 0,
-            popped_lane: usize::MAX,
+            popped_lane: REST,
         }
     }
     /// Schedule `ev` at `at` in `lane`, whose events the caller pushes in time order.
     pub fn push_in_lane(&mut self, lane: usize, at: Instant, ev: Event) {
+        self.push_fifo(OWN_LANES + lane, at, ev);
+    }
+    fn push_fifo(&mut self, lane: usize, at: Instant, ev: Event) {
         let e = Entry { at, seq: self.next_seq, ev };
         self.next_seq += 1;
         let q = &mut self.lanes[lane];
@@ -233,8 +255,9 @@ impl EventQueue {
     /// Schedule `ev` at `at`, which is `delay` ns after the time of the latest event
     /// popped. Events pushed with the same delay are in time order (time never goes
     /// back), so the first [`MAX_DELAY_LANES`] delays get a FIFO lane each; others go
-    /// to the heap. The caller picks the delays worth a lane (an access link's ACK and
-    /// full-sized segment: most packets cross one), not the first ones that come.
+    /// to the sorted lane of other packet events. The caller picks the delays worth a
+    /// lane (an access link's ACK and full-sized segment: most packets cross one), not
+    /// the first ones that come.
     pub fn push_after(&mut self, delay: u64, at: Instant, ev: Event) {
         let lane = match self.delay_lanes.iter().position(|&d| d == delay) {
             Some(i) => i,
@@ -245,42 +268,34 @@ impl EventQueue {
             }
             None => return self.push(at, ev),
         };
-        self.push_in_lane(self.fixed_lanes + lane, at, ev);
+        self.push_fifo(self.fixed_lanes + lane, at, ev);
     }
     /// Schedule `ev` at `at`.
     pub fn push(&mut self, at: Instant, ev: Event) {
         let e = Entry { at, seq: self.next_seq, ev };
         self.next_seq += 1;
         match ev {
-            Event::Arrive { .. } | Event::PortFree { .. } => self.packets.push(e),
+            Event::PortFree { .. } => insert_sorted(&mut self.lanes[PORT_FREE], e),
+            Event::Arrive { .. } => insert_sorted(&mut self.lanes[OTHER_PACKETS], e),
             _ => self.rest.push(e),
         }
     }
     /// The earliest event.
     pub fn pop(&mut self) -> Option<(Instant, Event)> {
         // Entry's order is reversed: the earliest is the greatest.
-        let mut head = Head::Rest;
+        let mut head = REST;
         let mut top = self.rest.peek();
-        let candidates = [(Head::Packets, self.packets.peek())].into_iter();
-        let lanes = self.lanes.iter().enumerate().map(|(i, q)| (Head::Lane(i), q.front()));
-        for (h, e) in candidates.chain(lanes) {
-            if let Some(e) = e {
+        for (i, q) in self.lanes.iter().enumerate() {
+            if let Some(e) = q.front() {
                 if top.is_none_or(|t| e > t) {
-                    (head, top) = (h, Some(e));
+                    (head, top) = (i, Some(e));
                 }
             }
         }
-        self.popped_lane = usize::MAX;
+        self.popped_lane = head;
         let e = match head {
-            Head::Packets => self.packets.pop(),
-            Head::Rest => {
-                self.popped_lane = REST;
-                self.rest.pop()
-            }
-            Head::Lane(i) => {
-                self.popped_lane = i;
-                self.lanes[i].pop_front()
-            }
+            REST => self.rest.pop(),
+            i => self.lanes[i].pop_front(),
         }?;
         self.popped += 1;
         Some((e.at, e.ev))
@@ -290,10 +305,10 @@ impl EventQueue {
     /// the caller to prefetch what it will touch. Each lane event is seen at each `k`
     /// once; a bucket's events may be seen again when one is inserted ahead of them.
     pub fn lane_ahead(&self, k: usize) -> Option<Event> {
-        if self.popped_lane == REST {
-            return self.rest.ahead(k).map(|e| e.ev);
+        match self.popped_lane {
+            REST => self.rest.ahead(k).map(|e| e.ev),
+            i => self.lanes[i].get(k).map(|e| e.ev),
         }
-        self.lanes.get(self.popped_lane)?.get(k).map(|e| e.ev)
     }
     /// Events processed so far.
     pub fn processed(&self) -> u64 {
@@ -339,11 +354,13 @@ mod tests {
     enum Op {
         /// A write or timer `d` ns after now (calendar: same bucket, window, far).
         Rest(u64),
-        /// An arrival `d` ns after now through a delay lane (or the heap, past the
-        /// lanes' number).
+        /// An arrival `d` ns after now through a delay lane (or the sorted lane, past
+        /// the lanes' number).
         After(u64),
-        /// A packet event `d` ns after now in the heap.
+        /// A port finishing `d` ns after now (its sorted lane).
         Packet(u64),
+        /// An arrival `d` ns after now (the sorted lane of other packet events).
+        Arrival(u64),
         /// Pop one.
         Pop,
     }
@@ -354,9 +371,13 @@ mod tests {
             (0u64..2_000_000).prop_map(Op::Rest),
             (0u64..8_000_000_000).prop_map(Op::Rest),
             (0u64..20_000_000_000).prop_map(Op::Rest),
-            // Eight delays for six lanes: some go to the heap.
+            // Eight delays for six lanes: some go to the sorted lane.
             (0u64..8).prop_map(|k| Op::After(1_000 + 250_000 * k)),
             (0u64..3_000_000).prop_map(Op::Packet),
+            // Mostly near the latest (short scans back), sometimes far before them
+            // (the binary search).
+            (1_000_000u64..1_200_000).prop_map(Op::Arrival),
+            (0u64..1_200_000).prop_map(Op::Arrival),
             Just(Op::Pop),
             Just(Op::Pop),
         ]
@@ -366,8 +387,8 @@ mod tests {
 
     proptest! {
         /// Whatever holds them, events come out in (time, insertion) order, the order
-        /// of a plain sort; the calendar's buckets, its far heap and the lanes only
-        /// change where they wait.
+        /// of a plain sort; the calendar's buckets, its far heap and the lanes (FIFO
+        /// or sorted on insertion) only change where they wait.
         #[test]
         fn pops_in_time_then_insertion_order(ops in proptest::collection::vec(op(), 1..400)) {
             let mut q = EventQueue::new(0);
@@ -392,12 +413,13 @@ mod tests {
                     Op::Rest(d) => q.push(at(d), Event::AppWrite { pair: id as u32 }),
                     Op::After(d) => q.push_after(d, at(d), Event::Arrive { packet: id as u32 }),
                     Op::Packet(d) => q.push(at(d), Event::PortFree { port: id as u32 }),
+                    Op::Arrival(d) => q.push(at(d), Event::Arrive { packet: id as u32 }),
                     Op::Pop => {
                         pop_both(&mut q, &mut model, &mut now)?;
                         continue;
                     }
                 }
-                let d = match o { Op::Rest(d) | Op::After(d) | Op::Packet(d) => d, Op::Pop => unreachable!() };
+                let d = match o { Op::Rest(d) | Op::After(d) | Op::Packet(d) | Op::Arrival(d) => d, Op::Pop => unreachable!() };
                 model.push((now + d, id));
                 id += 1;
             }
