@@ -677,7 +677,12 @@ impl World {
             Some(Event::Arrive { packet }) => {
                 let pk = &self.slab[packet as usize];
                 let (hop, dir) = (pk.hop as usize + 1, matches!(pk.body, Body::Ack(_)) as usize);
-                if hop >= HOPS || self.routes.port(pk.conn, dir, hop) == NO_PORT {
+                let next = if hop < HOPS { self.routes.port(pk.conn, dir, hop) } else { NO_PORT };
+                if let Some(pt) = self.ports.get(next as usize) {
+                    prefetch(pt);
+                } else {
+                    // The endpoint answers (an ACK, or data the ACK lets go) through
+                    // the first port of the other direction.
                     let c = &self.conns[pk.conn as usize];
                     if dir == 1 {
                         prefetch_all(&c.sender);
@@ -685,13 +690,20 @@ impl World {
                         prefetch(&c.receiver);
                     }
                     prefetch(&c.msgs);
+                    if let Some(pt) = self.ports.get(self.routes.port(pk.conn, 1 - dir, 0) as usize) {
+                        prefetch(pt);
+                    }
                 }
             }
             Some(Event::AppWrite { pair }) => {
-                let c = &self.conns[self.pairs[pair as usize].conns[0] as usize];
+                let conn = self.pairs[pair as usize].conns[0];
+                let c = &self.conns[conn as usize];
                 prefetch_all(&c.sender);
                 prefetch(&c.msgs);
                 prefetch(&c.blocked);
+                if let Some(pt) = self.ports.get(self.routes.port(conn, 0, 0) as usize) {
+                    prefetch(pt);
+                }
             }
             _ => {}
         }
@@ -895,7 +907,7 @@ impl World {
             c.dropped.retain(|&(s, _)| s < seg.seq || s >= seg.end());
             let interactive = mark_transmission(&mut c.msgs[c.acked_cursor..], &seg, now, !c.relay);
             let route0 = self.routes.port(conn, 0, 0);
-            let p = self.alloc(Packet {
+            self.send(route0, Packet {
                 conn,
                 hop: 0,
                 interactive,
@@ -906,7 +918,6 @@ impl World {
                 t_enq: NONE,
                 t_deq: NONE,
             });
-            self.enqueue(route0, p);
         }
         self.arm_sender(conn);
         self.trace_conn(conn);
@@ -993,7 +1004,7 @@ impl World {
         let now = self.now;
         while let Some(ack) = self.conns[conn as usize].receiver.poll_ack() {
             let route0 = self.routes.port(conn, 1, 0);
-            let p = self.alloc(Packet {
+            self.send(route0, Packet {
                 conn,
                 hop: 0,
                 interactive: false,
@@ -1004,7 +1015,6 @@ impl World {
                 t_enq: NONE,
                 t_deq: NONE,
             });
-            self.enqueue(route0, p);
         }
         let c = &mut self.conns[conn as usize];
         if let Some(d) = c.receiver.poll_timeout() {
@@ -1045,6 +1055,19 @@ impl World {
 
     // ----- ports and links --------------------------------------------------------
 
+    /// A packet leaves its endpoint through `port`. What its queue needs is taken from
+    /// `p`, not read back from the slab: a reused slot is cold at 10⁴ pairs, and the
+    /// read would wait for the write's miss.
+    fn send(&mut self, port: u32, p: Packet) {
+        let (conn, wire, interactive) = (p.conn, p.wire, p.interactive);
+        let event = if matches!(p.body, Body::Data(_)) { LOG_DATA_SENT } else { LOG_ACK_SENT };
+        let packet = self.alloc(p);
+        if self.logged[conn as usize] {
+            self.log_packet(event, packet);
+        }
+        self.enqueue(port, QItem { packet, wire, interactive, conn });
+    }
+
     fn alloc(&mut self, p: Packet) -> u32 {
         self.out.packets.created += 1;
         match self.free.pop() {
@@ -1059,16 +1082,9 @@ impl World {
         }
     }
 
-    fn enqueue(&mut self, port: u32, packet: u32) {
+    fn enqueue(&mut self, port: u32, item: QItem) {
         let now = self.now;
-        let pk = &self.slab[packet as usize];
-        if pk.hop == 0 {
-            let ev = if matches!(pk.body, Body::Data(_)) { LOG_DATA_SENT } else { LOG_ACK_SENT };
-            self.log_packet(ev, packet);
-        }
-        let pk = &mut self.slab[packet as usize];
         let pt = &mut self.ports[port as usize];
-        let item = QItem { packet, wire: pk.wire, interactive: pk.interactive, conn: pk.conn };
         if pt.plain_fifo && !pt.free_scheduled && pt.busy_until <= now {
             // An idle link with no PortFree pending has an empty queue (a backlog always
             // has one): a tail-drop FIFO hands the packet straight over. Not touching
@@ -1078,7 +1094,7 @@ impl World {
             return;
         }
         if pt.bottleneck {
-            pk.t_enq = now;
+            self.slab[item.packet as usize].t_enq = now;
         }
         self.queues[port as usize].queue.enqueue(now, item, &mut self.drop_buf);
         let mut drops = std::mem::take(&mut self.drop_buf);
@@ -1184,7 +1200,8 @@ impl World {
         if hop < HOPS {
             let next = self.routes.port(conn as u32, dir, hop);
             if next != NO_PORT {
-                self.enqueue(next, packet);
+                let item = QItem { packet, wire: pk.wire, interactive: pk.interactive, conn: pk.conn };
+                self.enqueue(next, item);
                 return;
             }
         }
