@@ -93,6 +93,11 @@ struct Packet {
     interactive: bool,
     /// An ACK with SACK blocks: only then is the second line read at its endpoint.
     sacks: bool,
+    /// The connection's message row its endpoint reads first: a data segment's first
+    /// message; for an ACK, the message of the segment it answers, where its sender's
+    /// scan of newly acknowledged messages starts. A prefetch hint, with
+    /// `World::rows_at`.
+    row: u32,
     /// When TCP emitted it.
     t_tx: Instant,
     /// Bottleneck enqueue / departure (MAX until it happens).
@@ -366,6 +371,10 @@ pub struct World {
     logged: Vec<bool>,
     slab: Vec<Packet>,
     free: Vec<u32>,
+    /// Per connection, where its message rows were when it last sent: with a packet's
+    /// `row`, the address its endpoint will read, to prefetch (the row vector may have
+    /// moved since: then the prefetch is wasted, nothing else).
+    rows_at: Vec<usize>,
     drop_buf: Vec<Dropped<QItem>>,
     header: u32,
     mss: u32,
@@ -603,6 +612,7 @@ impl World {
             events.push(Instant::ZERO, Event::TraceSample);
         }
         let end = Instant::from_secs_f64(cfg.scenario.duration_s + cfg.scenario.drain_s);
+        let rows_at = vec![0; conns.len()];
         let mut world = World {
             seed,
             now: Instant::ZERO,
@@ -617,6 +627,7 @@ impl World {
             routes,
             logged,
             slab: Vec::new(),
+            rows_at,
             free: Vec::new(),
             drop_buf: Vec::new(),
             header: tcp.header_bytes,
@@ -660,11 +671,13 @@ impl World {
 
     /// Start loading what the events a few places down the current lane (or calendar
     /// bucket) will read: far ahead an arrival's packet or a write's traffic source,
-    /// nearer (those loaded by then) the connection of a packet that reaches its
-    /// endpoint or of the write. At 10⁴ connections all of it has left the cache since
-    /// it was last touched, and each load would otherwise stall its event in turn.
-    /// Only hints: nothing the simulation computes depends on them. The distances
-    /// were tuned at 10⁴ pairs (BENCHMARKS.md).
+    /// nearer (those loaded by then) the port a packet goes through next, or at its
+    /// endpoint the connection, the message row the packet names (`Packet::row`) and
+    /// the port of the answer; for a write, its connection and port. At 10⁴
+    /// connections all of it has left the cache since it was last touched, and each
+    /// load would otherwise stall its event in turn. Only hints: nothing the
+    /// simulation computes depends on them. The distances were tuned at 10⁴ pairs
+    /// (BENCHMARKS.md).
     fn prefetch_ahead(&self) {
         const FAR: usize = 12;
         const NEAR: usize = 6;
@@ -690,6 +703,8 @@ impl World {
                         prefetch(&c.receiver);
                     }
                     prefetch(&c.msgs);
+                    let rows = self.rows_at[pk.conn as usize];
+                    prefetch_line(rows.wrapping_add(pk.row as usize * std::mem::size_of::<Msg>()) as *const u8);
                     if let Some(pt) = self.ports.get(self.routes.port(pk.conn, 1 - dir, 0) as usize) {
                         prefetch(pt);
                     }
@@ -905,13 +920,15 @@ impl World {
             let c = &mut self.conns[conn as usize];
             // This copy supersedes any dropped copy of the same bytes.
             c.dropped.retain(|&(s, _)| s < seg.seq || s >= seg.end());
-            let interactive = mark_transmission(&mut c.msgs[c.acked_cursor..], &seg, now, !c.relay);
+            let (interactive, first) = mark_transmission(&mut c.msgs[c.acked_cursor..], &seg, now, !c.relay);
+            let row = (c.acked_cursor + first) as u32;
             let route0 = self.routes.port(conn, 0, 0);
             self.send(route0, Packet {
                 conn,
                 hop: 0,
                 interactive,
                 sacks: false,
+                row,
                 wire: seg.len + self.header,
                 body: Body::Data(seg),
                 t_tx: now,
@@ -919,6 +936,7 @@ impl World {
                 t_deq: NONE,
             });
         }
+        self.rows_at[conn as usize] = self.conns[conn as usize].msgs.as_ptr() as usize;
         self.arm_sender(conn);
         self.trace_conn(conn);
     }
@@ -968,6 +986,7 @@ impl World {
         // First arrival of each message's last byte.
         let from = c.read_cursor;
         let mut i = from + first_ending_after(&c.msgs[from..], seg.seq, false);
+        let row = i as u32;
         while i < c.msgs.len() && c.msgs[i].end() <= seg.end() {
             let m = &mut c.msgs[i];
             if m.t_arrive == NONE {
@@ -988,7 +1007,7 @@ impl World {
             }
         }
         let read_to = c.read_cursor;
-        self.send_acks(conn);
+        self.send_acks(conn, row);
         let Some(lane) = self.tunnel.as_ref().and_then(|tn| tn.lane_of(conn)) else { return };
         let receiver_is_edge = !lane.0;
         if receiver_is_edge {
@@ -1000,7 +1019,9 @@ impl World {
         }
     }
 
-    fn send_acks(&mut self, conn: u32) {
+    /// Send the ACKs the receiver has. `row`: the message row their sender will read
+    /// first (the one just arrived), as a prefetch hint.
+    fn send_acks(&mut self, conn: u32, row: u32) {
         let now = self.now;
         while let Some(ack) = self.conns[conn as usize].receiver.poll_ack() {
             let route0 = self.routes.port(conn, 1, 0);
@@ -1009,6 +1030,7 @@ impl World {
                 hop: 0,
                 interactive: false,
                 sacks: !ack.sack.as_slice().is_empty(),
+                row,
                 wire: self.header,
                 body: Body::Ack(ack),
                 t_tx: now,
@@ -1032,7 +1054,8 @@ impl World {
         }
         c.receiver_armed = NONE;
         c.receiver.handle_timeout(self.now);
-        self.send_acks(conn);
+        let row = c.acked_cursor as u32;
+        self.send_acks(conn, row);
     }
 
     fn on_ack_arrival(&mut self, conn: u32, ack: Ack) {
@@ -1365,11 +1388,13 @@ impl World {
 
 /// Count a transmission for every message whose last byte the segment carries, stamp
 /// first transmissions (unless `stamp` is off: relayed messages keep the trunk's), and
-/// say whether it carries any interactive byte.
-fn mark_transmission(msgs: &mut [Msg], seg: &DataSegment, now: Instant, stamp: bool) -> bool {
+/// say whether it carries any interactive byte and which message (index in `msgs`) it
+/// starts in.
+fn mark_transmission(msgs: &mut [Msg], seg: &DataSegment, now: Instant, stamp: bool) -> (bool, usize) {
     let mut interactive = false;
     // New data is at the end of the rows, a retransmission near the start.
-    let mut i = first_ending_after(msgs, seg.seq, !seg.retransmission);
+    let first = first_ending_after(msgs, seg.seq, !seg.retransmission);
+    let mut i = first;
     while i < msgs.len() {
         let m = &mut msgs[i];
         interactive |= m.kind() == Kind::Interactive;
@@ -1386,7 +1411,7 @@ fn mark_transmission(msgs: &mut [Msg], seg: &DataSegment, now: Instant, stamp: b
         }
         i += 1;
     }
-    interactive
+    (interactive, first)
 }
 
 /// The first of `msgs` (in offset order) whose last byte is at or after `seq`: the
