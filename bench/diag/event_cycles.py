@@ -1,0 +1,82 @@
+"""Where the per-packet cost grows with the pair count: TSC cycles per event kind.
+
+A diagnostic, not a benchmark: it needs a build with `event-cycles.patch` applied (it
+times every event with RDTSC, which itself costs ~10 % and moves the numbers a little),
+and prints, for the scaled base workload at two sizes, the cycles per event of each
+kind and their share per simulated packet:
+
+    git apply bench/diag/event-cycles.patch
+    VIRTUAL_ENV=$PWD/.venv .venv/bin/maturin develop --release -q
+    cp python/thinwan/_native.abi3.so /tmp/cycles.so
+    git checkout crates/sim/src/world.rs && .venv/bin/maturin develop --release -q
+    .venv/bin/python bench/diag/event_cycles.py /tmp/cycles.so [--sizes 1000x60,10000x60]
+
+A kind's cycles include the pop of the event after it. Arrivals are split by where the
+packet arrives: a router (R1, R2) or its endpoint (client, server).
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+KINDS = ["write", "port free", "data @R1", "data @R2", "data @client", "ack @R2", "ack @R1",
+         "ack @server", "RTO timer", "delACK timer"]
+
+CHILD = """
+import sys
+sys.path.insert(0, {bench!r})
+from _native_loader import load_native
+from bench_scaling import scaled
+m = load_native({so!r})
+meta = m.simulate(scaled({pairs}, {seconds}).to_native_json(), 0)["meta"]
+print(meta["packets"]["created"])
+"""
+
+
+def measure(so: str, pairs: int, seconds: float) -> tuple[dict[int, list[int]], int]:
+    """One run in a fresh process (the counters are per thread and never reset)."""
+    code = CHILD.format(bench=str(HERE.parent), so=so, pairs=pairs, seconds=seconds)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    rows = {int(m[1]): [int(x) for x in m[2].split(",")]
+            for m in re.finditer(r"row(\d) \[(.*)\]", out.stderr)}
+    if set(rows) != {0, 1, 2, 3}:
+        sys.exit(f"event_cycles: {so} printed no counters: is event-cycles.patch applied to it?")
+    return rows, int(out.stdout.split()[-1])
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("native", help="a _native.abi3.so built with event-cycles.patch")
+    ap.add_argument("--sizes", default="1000x60,10000x60", help="two PAIRSxSECONDS, small then large")
+    ap.add_argument("--repeat", type=int, default=2, help="runs per size; the cheapest counts")
+    a = ap.parse_args()
+    try:
+        sizes = [(int(p), float(s)) for p, s in (x.split("x") for x in a.sizes.split(","))]
+        assert len(sizes) == 2
+    except (ValueError, AssertionError):
+        ap.error(f"--sizes: {a.sizes!r} is not two PAIRSxSECONDS (e.g. 1000x60,10000x60)")
+    res = []
+    for pairs, seconds in sizes:
+        runs = [measure(a.native, pairs, seconds) for _ in range(a.repeat)]
+        res.append(min(runs, key=lambda r: (sum(r[0][1]) + sum(r[0][2])) / r[1]))
+    (small, pk_s), (large, pk_l) = res
+    (n_s, _), (n_l, _) = sizes
+    print(f"{'kind':13} {'per packet':>10} {'cycles/event':>25} {'cycles/packet':>25}")
+    print(f"{'':13} {'':>10} {n_s:>8} {n_l:>8} {'':>7} {n_s:>8} {n_l:>8} {'growth':>7}")
+    for k, name in enumerate(KINDS):
+        if large[3][k] == 0:
+            continue
+        cs, cl = small[1][k] + small[2][k], large[1][k] + large[2][k]
+        print(f"{name:13} {large[3][k] / pk_l:10.2f} {cs / max(small[3][k], 1):8.0f} {cl / large[3][k]:8.0f} "
+              f"{'':>7} {cs / pk_s:8.0f} {cl / pk_l:8.0f} {cl / pk_l - cs / pk_s:+7.0f}")
+    ts, tl = (sum(small[1]) + sum(small[2])) / pk_s, (sum(large[1]) + sum(large[2])) / pk_l
+    print(f"{'all':13} {'':>10} {'':>8} {'':>8} {'':>7} {ts:8.0f} {tl:8.0f} {tl - ts:+7.0f}  (ratio {tl / ts:.2f})")
+
+
+if __name__ == "__main__":
+    main()
