@@ -691,8 +691,8 @@ impl World {
                 let pk = &self.slab[packet as usize];
                 let (hop, dir) = (pk.hop as usize + 1, matches!(pk.body, Body::Ack(_)) as usize);
                 let next = if hop < HOPS { self.routes.port(pk.conn, dir, hop) } else { NO_PORT };
-                if let Some(pt) = self.ports.get(next as usize) {
-                    prefetch(pt);
+                if next != NO_PORT {
+                    self.prefetch_port(next);
                 } else {
                     // The endpoint answers (an ACK, or data the ACK lets go) through
                     // the first port of the other direction.
@@ -705,9 +705,7 @@ impl World {
                     prefetch(&c.msgs);
                     let rows = self.rows_at[pk.conn as usize];
                     prefetch_line(rows.wrapping_add(pk.row as usize * std::mem::size_of::<Msg>()) as *const u8);
-                    if let Some(pt) = self.ports.get(self.routes.port(pk.conn, 1 - dir, 0) as usize) {
-                        prefetch(pt);
-                    }
+                    self.prefetch_port(self.routes.port(pk.conn, 1 - dir, 0));
                 }
             }
             Some(Event::AppWrite { pair }) => {
@@ -716,11 +714,16 @@ impl World {
                 prefetch_all(&c.sender);
                 prefetch(&c.msgs);
                 prefetch(&c.blocked);
-                if let Some(pt) = self.ports.get(self.routes.port(conn, 0, 0) as usize) {
-                    prefetch(pt);
-                }
+                self.prefetch_port(self.routes.port(conn, 0, 0));
             }
             _ => {}
+        }
+    }
+
+    /// [`prefetch`] port `port` ([`NO_PORT`], which a route may hold: nothing).
+    fn prefetch_port(&self, port: u32) {
+        if let Some(pt) = self.ports.get(port as usize) {
+            prefetch(pt);
         }
     }
 
