@@ -105,7 +105,7 @@ impl Source {
                 Ok(Source::ThinClient(Box::new(s)))
             }
             "game" => {
-                let c = GameCalibrated::new(GameParams::default()).map_err(|e| format!("traffic: {}", e.0))?;
+                let c = std::sync::Arc::new(GameCalibrated::new(GameParams::default()).map_err(|e| format!("traffic: {}", e.0))?);
                 // Same stream as the simulator's source i (crates/sim world.rs).
                 Ok(Source::Game(Box::new(GameSource::new(&c, stream_rng(seed, 2 * conn as u64), start))))
             }

@@ -12,6 +12,8 @@
 //! ±50 % of the mean, capped at the MSS; block length a discretised Pareto (shape 1.5,
 //! heavy-tailed) whose scale is solved so the mean is exactly `bulk_packets_mean`.
 
+use std::sync::Arc;
+
 use crate::time::{Duration, Instant};
 use rand::{Rng, SeedableRng};
 use rand_distr::{Distribution, Exp, LogNormal};
@@ -226,11 +228,12 @@ impl Calibrated {
 }
 
 /// The two-state source. Yields writes in non-decreasing time order.
+///
+/// The parameters are shared, not copied: a simulator holds 10⁴ sources, and 100 bytes
+/// of copies each would double what a write reads from memory.
 pub struct ThinClientSource {
-    p: ThinClientParams,
+    c: Arc<Calibrated>,
     rng: Xoshiro256PlusPlus,
-    /// Pareto scale solved for the requested mean block length.
-    pareto_scale: f64,
     /// Kind of the flow that started last.
     state: Kind,
     /// Start of the flow that started last.
@@ -243,17 +246,16 @@ pub struct ThinClientSource {
 impl ThinClientSource {
     /// A source whose first flow starts at `start`.
     pub fn new(p: ThinClientParams, rng: Xoshiro256PlusPlus, start: Instant) -> Result<Self, ParamError> {
-        Ok(Self::calibrated(&Calibrated::new(p)?, rng, start))
+        Ok(Self::calibrated(&Arc::new(Calibrated::new(p)?), rng, start))
     }
 
     /// The same from parameters calibrated once (cheaper for many sources: solving the
     /// block-length scale costs ~10⁵ `powf` calls).
-    pub fn calibrated(c: &Calibrated, rng: Xoshiro256PlusPlus, start: Instant) -> Self {
-        let (p, pareto_scale) = (c.params, c.pareto_scale);
+    pub fn calibrated(c: &Arc<Calibrated>, rng: Xoshiro256PlusPlus, start: Instant) -> Self {
+        let p = c.params;
         let mut s = ThinClientSource {
-            p,
+            c: Arc::clone(c),
             rng,
-            pareto_scale,
             state: Kind::Interactive,
             flow_start: start,
             block_left: 0,
@@ -274,21 +276,21 @@ impl ThinClientSource {
         let bytes = self.size(kind);
         if self.block_left > 1 {
             self.block_left -= 1;
-            self.next_at = at + self.exp(self.p.intra_bulk_gap);
+            self.next_at = at + self.exp(self.c.params.intra_bulk_gap);
         } else {
             // Markov step; the next flow starts one gap after this one started, but
             // not before this block's last write (blocks do not interleave).
             let next = match (kind, self.rng.gen::<f64>()) {
-                (Kind::Interactive, u) if u < self.p.p_interactive_to_bulk => Kind::Bulk,
+                (Kind::Interactive, u) if u < self.c.params.p_interactive_to_bulk => Kind::Bulk,
                 (Kind::Interactive, _) => Kind::Interactive,
-                (Kind::Bulk, u) if u < self.p.p_bulk_to_interactive => Kind::Interactive,
+                (Kind::Bulk, u) if u < self.c.params.p_bulk_to_interactive => Kind::Interactive,
                 (Kind::Bulk, _) => Kind::Bulk,
             };
             let mean = match (kind, next) {
-                (Kind::Interactive, Kind::Interactive) => self.p.gap_ii,
-                (Kind::Interactive, Kind::Bulk) => self.p.gap_ib,
-                (Kind::Bulk, Kind::Interactive) => self.p.gap_bi,
-                (Kind::Bulk, Kind::Bulk) => self.p.gap_bb,
+                (Kind::Interactive, Kind::Interactive) => self.c.params.gap_ii,
+                (Kind::Interactive, Kind::Bulk) => self.c.params.gap_ib,
+                (Kind::Bulk, Kind::Interactive) => self.c.params.gap_bi,
+                (Kind::Bulk, Kind::Bulk) => self.c.params.gap_bb,
             };
             let start = (self.flow_start + self.gap(mean)).max(at);
             self.state = next;
@@ -308,19 +310,19 @@ impl ThinClientSource {
 
     fn size(&mut self, kind: Kind) -> u32 {
         let mean = match kind {
-            Kind::Interactive => self.p.interactive_bytes_mean,
-            Kind::Bulk => self.p.bulk_bytes_mean,
+            Kind::Interactive => self.c.params.interactive_bytes_mean,
+            Kind::Bulk => self.c.params.bulk_bytes_mean,
         };
-        let spread = self.p.size_spread * mean;
+        let spread = self.c.params.size_spread * mean;
         let x = mean + spread * (2.0 * self.rng.gen::<f64>() - 1.0);
-        (x.round() as u32).clamp(1, self.p.max_write)
+        (x.round() as u32).clamp(1, self.c.params.max_write)
     }
 
     fn block_len(&mut self) -> u32 {
         // Inverse-CDF Pareto: X = xm · U^(−1/a), U ∈ (0, 1].
         let u: f64 = 1.0 - self.rng.gen::<f64>();
-        let x = self.pareto_scale * u.powf(-1.0 / self.p.bulk_pareto_shape);
-        (x.ceil().min(self.p.bulk_packets_max as f64) as u32).max(2)
+        let x = self.c.pareto_scale * u.powf(-1.0 / self.c.params.bulk_pareto_shape);
+        (x.ceil().min(self.c.params.bulk_packets_max as f64) as u32).max(2)
     }
 
     fn exp(&mut self, mean: f64) -> Duration {
@@ -332,7 +334,7 @@ impl ThinClientSource {
     }
 
     fn gap(&mut self, mean: f64) -> Duration {
-        match self.p.gap_law {
+        match self.c.params.gap_law {
             GapLaw::Constant => Duration::from_secs_f64(mean),
             GapLaw::Exponential => self.exp(mean),
             GapLaw::LogNormal { sigma } => {
@@ -430,15 +432,16 @@ impl GameCalibrated {
 /// The game source: independent lognormal inter-arrival times and payload sizes, every
 /// write interactive. Yields writes in increasing time order; the first at `start`.
 pub struct GameSource {
-    c: GameCalibrated,
+    /// Shared, like [`ThinClientSource`]'s parameters.
+    c: Arc<GameCalibrated>,
     rng: Xoshiro256PlusPlus,
     next_at: Instant,
 }
 
 impl GameSource {
     /// A source whose first write is at `start`.
-    pub fn new(c: &GameCalibrated, rng: Xoshiro256PlusPlus, start: Instant) -> Self {
-        GameSource { c: *c, rng, next_at: start }
+    pub fn new(c: &Arc<GameCalibrated>, rng: Xoshiro256PlusPlus, start: Instant) -> Self {
+        GameSource { c: Arc::clone(c), rng, next_at: start }
     }
 
     /// The next write.
@@ -578,7 +581,7 @@ mod tests {
 
     #[test]
     fn game_source_matches_the_trace_statistics() {
-        let c = GameCalibrated::new(GameParams::default()).unwrap();
+        let c = Arc::new(GameCalibrated::new(GameParams::default()).unwrap());
         assert!((c.gap_sigma() - 0.8265).abs() < 1e-3, "σ = {}", c.gap_sigma());
         let mut s = GameSource::new(&c, stream_rng(5, 0), Instant::ZERO);
         let n = 400_000;
@@ -604,7 +607,7 @@ mod tests {
 
     #[test]
     fn game_source_is_deterministic_and_rejects_bad_parameters() {
-        let c = GameCalibrated::new(GameParams::default()).unwrap();
+        let c = Arc::new(GameCalibrated::new(GameParams::default()).unwrap());
         let run = |seed| {
             let mut s = GameSource::new(&c, stream_rng(seed, 2), Instant::from_nanos(7_000_000));
             (0..100).map(|_| s.next_write()).collect::<Vec<_>>()

@@ -42,8 +42,9 @@ impl Default for RtoConfig {
 pub trait RttEstimator {
     /// A new RTT measurement (already filtered by Karn's rule).
     fn on_sample(&mut self, rtt: Duration);
-    /// The current RTO before backoff, clamped to [min, max].
-    fn rto(&self) -> Duration;
+    /// The current RTO before backoff, clamped to [min, max] of `cfg`. The parameters
+    /// are the connection's (shared by many), the estimator holds only its state.
+    fn rto(&self, cfg: &RtoConfig) -> Duration;
     /// Smoothed RTT, once there is a sample.
     fn srtt(&self) -> Option<Duration>;
     /// RTT variation, once there is a sample.
@@ -58,7 +59,6 @@ pub trait RttEstimator {
 /// slowly when the path switches back to prioritised interactive packets.
 #[derive(Clone, Debug)]
 pub struct Rfc6298 {
-    cfg: RtoConfig,
     /// SRTT gain for samples ≥ SRTT (1/8 in RFC 6298).
     gain_rising: f64,
     /// (srtt, rttvar) in ns as f64, so small gains do not truncate; NaN before the first
@@ -68,15 +68,21 @@ pub struct Rfc6298 {
 
 const NO_SAMPLE: (f64, f64) = (f64::NAN, f64::NAN);
 
+impl Default for Rfc6298 {
+    fn default() -> Self {
+        Rfc6298::new()
+    }
+}
+
 impl Rfc6298 {
     /// No sample yet: RTO = the initial RTO.
-    pub fn new(cfg: RtoConfig) -> Self {
-        Rfc6298 { cfg, gain_rising: 0.125, state: NO_SAMPLE }
+    pub fn new() -> Self {
+        Rfc6298 { gain_rising: 0.125, state: NO_SAMPLE }
     }
 
     /// The asymmetric-gain variant: g = 7/8 for rising samples, 1/8 for falling ones.
-    pub fn asymmetric(cfg: RtoConfig) -> Self {
-        Rfc6298 { cfg, gain_rising: 0.875, state: NO_SAMPLE }
+    pub fn asymmetric() -> Self {
+        Rfc6298 { gain_rising: 0.875, state: NO_SAMPLE }
     }
 
     /// (srtt, rttvar), once there is a sample.
@@ -111,10 +117,10 @@ impl RttEstimator for Rfc6298 {
         };
     }
 
-    fn rto(&self) -> Duration {
+    fn rto(&self, cfg: &RtoConfig) -> Duration {
         match self.sample() {
-            None => self.cfg.initial.max(self.cfg.min).min(self.cfg.max),
-            Some((s, v)) => rto_from(&self.cfg, s, v),
+            None => cfg.initial.max(cfg.min).min(cfg.max),
+            Some((s, v)) => rto_from(cfg, s, v),
         }
     }
 
@@ -141,68 +147,69 @@ mod tests {
 
     #[test]
     fn initial_rto_before_any_sample() {
-        let e = Rfc6298::new(RtoConfig::default());
-        assert_eq!(e.rto(), ms(1000)); // (2.1)
+        let e = Rfc6298::new();
+        assert_eq!(e.rto(&RtoConfig::default()), ms(1000)); // (2.1)
         assert_eq!(e.srtt(), None);
     }
 
     #[test]
     fn first_sample_sets_srtt_and_half_var() {
-        let mut e = Rfc6298::new(RtoConfig { min: ms(1), ..Default::default() });
+        let mut e = Rfc6298::new();
         e.on_sample(ms(100));
         assert_eq!(e.srtt(), Some(ms(100)));
         assert_eq!(e.rttvar(), Some(ms(50)));
-        assert_eq!(e.rto(), ms(300)); // 100 + 4·50
+        assert_eq!(e.rto(&RtoConfig { min: ms(1), ..Default::default() }), ms(300)); // 100 + 4·50
     }
 
     #[test]
     fn later_samples_use_gains_one_eighth_and_one_quarter() {
-        let mut e = Rfc6298::new(RtoConfig { min: ms(1), ..Default::default() });
+        let mut e = Rfc6298::new();
         e.on_sample(ms(100));
         e.on_sample(ms(200));
         // rttvar = 3/4·50 + 1/4·|100−200| = 62.5; srtt = 7/8·100 + 1/8·200 = 112.5
         assert_eq!(e.rttvar(), Some(Duration::from_micros(62_500)));
         assert_eq!(e.srtt(), Some(Duration::from_micros(112_500)));
-        assert_eq!(e.rto(), Duration::from_micros(362_500));
+        assert_eq!(e.rto(&RtoConfig { min: ms(1), ..Default::default() }), Duration::from_micros(362_500));
     }
 
     #[test]
     fn linux_formula_puts_the_minimum_on_the_variance_term() {
-        let cfg = RtoConfig { min: ms(200), ..Default::default() };
-        let (mut rfc, mut linux) = (Rfc6298::new(cfg), Rfc6298::new(RtoConfig { min_on_variance: true, ..cfg }));
+        let rfc = RtoConfig { min: ms(200), ..Default::default() };
+        let linux = RtoConfig { min_on_variance: true, ..rfc };
+        let mut e = Rfc6298::new();
         for _ in 0..50 {
-            rfc.on_sample(ms(200));
-            linux.on_sample(ms(200));
+            e.on_sample(ms(200));
         }
         // A steady 200-ms path: RTTVAR → 0, so RFC 6298 gives SRTT + G and Linux
         // SRTT + 200 ms.
-        assert_eq!(rfc.rto(), ms(201));
-        assert_eq!(linux.rto(), ms(400));
+        assert_eq!(e.rto(&rfc), ms(201));
+        assert_eq!(e.rto(&linux), ms(400));
         // A large variance wins over the minimum in both.
-        let mut v = Rfc6298::new(RtoConfig { min_on_variance: true, ..cfg });
+        let mut v = Rfc6298::new();
         v.on_sample(ms(200)); // SRTT 200, RTTVAR 100 → RTO 200 + 400
-        assert_eq!(v.rto(), ms(600));
+        assert_eq!(v.rto(&linux), ms(600));
+        assert_eq!(v.rto(&rfc), ms(600));
     }
 
     #[test]
     fn clamps_to_min_and_max_and_granularity() {
-        let mut e = Rfc6298::new(RtoConfig::default());
+        let mut e = Rfc6298::new();
         e.on_sample(ms(10));
-        assert_eq!(e.rto(), ms(200)); // 10 + 20 < 200 → min
-        let mut e = Rfc6298::new(RtoConfig { min: ms(1), max: ms(2000), ..Default::default() });
+        assert_eq!(e.rto(&RtoConfig::default()), ms(200)); // 10 + 20 < 200 → min
+        let mut e = Rfc6298::new();
         e.on_sample(ms(5000));
-        assert_eq!(e.rto(), ms(2000)); // max
+        assert_eq!(e.rto(&RtoConfig { min: ms(1), max: ms(2000), ..Default::default() }), ms(2000)); // max
         // Zero variance: the K·RTTVAR term is at least G.
-        let mut e = Rfc6298::new(RtoConfig { min: ms(1), granularity: ms(7), ..Default::default() });
+        let mut e = Rfc6298::new();
         for _ in 0..200 {
             e.on_sample(ms(50));
         }
-        assert_eq!(e.rto(), ms(57));
+        assert_eq!(e.rto(&RtoConfig { min: ms(1), granularity: ms(7), ..Default::default() }), ms(57));
     }
 
     #[test]
     fn asymmetric_gain_rises_by_seven_eighths_and_falls_by_one_eighth() {
-        let mut e = Rfc6298::asymmetric(RtoConfig { min: ms(1), ..Default::default() });
+        let mut e = Rfc6298::asymmetric();
         e.on_sample(ms(100));
         e.on_sample(ms(500)); // rising: 1/8·100 + 7/8·500 = 450
         assert_eq!(e.srtt(), Some(ms(450)));
@@ -210,7 +217,7 @@ mod tests {
         assert_eq!(e.rttvar(), Some(Duration::from_micros(137_500)));
         e.on_sample(ms(50)); // falling: 7/8·450 + 1/8·50 = 400
         assert_eq!(e.srtt(), Some(ms(400)));
-        let mut std = Rfc6298::new(RtoConfig { min: ms(1), ..Default::default() });
+        let mut std = Rfc6298::new();
         std.on_sample(ms(100));
         std.on_sample(ms(500)); // 7/8·100 + 1/8·500 = 150
         assert_eq!(std.srtt(), Some(ms(150)));
@@ -218,10 +225,10 @@ mod tests {
 
     #[test]
     fn reset_forgets() {
-        let mut e = Rfc6298::new(RtoConfig::default());
+        let mut e = Rfc6298::new();
         e.on_sample(ms(300));
         e.reset();
         assert_eq!(e.srtt(), None);
-        assert_eq!(e.rto(), ms(1000));
+        assert_eq!(e.rto(&RtoConfig::default()), ms(1000));
     }
 }
