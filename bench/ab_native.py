@@ -6,13 +6,17 @@ the same process, alternating runs, the fastest of `--repeat` counting for each:
     .venv/bin/python bench/ab_native.py before.so after.so --sizes 1000x60,10000x20
 
 Sizes are PAIRSxSECONDS of bench_scaling.py's workload (the base thin-client dumbbell,
-bottleneck scaled with the pairs). Prints ns per simulated packet.
+bottleneck scaled with the pairs). Prints ns per simulated packet, and for each build
+after the first the median over repeats of its time divided by the first build's in the
+same round: the neighbours' load comes in phases longer than a round, and a ratio taken
+within one round cancels most of it.
 """
 
 from __future__ import annotations
 
 import argparse
 import gc
+import statistics
 import sys
 from pathlib import Path
 
@@ -43,14 +47,19 @@ def main() -> None:
     names = [Path(p).name for p in a.natives]
     for pairs, seconds in sizes:
         config = scaled(pairs, seconds).to_native_json()
-        best = [float("inf")] * len(modules)
+        rounds = []
         for _ in range(a.repeat):
-            for i, m in enumerate(modules):
+            ns = []
+            for m in modules:
                 meta = m.simulate(config, 0)["meta"]
-                best[i] = min(best[i], meta["wall_s"] * 1e9 / meta["packets"]["created"])
+                ns.append(meta["wall_s"] * 1e9 / meta["packets"]["created"])
                 gc.collect()
+            rounds.append(ns)
+        best = [min(r[i] for r in rounds) for i in range(len(modules))]
         cells = "  ".join(f"{n}={b:.0f}" for n, b in zip(names, best))
-        print(f"{pairs:>6} pairs x {seconds:g} s: {cells}  (ns/packet)", flush=True)
+        ratios = "  ".join(f"{n}/{names[0]}={statistics.median(r[i] / r[0] for r in rounds):.3f}"
+                           for i, n in enumerate(names) if i > 0)
+        print(f"{pairs:>6} pairs x {seconds:g} s: {cells}  (ns/packet, fastest)  {ratios}  (median ratio)", flush=True)
 
 
 if __name__ == "__main__":
