@@ -21,31 +21,19 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _native_loader import load_native  # noqa: E402
+from _native_loader import load_native, sizes  # noqa: E402
 from bench_scaling import scaled  # noqa: E402
-
-
-def size(text: str) -> tuple[int, float]:
-    try:
-        pairs, seconds = text.split("x")
-        return int(pairs), float(seconds)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"--sizes: {text!r} is not PAIRSxSECONDS (e.g. 10000x20)") from None
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("natives", nargs="+", help="built thinwan/_native.abi3.so files")
-    ap.add_argument("--sizes", default="1000x60,10000x20", help="comma-separated PAIRSxSECONDS")
+    ap.add_argument("--sizes", default="1000x60,10000x20", type=sizes, help="comma-separated PAIRSxSECONDS")
     ap.add_argument("--repeat", type=int, default=3, help="runs per build and size; the fastest counts")
     a = ap.parse_args()
-    try:
-        sizes = [size(s) for s in a.sizes.split(",")]
-    except argparse.ArgumentTypeError as e:
-        ap.error(str(e))
     modules = [load_native(p) for p in a.natives]
     names = [Path(p).name for p in a.natives]
-    for pairs, seconds in sizes:
+    for pairs, seconds in a.sizes:
         config = scaled(pairs, seconds).to_native_json()
         rounds = []
         for _ in range(a.repeat):
@@ -59,7 +47,9 @@ def main() -> None:
         cells = "  ".join(f"{n}={b:.0f}" for n, b in zip(names, best))
         ratios = "  ".join(f"{n}/{names[0]}={statistics.median(r[i] / r[0] for r in rounds):.3f}"
                            for i, n in enumerate(names) if i > 0)
-        print(f"{pairs:>6} pairs x {seconds:g} s: {cells}  (ns/packet, fastest)  {ratios}  (median ratio)", flush=True)
+        if ratios:
+            ratios = f"  {ratios}  (median ratio)"
+        print(f"{pairs:>6} pairs x {seconds:g} s: {cells}  (ns/packet, fastest){ratios}", flush=True)
 
 
 if __name__ == "__main__":

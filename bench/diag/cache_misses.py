@@ -31,19 +31,8 @@ import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-BENCH = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(BENCH))
-from ab_native import size  # noqa: E402  (PAIRSxSECONDS, as ab_native.py takes it)
-
-CHILD = """
-import sys
-sys.path.insert(0, {bench!r})
-from _native_loader import load_native
-from bench_scaling import scaled
-m = load_native({so!r})
-meta = m.simulate(scaled({pairs}, {seconds}).to_native_json(), 0)["meta"]
-print("packets", meta["packets"]["created"])
-"""
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from _native_loader import child_code, sizes  # noqa: E402
 
 # Cachegrind's summary: "==PID== I   refs:      1,234" and "==PID== D1  misses: 12 (10 rd + 2 wr)".
 SUMMARY = {
@@ -57,8 +46,7 @@ def measure(so: Path, pairs: int, seconds: float, ll_bytes: int) -> dict[str, in
     """Totals of one run under Cachegrind, and its packet count."""
     with tempfile.TemporaryDirectory() as tmp:
         cmd = ["valgrind", "--tool=cachegrind", "--cache-sim=yes", f"--LL={ll_bytes},16,64",
-               f"--cachegrind-out-file={tmp}/cg.out", sys.executable, "-c",
-               CHILD.format(bench=str(BENCH), so=str(so), pairs=pairs, seconds=seconds)]
+               f"--cachegrind-out-file={tmp}/cg.out", sys.executable, "-c", child_code(so, pairs, seconds)]
         p = subprocess.run(cmd, capture_output=True, text=True)
     if p.returncode != 0:
         sys.exit(f"error: {so} at {pairs} pairs x {seconds:g} s: valgrind exited {p.returncode}:\n{p.stderr[-2000:]}")
@@ -74,7 +62,7 @@ def measure(so: Path, pairs: int, seconds: float, ll_bytes: int) -> dict[str, in
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("natives", nargs="+", type=Path, help="built thinwan/_native.abi3.so files")
-    ap.add_argument("--sizes", default="1000x20,10000x4", type=lambda t: [size(s) for s in t.split(",")],
+    ap.add_argument("--sizes", default="1000x20,10000x4", type=sizes,
                     help="comma-separated PAIRSxSECONDS; each runs for S and 2·S seconds (default 1000x20,10000x4)")
     ap.add_argument("--ll-kb", type=int, default=4096, help="simulated last-level cache, KB (default 4096)")
     ap.add_argument("--jobs", type=int, default=2, help="runs at once (default 2)")

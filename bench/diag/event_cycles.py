@@ -23,25 +23,17 @@ import subprocess
 import sys
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from _native_loader import child_code, sizes  # noqa: E402
+
 KINDS = ["write", "port free", "data @R1", "data @R2", "data @client", "ack @R2", "ack @R1",
          "ack @server", "RTO timer", "delACK timer"]
 
-CHILD = """
-import sys
-sys.path.insert(0, {bench!r})
-from _native_loader import load_native
-from bench_scaling import scaled
-m = load_native({so!r})
-meta = m.simulate(scaled({pairs}, {seconds}).to_native_json(), 0)["meta"]
-print(meta["packets"]["created"])
-"""
 
 
 def measure(so: str, pairs: int, seconds: float) -> tuple[dict[int, list[int]], int]:
     """One run in a fresh process (the counters are per thread and never reset)."""
-    code = CHILD.format(bench=str(HERE.parent), so=so, pairs=pairs, seconds=seconds)
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    out = subprocess.run([sys.executable, "-c", child_code(so, pairs, seconds)], capture_output=True, text=True, check=True)
     rows = {int(m[1]): [int(x) for x in m[2].split(",")]
             for m in re.finditer(r"row(\d) \[(.*)\]", out.stderr)}
     if set(rows) != {0, 1, 2, 3}:
@@ -52,20 +44,17 @@ def measure(so: str, pairs: int, seconds: float) -> tuple[dict[int, list[int]], 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("native", help="a _native.abi3.so built with event-cycles.patch")
-    ap.add_argument("--sizes", default="1000x60,10000x60", help="two PAIRSxSECONDS, small then large")
+    ap.add_argument("--sizes", default="1000x60,10000x60", type=sizes, help="two PAIRSxSECONDS, small then large")
     ap.add_argument("--repeat", type=int, default=2, help="runs per size; the cheapest counts")
     a = ap.parse_args()
-    try:
-        sizes = [(int(p), float(s)) for p, s in (x.split("x") for x in a.sizes.split(","))]
-        assert len(sizes) == 2
-    except (ValueError, AssertionError):
-        ap.error(f"--sizes: {a.sizes!r} is not two PAIRSxSECONDS (e.g. 1000x60,10000x60)")
+    if len(a.sizes) != 2:
+        ap.error(f"--sizes: give two PAIRSxSECONDS (e.g. 1000x60,10000x60), not {len(a.sizes)}")
     res = []
-    for pairs, seconds in sizes:
+    for pairs, seconds in a.sizes:
         runs = [measure(a.native, pairs, seconds) for _ in range(a.repeat)]
         res.append(min(runs, key=lambda r: (sum(r[0][1]) + sum(r[0][2])) / r[1]))
     (small, pk_s), (large, pk_l) = res
-    (n_s, _), (n_l, _) = sizes
+    (n_s, _), (n_l, _) = a.sizes
     print(f"{'kind':13} {'per packet':>10} {'cycles/event':>25} {'cycles/packet':>25}")
     print(f"{'':13} {'':>10} {n_s:>8} {n_l:>8} {'':>7} {n_s:>8} {n_l:>8} {'growth':>7}")
     for k, name in enumerate(KINDS):
