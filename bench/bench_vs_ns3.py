@@ -140,6 +140,7 @@ def bench(a: argparse.Namespace, work: Path) -> dict[str, Any]:
             "whole_s": tw_whole,
             "simulate_s": tw_sim,
             "events": tw_events,
+            "packets": int(meta["packets"]["created"]),
             "events_per_s": tw_events / tw_sim if tw_sim > 0 else None,
             "version": meta.get("version"),
             "git_rev": meta.get("git_rev"),

@@ -23,6 +23,7 @@ footprint, not the stall time. Needs valgrind (`apt-get install valgrind`); each
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import shutil
 import subprocess
@@ -47,7 +48,10 @@ def measure(so: Path, pairs: int, seconds: float, ll_bytes: int) -> dict[str, in
     with tempfile.TemporaryDirectory() as tmp:
         cmd = ["valgrind", "--tool=cachegrind", "--cache-sim=yes", f"--LL={ll_bytes},16,64",
                f"--cachegrind-out-file={tmp}/cg.out", sys.executable, "-c", child_code(so, pairs, seconds)]
-        p = subprocess.run(cmd, capture_output=True, text=True)
+        # One BLAS thread: NumPy's idle OpenBLAS threads otherwise spin under Cachegrind
+        # (which runs threads one at a time) and add 0–200 instructions per packet.
+        env = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}
+        p = subprocess.run(cmd, capture_output=True, text=True, env=env)
     if p.returncode != 0:
         sys.exit(f"error: {so} at {pairs} pairs x {seconds:g} s: valgrind exited {p.returncode}:\n{p.stderr[-2000:]}")
     out = {"packets": int(p.stdout.split()[-1])}

@@ -12,7 +12,10 @@ kind and their share per simulated packet:
     .venv/bin/python bench/diag/event_cycles.py /tmp/cycles.so [--sizes 1000x60,10000x60]
 
 A kind's cycles include the pop of the event after it. Arrivals are split by where the
-packet arrives: a router (R1, R2) or its endpoint (client, server).
+packet arrives: a router (R1, R2) or its endpoint (client, server). The patch also times
+the parts of a write and of an ACK at the server (`SECTIONS`; a segment's transmission
+and its first port are counted whoever sends it, a write or an ACK), printed per packet
+in a second table.
 """
 
 from __future__ import annotations
@@ -28,6 +31,12 @@ from _native_loader import child_code, sizes  # noqa: E402
 
 KINDS = ["write", "port free", "data @R1", "data @R2", "data @client", "ack @R2", "ack @R1",
          "ack @server", "RTO timer", "delACK timer"]
+# The patch's `sec(i, ..)` calls, in order of i.
+SECTIONS = ["write: source, calendar", "write: TCP write, row", "write: transmit (all)",
+            "transmit: poll_transmit", "transmit: mark rows", "transmit: send", "transmit: arm timer",
+            "transmit: trace", "ack: Sender::handle_ack", "ack: acked cursor", "ack: blocked writes",
+            "ack: transmit (all)", "send: slab, log", "send: read port", "send: idle port",
+            "send: queue"]
 
 
 
@@ -38,6 +47,8 @@ def measure(so: str, pairs: int, seconds: float) -> tuple[dict[int, list[int]], 
             for m in re.finditer(r"row(\d) \[(.*)\]", out.stderr)}
     if set(rows) != {0, 1, 2, 3}:
         sys.exit(f"event_cycles: {so} printed no counters: is event-cycles.patch applied to it?")
+    sec = re.search(r"^sec \[(.*)\]", out.stderr, re.M)
+    rows[4] = [int(x) for x in sec[1].split(",")] if sec else []
     return rows, int(out.stdout.split()[-1])
 
 
@@ -65,6 +76,11 @@ def main() -> None:
               f"{'':>7} {cs / pk_s:8.0f} {cl / pk_l:8.0f} {cl / pk_l - cs / pk_s:+7.0f}")
     ts, tl = (sum(small[1]) + sum(small[2])) / pk_s, (sum(large[1]) + sum(large[2])) / pk_l
     print(f"{'all':13} {'':>10} {'':>8} {'':>8} {'':>7} {ts:8.0f} {tl:8.0f} {tl - ts:+7.0f}  (ratio {tl / ts:.2f})")
+    if small[4] and large[4]:
+        print(f"\n{'section':26} {'cycles/packet':>17}")
+        print(f"{'':26} {n_s:>8} {n_l:>8} {'growth':>7}")
+        for name, cs, cl in zip(SECTIONS, small[4], large[4]):
+            print(f"{name:26} {cs / pk_s:8.0f} {cl / pk_l:8.0f} {cl / pk_l - cs / pk_s:+7.0f}")
 
 
 if __name__ == "__main__":

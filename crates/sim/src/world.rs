@@ -429,8 +429,18 @@ pub struct World {
     tunnel: Option<Box<Tunnel>>,
     trace_tcp: bool,
     trace_interval: Duration,
+    /// Prefetch what the events a few places ahead will touch ([`World::prefetch_ahead`]):
+    /// only for runs of [`PREFETCH_MIN_CONNS`] connections or more.
+    prefetch: bool,
     out: RunRecords,
 }
+
+/// Connections from which [`World::prefetch_ahead`] pays. Below, a pair's state (~1 KB)
+/// for all of them stays in cache and the prefetching only costs: on the AMD EPYC of
+/// BENCHMARKS.md, leaving it out saved 3 % at 100 pairs, 7–8 % at 1,000 and 2,000, and
+/// broke even at 3,000 and 5,000, while at 7,000 and 10,000 it cost 21–27 % (where this
+/// machine's load latency climbs, 4–8 MB).
+pub const PREFETCH_MIN_CONNS: usize = 4096;
 
 const NONE: Instant = Instant::MAX;
 
@@ -661,6 +671,7 @@ impl World {
         }
         let end = Instant::from_secs_f64(cfg.scenario.duration_s + cfg.scenario.drain_s);
         let rows_at = vec![0; conns.len()];
+        let prefetch = conns.len() >= PREFETCH_MIN_CONNS;
         let timers = vec![[IDLE; 2]; conns.len()];
         let mut world = World {
             seed,
@@ -685,6 +696,7 @@ impl World {
             tunnel,
             trace_tcp: tracing && cfg.records.trace_connections == "all",
             trace_interval: Duration::from_millis_f64(cfg.records.trace_interval_ms.max(1e-3)),
+            prefetch,
             out: RunRecords::default(),
             cfg,
         };
@@ -695,6 +707,13 @@ impl World {
         Ok(world)
     }
 
+    /// Prefetch or not, whatever the size ([`PREFETCH_MIN_CONNS`] decides otherwise): for
+    /// benchmarks, and for tests that the records do not depend on it.
+    pub fn with_prefetch(mut self, on: bool) -> Self {
+        self.prefetch = on;
+        self
+    }
+
     /// Run to the end and return the records.
     pub fn run(mut self) -> RunRecords {
         while let Some((at, ev)) = self.events.pop() {
@@ -702,7 +721,9 @@ impl World {
                 break;
             }
             self.now = at;
-            self.prefetch_ahead();
+            if self.prefetch {
+                self.prefetch_ahead();
+            }
             match ev {
                 Event::AppWrite { pair } => self.on_app_write(pair),
                 Event::PortFree { port } => {

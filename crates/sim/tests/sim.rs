@@ -27,6 +27,33 @@ fn same_scenario_and_seed_give_identical_records() {
 }
 
 #[test]
+fn prefetching_does_not_change_the_records() {
+    // Prefetching is only a hint (off below PREFETCH_MIN_CONNS connections): forced on
+    // and off, a lossy run, one with RACK-TLP and separate connections, and a lossy
+    // tunnel run each give the same records.
+    use thinwan_sim::{world::World, Config};
+    let mut lossy = base();
+    set(&mut lossy, "topology.pairs", json!(40));
+    set(&mut lossy, "queue.limit_packets", json!(8));
+    let mut rack = lossy.clone();
+    set(&mut rack, "tcp.rack_tlp", json!(true));
+    set(&mut rack, "traffic.separate_connections", json!(true));
+    let mut mux = base();
+    set(&mut mux, "topology.kind", json!("mux"));
+    set(&mut mux, "topology.pairs", json!(8));
+    set(&mut mux, "topology.bottleneck_loss", json!(0.02));
+    set(&mut mux, "traffic.model", json!("game"));
+    set(&mut mux, "mux.mode", json!("mux"));
+    for v in [lossy, rack, mux] {
+        let cfg = || Config::from_json(&v.to_string()).expect("valid scenario");
+        let with = |on| World::new(cfg(), 0).expect("builds").with_prefetch(on).run();
+        let (on, off) = (with(true), with(false));
+        assert!(on.packets.created > 0);
+        assert!(format!("{on:?}") == format!("{off:?}"), "prefetching changed the records");
+    }
+}
+
+#[test]
 fn bad_json_names_the_problem() {
     let mut v = base();
     v["tcp"].as_object_mut().unwrap().remove("mss");
