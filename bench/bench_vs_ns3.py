@@ -54,7 +54,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--scenario", type=Path, default=DEFAULT_SCENARIO, help="scenario TOML")
     p.add_argument("--pairs", type=int, help="override topology.pairs (quick variant)")
     p.add_argument("--duration", type=float, help="override scenario.duration_s (quick variant)")
-    p.add_argument("--out", type=Path, default=ROOT / "results" / "bench_vs_ns3.json",
+    p.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "vs_ns3.json",
                    help="JSON results file")
     p.add_argument("--keep", type=Path, help="keep the run directories here instead of a temp dir")
     a = p.parse_args(argv)
