@@ -38,6 +38,7 @@ from pathlib import Path
 
 import thinwan
 import thinwan._native as native
+import bench_vs_ns3  # beside this script
 from thinwan.scenario import load_scenario
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -109,9 +110,6 @@ def exponents(rows: list[dict], cost: str = "sim_wall_s") -> dict:
 
 def ns3_reference(pairs_list: list[int], duration: float) -> list[dict]:
     """Each scaled workload in thinwan and in ns-3, by bench_vs_ns3.py's method."""
-    sys.path.insert(0, str(ROOT / "bench"))
-    import bench_vs_ns3
-
     rows = []
     for pairs in pairs_list:
         with tempfile.TemporaryDirectory(prefix="bench_scaling_ns3_") as tmp:

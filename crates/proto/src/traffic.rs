@@ -252,7 +252,6 @@ impl ThinClientSource {
     /// The same from parameters calibrated once (cheaper for many sources: solving the
     /// block-length scale costs ~10⁵ `powf` calls).
     pub fn calibrated(c: &Arc<Calibrated>, rng: Xoshiro256PlusPlus, start: Instant) -> Self {
-        let p = c.params;
         let mut s = ThinClientSource {
             c: Arc::clone(c),
             rng,
@@ -262,7 +261,7 @@ impl ThinClientSource {
             next_at: start,
         };
         // First flow kind from the stationary distribution p_B = α/(α+β).
-        let (a, b) = (p.p_interactive_to_bulk, p.p_bulk_to_interactive);
+        let (a, b) = (c.params.p_interactive_to_bulk, c.params.p_bulk_to_interactive);
         let p_bulk = if a + b > 0.0 { a / (a + b) } else { 0.0 };
         s.state = if s.rng.gen::<f64>() < p_bulk { Kind::Bulk } else { Kind::Interactive };
         s.begin_flow(start);

@@ -419,7 +419,8 @@ pub struct World {
     free: Vec<u32>,
     /// Per connection, where its message rows were when it last sent: with a packet's
     /// `row`, the address its endpoint will read, to prefetch (the row vector may have
-    /// moved since: then the prefetch is wasted, nothing else).
+    /// moved since: then the prefetch is wasted, nothing else). Kept only while
+    /// prefetching.
     rows_at: Vec<usize>,
     /// Per connection, its sender's and its receiver's [`Timer`].
     timers: Vec<[Timer; 2]>,
@@ -1006,7 +1007,10 @@ impl World {
                 t_deq: NONE,
             });
         }
-        self.rows_at[conn as usize] = self.conns[conn as usize].msgs.as_ptr() as usize;
+        if self.prefetch {
+            // Only the prefetching reads it.
+            self.rows_at[conn as usize] = self.conns[conn as usize].msgs.as_ptr() as usize;
+        }
         self.arm_sender(conn);
         self.trace_conn(conn);
     }
