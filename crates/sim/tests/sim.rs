@@ -54,6 +54,28 @@ fn prefetching_does_not_change_the_records() {
 }
 
 #[test]
+fn events_per_packet_do_not_grow_with_the_pair_count() {
+    // The scaling benchmark's workload (bench_scaling.py): the bottleneck's rate and
+    // buffer grow with the pairs. Ten times the pairs carry about ten times the packets
+    // with the same number of events each: nothing in the model (timers, port events,
+    // re-arms) does work per pair that its packets do not pay for.
+    let scaled = |pairs: u32| {
+        let mut v = base();
+        set(&mut v, "topology.pairs", json!(pairs));
+        set(&mut v, "topology.bottleneck_rate_mbps", json!(0.1 * pairs as f64));
+        set(&mut v, "queue.limit_packets", json!(0));
+        set(&mut v, "queue.limit_bytes", json!(25_000 * pairs));
+        set(&mut v, "scenario.duration_s", json!(5.0));
+        set(&mut v, "records.traces", json!(false));
+        let r = run(&v, 0);
+        (r.packets.created as f64, r.events as f64 / r.packets.created as f64)
+    };
+    let (small, large) = (scaled(50), scaled(500));
+    assert!((8.0..12.0).contains(&(large.0 / small.0)), "packets {} -> {}", small.0, large.0);
+    assert!((large.1 / small.1 - 1.0).abs() < 0.05, "events per packet {:.3} -> {:.3}", small.1, large.1);
+}
+
+#[test]
 fn bad_json_names_the_problem() {
     let mut v = base();
     v["tcp"].as_object_mut().unwrap().remove("mss");
