@@ -134,10 +134,15 @@ def ns3_reference(pairs_list: list[int], duration: float) -> list[dict]:
         })
         print(f"  thinwan {rows[-1]['thinwan_ns_per_packet']:8.0f} ns/packet   "
               f"ns-3 {rows[-1]['ns3_ns_per_packet']:10.0f} ns/packet", file=sys.stderr)
-    for row in rows:
-        for k in ("thinwan", "ns3"):
-            row[f"{k}_cost_per_packet_vs_smallest"] = row[f"{k}_ns_per_packet"] / rows[0][f"{k}_ns_per_packet"]
+    for k in ("thinwan", "ns3"):
+        vs_smallest(rows, f"{k}_ns_per_packet", f"{k}_cost_per_packet_vs_smallest")
     return rows
+
+
+def vs_smallest(rows: list[dict], key: str, out: str) -> None:
+    """Set `out` in each row to its `key` over the first (smallest) row's."""
+    for row in rows:
+        row[out] = row[key] / rows[0][key]
 
 
 def pair_counts(text: str) -> list[int]:
@@ -185,9 +190,7 @@ def main() -> None:
     if not a.skip_memory:
         res["memory"] = memory()
     res["scaling"] = scaling(a.pairs, a.duration, a.repeat)
-    base = res["scaling"][0]
-    for row in res["scaling"]:
-        row["cost_per_packet_vs_smallest"] = row["ns_per_packet"] / base["ns_per_packet"]
+    vs_smallest(res["scaling"], "ns_per_packet", "cost_per_packet_vs_smallest")
     res["exponent"] = exponents(res["scaling"])
     if a.ns3:
         ref = ns3_reference(a.ns3, a.ns3_duration)
