@@ -269,9 +269,13 @@ pub fn parse(text: &str) -> Result<RawConfig, ConfigError> {
 pub fn load(path: &Path) -> Result<RawConfig, ConfigError> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| ConfigError::new("", format!("cannot read {}: {e}", path.display())))?;
-    let mut raw = parse(&text).map_err(|e| ConfigError::new("", format!("{}: {}", path.display(), e.message)))?;
+    let mut raw =
+        parse(&text).map_err(|e| ConfigError::new("", format!("{}: {}", path.display(), e.message)))?;
     let base = path.parent().unwrap_or(Path::new("."));
-    for p in [&mut raw.auth.psk_file, &mut raw.auth.cert, &mut raw.auth.key, &mut raw.auth.ca].into_iter().flatten() {
+    for p in [&mut raw.auth.psk_file, &mut raw.auth.cert, &mut raw.auth.key, &mut raw.auth.ca]
+        .into_iter()
+        .flatten()
+    {
         if p.is_relative() {
             *p = base.join(&*p);
         }
@@ -340,11 +344,18 @@ impl TryFrom<RawConfig> for EdgeConfig {
             if !listens.insert(listen) {
                 return Err(ConfigError::new(key("listen"), format!("address {listen} used twice")));
             }
-            forwards.push(Forward { name: f.name.clone(), listen, class: class(&key("class"), f.class.as_deref())? });
+            forwards.push(Forward {
+                name: f.name.clone(),
+                listen,
+                class: class(&key("class"), f.class.as_deref())?,
+            });
         }
         let server_name = raw.trunk.server_name.clone().unwrap_or_else(|| "thinwan-core".into());
         if rustls_pki_types::ServerName::try_from(server_name.as_str()).is_err() {
-            return Err(ConfigError::new("trunk.server_name", format!("{server_name:?} is not a valid DNS name or IP")));
+            return Err(ConfigError::new(
+                "trunk.server_name",
+                format!("{server_name:?} is not a valid DNS name or IP"),
+            ));
         }
         let common = common(&raw, lanes)?;
         Ok(EdgeConfig { connect, server_name, forwards, common })
@@ -410,7 +421,9 @@ fn common(raw: &RawConfig, lanes: u16) -> Result<Common, ConfigError> {
     let log_json = match raw.log.format.as_deref().unwrap_or("text") {
         "text" => false,
         "json" => true,
-        other => return Err(ConfigError::new("log.format", format!("{other:?}: expected \"text\" or \"json\""))),
+        other => {
+            return Err(ConfigError::new("log.format", format!("{other:?}: expected \"text\" or \"json\"")))
+        }
     };
     Ok(Common {
         auth: auth(&raw.auth)?,
@@ -426,11 +439,14 @@ fn common(raw: &RawConfig, lanes: u16) -> Result<Common, ConfigError> {
 
 fn auth(a: &RawAuth) -> Result<Auth, ConfigError> {
     let psk = match (&a.psk, &a.psk_file) {
-        (Some(_), Some(_)) => return Err(ConfigError::new("auth.psk", "give auth.psk or auth.psk_file, not both")),
+        (Some(_), Some(_)) => {
+            return Err(ConfigError::new("auth.psk", "give auth.psk or auth.psk_file, not both"))
+        }
         (Some(p), None) => Some(("auth.psk", p.trim().as_bytes().to_vec())),
         (None, Some(f)) => {
-            let text = std::fs::read_to_string(f)
-                .map_err(|e| ConfigError::new("auth.psk_file", format!("cannot read {}: {e}", f.display())))?;
+            let text = std::fs::read_to_string(f).map_err(|e| {
+                ConfigError::new("auth.psk_file", format!("cannot read {}: {e}", f.display()))
+            })?;
             Some(("auth.psk_file", text.trim().as_bytes().to_vec()))
         }
         (None, None) => None,
@@ -471,7 +487,9 @@ fn class(key: &str, v: Option<&str>) -> Result<Class, ConfigError> {
         "auto" => Ok(Class::Auto),
         "interactive" => Ok(Class::Interactive),
         "bulk" => Ok(Class::Bulk),
-        other => Err(ConfigError::new(key, format!("{other:?}: expected \"auto\", \"interactive\" or \"bulk\""))),
+        other => {
+            Err(ConfigError::new(key, format!("{other:?}: expected \"auto\", \"interactive\" or \"bulk\"")))
+        }
     }
 }
 

@@ -87,7 +87,9 @@ async fn serve_trunk(
         let mut buf = Vec::new();
         let mut chunk = [0u8; 4096];
         loop {
-            if let Some(h) = peek_hello(&buf, MAX_REASON_TEXT as u32).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))? {
+            if let Some(h) = peek_hello(&buf, MAX_REASON_TEXT as u32)
+                .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?
+            {
                 return Ok::<_, io::Error>((tls, buf, h));
             }
             let n = tls.read(&mut chunk).await?;

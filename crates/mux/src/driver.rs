@@ -348,7 +348,14 @@ impl Driver {
         }
     }
 
-    fn lane_connected(&mut self, s: &mut Session, lane: u16, io: Box<dyn Io>, initial: &[u8], done: oneshot::Sender<io::Result<()>>) {
+    fn lane_connected(
+        &mut self,
+        s: &mut Session,
+        lane: u16,
+        io: Box<dyn Io>,
+        initial: &[u8],
+        done: oneshot::Sender<io::Result<()>>,
+    ) {
         if lane >= s.lane_count() {
             let _ = done.send(Err(io::Error::new(io::ErrorKind::InvalidData, "lane index out of range")));
             return;
@@ -562,7 +569,9 @@ pub fn random_id() -> u64 {
     let mut b = [0u8; 8];
     // The system RNG failing is not recoverable in any useful way; fall back to time.
     if ring::rand::SecureRandom::fill(&ring::rand::SystemRandom::new(), &mut b).is_err() {
-        return std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(1, |d| d.as_nanos() as u64);
+        return std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(1, |d| d.as_nanos() as u64);
     }
     u64::from_ne_bytes(b)
 }

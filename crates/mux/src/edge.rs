@@ -31,7 +31,8 @@ impl Edge {
         mut shutdown: watch::Receiver<bool>,
     ) -> io::Result<()> {
         let connector = Connector::new(&cfg.common.auth, &cfg.server_name)?;
-        let (shared, _driver) = Shared::spawn(Role::Edge, random_id(), cfg.common.session.clone(), counters.clone(), None);
+        let (shared, _driver) =
+            Shared::spawn(Role::Edge, random_id(), cfg.common.session.clone(), counters.clone(), None);
         if let Some(tx) = shared_out {
             let _ = tx.send(shared.clone());
         }
@@ -69,7 +70,13 @@ impl Edge {
 }
 
 /// Keep one trunk lane connected: dial, authenticate, run, back off, repeat.
-async fn lane_loop(shared: Arc<Shared>, lane: u16, connector: Connector, cfg: EdgeConfig, mut stop: watch::Receiver<bool>) {
+async fn lane_loop(
+    shared: Arc<Shared>,
+    lane: u16,
+    connector: Connector,
+    cfg: EdgeConfig,
+    mut stop: watch::Receiver<bool>,
+) {
     let mut backoff = std::time::Duration::from_millis(50);
     loop {
         let stopping = *stop.borrow();

@@ -70,7 +70,13 @@ impl LaneIo {
 
     /// Write what the session has for `lane` until the socket pushes back (its waker is
     /// then registered) or nothing is left.
-    pub fn transmit(&mut self, cx: &mut Context<'_>, s: &mut Session, lane: u16, now: Instant) -> io::Result<()> {
+    pub fn transmit(
+        &mut self,
+        cx: &mut Context<'_>,
+        s: &mut Session,
+        lane: u16,
+        now: Instant,
+    ) -> io::Result<()> {
         loop {
             if self.sent == self.out.len() {
                 // The previous batch must leave user space before the next is chosen.

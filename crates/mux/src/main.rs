@@ -8,7 +8,11 @@ use thinwan_mux::config::{self, Common};
 use thinwan_mux::{CoreConfig, EdgeConfig};
 
 #[derive(Parser)]
-#[command(name = "thinwan-mux", version, about = "thin-stream multiplexing tunnel (edge ⇄ core over TLS 1.3 trunks)")]
+#[command(
+    name = "thinwan-mux",
+    version,
+    about = "thin-stream multiplexing tunnel (edge ⇄ core over TLS 1.3 trunks)"
+)]
 struct Cli {
     #[command(subcommand)]
     cmd: Cmd,
@@ -74,7 +78,10 @@ fn main() -> ExitCode {
 
 /// Load and validate a daemon's configuration. `Err` is the exit code to stop with: 2 for
 /// a bad configuration, 0 after `--check` of a good one.
-fn load<C: TryFrom<config::RawConfig, Error = config::ConfigError>>(path: &std::path::Path, check: bool) -> Result<C, ExitCode> {
+fn load<C: TryFrom<config::RawConfig, Error = config::ConfigError>>(
+    path: &std::path::Path,
+    check: bool,
+) -> Result<C, ExitCode> {
     match config::load(path).and_then(C::try_from) {
         Err(e) => {
             eprintln!("thinwan-mux: invalid configuration {}: {e}", path.display());

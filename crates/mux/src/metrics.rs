@@ -18,7 +18,8 @@ use crate::driver::{Counters, Shared};
 /// Where a scrape finds the sessions.
 pub type Sessions = Arc<dyn Fn() -> Vec<Arc<Shared>> + Send + Sync>;
 
-const FRAME_TYPES: [&str; 10] = ["", "open", "data", "close", "reset", "credit", "ack", "ping", "hello", "goaway"];
+const FRAME_TYPES: [&str; 10] =
+    ["", "open", "data", "close", "reset", "credit", "ack", "ping", "hello", "goaway"];
 
 /// Render all metrics.
 pub fn render(role: &str, counters: &Counters, sessions: &[Arc<Shared>]) -> String {
@@ -75,22 +76,52 @@ pub fn render(role: &str, counters: &Counters, sessions: &[Arc<Shared>]) -> Stri
     counter(&mut o, "resumes_total", "Trunk lane resumptions.", st.resumes);
     counter(&mut o, "lane_drops_total", "Trunk lane disconnects.", st.lane_drops);
     counter(&mut o, "reconnects_total", "Trunk connections established.", c(&counters.trunk_connects));
-    counter(&mut o, "trunk_failures_total", "Trunk connects/handshakes failed (incl. authentication).", c(&counters.trunk_failures));
+    counter(
+        &mut o,
+        "trunk_failures_total",
+        "Trunk connects/handshakes failed (incl. authentication).",
+        c(&counters.trunk_failures),
+    );
     counter(&mut o, "sessions_lost_total", "Sessions lost (streams failed).", c(&counters.sessions_lost));
-    counter(&mut o, "app_connections_total", "Client (edge) or target (core) connections.", c(&counters.app_connections));
+    counter(
+        &mut o,
+        "app_connections_total",
+        "Client (edge) or target (core) connections.",
+        c(&counters.app_connections),
+    );
     counter(&mut o, "app_refused_total", "Client connections refused.", c(&counters.app_refused));
-    counter(&mut o, "unknown_targets_total", "Streams refused: target not configured.", c(&counters.unknown_targets));
-    counter(&mut o, "target_connect_failures_total", "Target connects failed.", c(&counters.target_connect_failures));
+    counter(
+        &mut o,
+        "unknown_targets_total",
+        "Streams refused: target not configured.",
+        c(&counters.unknown_targets),
+    );
+    counter(
+        &mut o,
+        "target_connect_failures_total",
+        "Target connects failed.",
+        c(&counters.target_connect_failures),
+    );
     let _ = writeln!(o, "# HELP thinwan_mux_trunk_bytes_total Trunk bytes (plaintext frames).\n# TYPE thinwan_mux_trunk_bytes_total counter");
     let _ = writeln!(o, "thinwan_mux_trunk_bytes_total{{role=\"{role}\",dir=\"tx\"}} {}", st.trunk_bytes_tx);
     let _ = writeln!(o, "thinwan_mux_trunk_bytes_total{{role=\"{role}\",dir=\"rx\"}} {}", st.trunk_bytes_rx);
     let _ = writeln!(o, "# HELP thinwan_mux_payload_bytes_total Stream payload bytes.\n# TYPE thinwan_mux_payload_bytes_total counter");
-    let _ = writeln!(o, "thinwan_mux_payload_bytes_total{{role=\"{role}\",dir=\"tx\"}} {}", st.payload_bytes_tx);
-    let _ = writeln!(o, "thinwan_mux_payload_bytes_total{{role=\"{role}\",dir=\"rx\"}} {}", st.payload_bytes_rx);
+    let _ =
+        writeln!(o, "thinwan_mux_payload_bytes_total{{role=\"{role}\",dir=\"tx\"}} {}", st.payload_bytes_tx);
+    let _ =
+        writeln!(o, "thinwan_mux_payload_bytes_total{{role=\"{role}\",dir=\"rx\"}} {}", st.payload_bytes_rx);
     let _ = writeln!(o, "# HELP thinwan_mux_frames_total Frames by type and direction.\n# TYPE thinwan_mux_frames_total counter");
     for (i, name) in FRAME_TYPES.iter().enumerate().skip(1) {
-        let _ = writeln!(o, "thinwan_mux_frames_total{{role=\"{role}\",dir=\"tx\",type=\"{name}\"}} {}", st.frames_tx[i]);
-        let _ = writeln!(o, "thinwan_mux_frames_total{{role=\"{role}\",dir=\"rx\",type=\"{name}\"}} {}", st.frames_rx[i]);
+        let _ = writeln!(
+            o,
+            "thinwan_mux_frames_total{{role=\"{role}\",dir=\"tx\",type=\"{name}\"}} {}",
+            st.frames_tx[i]
+        );
+        let _ = writeln!(
+            o,
+            "thinwan_mux_frames_total{{role=\"{role}\",dir=\"rx\",type=\"{name}\"}} {}",
+            st.frames_rx[i]
+        );
     }
     let _ = writeln!(o, "# HELP thinwan_mux_queue_delay_seconds Time a data frame's first byte waited in the mux before the trunk.\n# TYPE thinwan_mux_queue_delay_seconds histogram");
     for (class, h) in [("thin", &st.delay_thin), ("bulk", &st.delay_bulk)] {
@@ -103,11 +134,24 @@ fn histogram(o: &mut String, role: &str, class: &str, h: &Histogram) {
     let mut cum = 0;
     for (i, b) in DELAY_BUCKETS_US.iter().enumerate() {
         cum += h.buckets[i];
-        let _ = writeln!(o, "thinwan_mux_queue_delay_seconds_bucket{{role=\"{role}\",class=\"{class}\",le=\"{}\"}} {cum}", *b as f64 * 1e-6);
+        let _ = writeln!(
+            o,
+            "thinwan_mux_queue_delay_seconds_bucket{{role=\"{role}\",class=\"{class}\",le=\"{}\"}} {cum}",
+            *b as f64 * 1e-6
+        );
     }
-    let _ = writeln!(o, "thinwan_mux_queue_delay_seconds_bucket{{role=\"{role}\",class=\"{class}\",le=\"+Inf\"}} {}", h.count);
-    let _ = writeln!(o, "thinwan_mux_queue_delay_seconds_sum{{role=\"{role}\",class=\"{class}\"}} {}", h.sum_secs);
-    let _ = writeln!(o, "thinwan_mux_queue_delay_seconds_count{{role=\"{role}\",class=\"{class}\"}} {}", h.count);
+    let _ = writeln!(
+        o,
+        "thinwan_mux_queue_delay_seconds_bucket{{role=\"{role}\",class=\"{class}\",le=\"+Inf\"}} {}",
+        h.count
+    );
+    let _ = writeln!(
+        o,
+        "thinwan_mux_queue_delay_seconds_sum{{role=\"{role}\",class=\"{class}\"}} {}",
+        h.sum_secs
+    );
+    let _ =
+        writeln!(o, "thinwan_mux_queue_delay_seconds_count{{role=\"{role}\",class=\"{class}\"}} {}", h.count);
 }
 
 /// Serve `GET /metrics` (any path, really) until shutdown.

@@ -63,12 +63,17 @@ impl Acceptor {
         let (mut cfg, psk) = match auth {
             Auth::Psk(k) => {
                 let (chain, key) = self_signed("thinwan-core")?;
-                (builder.with_no_client_auth().with_single_cert(chain, key).map_err(err)?, Some(k.as_slice().into()))
+                (
+                    builder.with_no_client_auth().with_single_cert(chain, key).map_err(err)?,
+                    Some(k.as_slice().into()),
+                )
             }
             Auth::Certs { cert, key, ca } => {
                 let roots = Arc::new(roots(ca)?);
-                let verifier = WebPkiClientVerifier::builder_with_provider(roots, provider()).build().map_err(err)?;
-                let cfg = builder.with_client_cert_verifier(verifier).with_single_cert(certs(cert)?, key_der(key)?);
+                let verifier =
+                    WebPkiClientVerifier::builder_with_provider(roots, provider()).build().map_err(err)?;
+                let cfg =
+                    builder.with_client_cert_verifier(verifier).with_single_cert(certs(cert)?, key_der(key)?);
                 (cfg.map_err(err)?, None)
             }
         };
@@ -102,11 +107,14 @@ impl Connector {
             Auth::Psk(k) => {
                 // Encryption only here; the HMAC proof below authenticates the core.
                 let verifier = Arc::new(AnyServerCert(provider()));
-                let cfg = builder.dangerous().with_custom_certificate_verifier(verifier).with_no_client_auth();
+                let cfg =
+                    builder.dangerous().with_custom_certificate_verifier(verifier).with_no_client_auth();
                 (cfg, Some(k.as_slice().into()))
             }
             Auth::Certs { cert, key, ca } => {
-                let cfg = builder.with_root_certificates(roots(ca)?).with_client_auth_cert(certs(cert)?, key_der(key)?);
+                let cfg = builder
+                    .with_root_certificates(roots(ca)?)
+                    .with_client_auth_cert(certs(cert)?, key_der(key)?);
                 (cfg.map_err(err)?, None)
             }
         };

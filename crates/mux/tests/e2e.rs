@@ -9,7 +9,7 @@ use thinwan_mux::config::parse;
 use thinwan_mux::core::{Core, Registry};
 use thinwan_mux::driver::abort_socket;
 use thinwan_mux::edge::Edge;
-use thinwan_mux::{Counters, CoreConfig, EdgeConfig, Shared};
+use thinwan_mux::{CoreConfig, Counters, EdgeConfig, Shared};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
@@ -231,7 +231,8 @@ async fn trunk_resets_lose_and_duplicate_nothing() {
 async fn wrong_psk_cannot_open_a_trunk() {
     let extra = "[timeouts]\nresume_timeout_ms = 1500";
     let h = start(&psk(), "psk = \"some-other-key-0123456789\"", &["echo"], extra).await;
-    let r = tokio::time::timeout(Duration::from_secs(10), echo_roundtrip(h.client_addrs[0], 1, 100, 100)).await;
+    let r =
+        tokio::time::timeout(Duration::from_secs(10), echo_roundtrip(h.client_addrs[0], 1, 100, 100)).await;
     assert!(matches!(r, Ok(Err(_))), "the client's stream fails: {r:?}");
     assert!(h.core_counters.trunk_failures.load(Ordering::SeqCst) >= 1);
     assert_eq!(h.core_counters.trunk_connects.load(Ordering::SeqCst), 0);
@@ -269,7 +270,8 @@ async fn certificates_mutual_auth() {
     let bad_edge = format!("cert = \"{o}/edge.pem\"\nkey = \"{o}/edge.key\"\nca = \"{d}/ca.pem\"");
     let extra = "[timeouts]\nresume_timeout_ms = 1500";
     let h = start(&core, &bad_edge, &["echo"], extra).await;
-    let r = tokio::time::timeout(Duration::from_secs(10), echo_roundtrip(h.client_addrs[0], 1, 100, 100)).await;
+    let r =
+        tokio::time::timeout(Duration::from_secs(10), echo_roundtrip(h.client_addrs[0], 1, 100, 100)).await;
     assert!(matches!(r, Ok(Err(_))), "{r:?}");
     assert_eq!(h.core_counters.trunk_connects.load(Ordering::SeqCst), 0);
     let _ = h.stop.send(true);

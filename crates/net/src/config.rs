@@ -138,7 +138,8 @@ impl std::error::Error for ConfigError {}
 impl LinkConfig {
     /// Parse JSON and check every value.
     pub fn from_json(text: &str) -> Result<Self, ConfigError> {
-        let cfg: LinkConfig = serde_json::from_str(text).map_err(|e| ConfigError(format!("link config: {e}")))?;
+        let cfg: LinkConfig =
+            serde_json::from_str(text).map_err(|e| ConfigError(format!("link config: {e}")))?;
         cfg.validate()?;
         Ok(cfg)
     }
@@ -170,13 +171,22 @@ impl DirConfig {
             return err("jitter", e);
         }
         if !matches!(self.queue.discipline.as_str(), "droptail" | "priority") {
-            return err("queue.discipline", format!("unknown discipline {:?} (known: droptail, priority)", self.queue.discipline));
+            return err(
+                "queue.discipline",
+                format!("unknown discipline {:?} (known: droptail, priority)", self.queue.discipline),
+            );
         }
         if !matches!(self.queue.priority_classifier.as_str(), "label" | "gap") {
-            return err("queue.priority_classifier", format!("unknown classifier {:?} (known: label, gap)", self.queue.priority_classifier));
+            return err(
+                "queue.priority_classifier",
+                format!("unknown classifier {:?} (known: label, gap)", self.queue.priority_classifier),
+            );
         }
         if !(self.queue.classifier_gap_ms.is_finite() && self.queue.classifier_gap_ms > 0.0) {
-            return err("queue.classifier_gap_ms", format!("must be a finite number > 0, got {}", self.queue.classifier_gap_ms));
+            return err(
+                "queue.classifier_gap_ms",
+                format!("must be a finite number > 0, got {}", self.queue.classifier_gap_ms),
+            );
         }
         if self.queue.limit_bytes == 0 && self.queue.limit_packets == 0 {
             return err("queue", "limit_bytes and limit_packets are both 0; set at least one".into());
@@ -260,7 +270,8 @@ pub fn parse_jitter(text: &str) -> Result<Jitter, String> {
     if t.is_empty() || t == "none" || t == "0" {
         return Ok(Jitter::None);
     }
-    let (law, amount) = t.split_once(':').ok_or_else(|| format!("bad jitter {text:?} (try uniform:10% or normal:2ms)"))?;
+    let (law, amount) =
+        t.split_once(':').ok_or_else(|| format!("bad jitter {text:?} (try uniform:10% or normal:2ms)"))?;
     let law = match law {
         "uniform" => JitterLaw::Uniform,
         "normal" => JitterLaw::Normal,
@@ -279,7 +290,9 @@ pub fn parse_jitter(text: &str) -> Result<Jitter, String> {
 }
 
 fn split_number(t: &str) -> (&str, &str) {
-    let end = t.find(|c: char| !(c.is_ascii_digit() || c == '.' || c == 'e' || c == '-' || c == '+')).unwrap_or(t.len());
+    let end = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.' || c == 'e' || c == '-' || c == '+'))
+        .unwrap_or(t.len());
     // "1e" would swallow the unit of e.g. "1e3"; units never start with 'e' here.
     (&t[..end], t[end..].trim())
 }
@@ -299,7 +312,10 @@ mod tests {
         assert_eq!(parse_ms("500us").unwrap(), 0.5);
         assert_eq!(parse_ms("1.5s").unwrap(), 1500.0);
         assert!(parse_ms("-3ms").is_err());
-        assert_eq!(parse_jitter("uniform:10%").unwrap(), Jitter::Law { law: JitterLaw::Uniform, size: JitterSize::Fraction(0.1) });
+        assert_eq!(
+            parse_jitter("uniform:10%").unwrap(),
+            Jitter::Law { law: JitterLaw::Uniform, size: JitterSize::Fraction(0.1) }
+        );
         assert_eq!(
             parse_jitter("normal:2ms").unwrap(),
             Jitter::Law { law: JitterLaw::Normal, size: JitterSize::Absolute(Duration::from_millis(2)) }
@@ -315,12 +331,18 @@ mod tests {
         assert!(e.0.starts_with("rev.jitter:"), "{e}");
         let e = LinkConfig::from_json(r#"{"fwd": {"speed": 1}}"#).unwrap_err();
         assert!(e.0.contains("speed"), "{e}");
-        let c = LinkConfig::from_json(r#"{"seed": 3, "fwd": {"rate_bps": 10000000, "delay_ms": 20, "ge": {"p": 0.01, "r": 0.3}}}"#).unwrap();
+        let c = LinkConfig::from_json(
+            r#"{"seed": 3, "fwd": {"rate_bps": 10000000, "delay_ms": 20, "ge": {"p": 0.01, "r": 0.3}}}"#,
+        )
+        .unwrap();
         assert_eq!(c.fwd.ge.unwrap().loss_bad, 1.0);
         assert_eq!(c.rev, DirConfig::default());
         let e = LinkConfig::from_json(r#"{"fwd": {"queue": {"discipline": "red"}}}"#).unwrap_err();
         assert!(e.0.starts_with("fwd.queue.discipline:"), "{e}");
-        let e = LinkConfig::from_json(r#"{"fwd": {"queue": {"discipline": "priority", "priority_classifier": "dpi"}}}"#).unwrap_err();
+        let e = LinkConfig::from_json(
+            r#"{"fwd": {"queue": {"discipline": "priority", "priority_classifier": "dpi"}}}"#,
+        )
+        .unwrap_err();
         assert!(e.0.starts_with("fwd.queue.priority_classifier:"), "{e}");
         let c = LinkConfig::from_json(r#"{"fwd": {"queue": {"discipline": "priority", "priority_classifier": "gap", "classifier_gap_ms": 5}}}"#).unwrap();
         assert_eq!(c.fwd.queue.classifier(), Classifier::Gap(Duration::from_millis(5)));

@@ -160,7 +160,9 @@ impl Worker {
                     }
                     Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                     Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                    Err(e) => return Err(io::Error::new(e.kind(), format!("read {}: {e}", self.input.name()))),
+                    Err(e) => {
+                        return Err(io::Error::new(e.kind(), format!("read {}: {e}", self.input.name())))
+                    }
                 }
             }
             self.serve(clock::now(), &mut due, &mut batch, out_side);
@@ -209,7 +211,10 @@ impl Logger {
             Some(dir) => {
                 std::fs::create_dir_all(dir)?;
                 let off = clock::realtime_offset_ns();
-                Some([PcapSide::create(&dir.join("server.pcap"), off)?, PcapSide::create(&dir.join("client.pcap"), off)?])
+                Some([
+                    PcapSide::create(&dir.join("server.pcap"), off)?,
+                    PcapSide::create(&dir.join("client.pcap"), off)?,
+                ])
             }
             None => None,
         };

@@ -393,7 +393,15 @@ impl Direction {
         }
     }
 
-    fn event(&self, t: Instant, kind: EventKind, reason: Reason, pkt: u64, hdr: Summary, due: Instant) -> Event {
+    fn event(
+        &self,
+        t: Instant,
+        kind: EventKind,
+        reason: Reason,
+        pkt: u64,
+        hdr: Summary,
+        due: Instant,
+    ) -> Event {
         Event {
             t,
             kind,
@@ -436,7 +444,8 @@ mod tests {
     /// Run a direction on virtual time: `arrivals` are (time, payload bytes); returns
     /// (packet id, due, delivered) and all events.
     fn run(cfg: &DirConfig, arrivals: &[(Instant, usize)]) -> (Vec<(u64, Instant)>, Vec<Event>) {
-        let frames: Vec<_> = arrivals.iter().enumerate().map(|(i, &(t, n))| (t, tcp_packet(i as u32, n))).collect();
+        let frames: Vec<_> =
+            arrivals.iter().enumerate().map(|(i, &(t, n))| (t, tcp_packet(i as u32, n))).collect();
         run_frames(cfg, &frames)
     }
 
@@ -463,7 +472,8 @@ mod tests {
                 d.delivered(del.due, &del, true, &mut events);
             }
         }
-        let delivered = events.iter().filter(|e| e.kind == EventKind::Deliver).map(|e| (e.pkt, e.t)).collect();
+        let delivered =
+            events.iter().filter(|e| e.kind == EventKind::Deliver).map(|e| (e.pkt, e.t)).collect();
         (delivered, events)
     }
 
@@ -511,7 +521,8 @@ mod tests {
         let (out, events) = run(&cfg, &arrivals);
         // One on the wire + 2 queued; the other 3 overflow.
         assert_eq!(out.iter().map(|o| o.0).collect::<Vec<_>>(), vec![0, 1, 2]);
-        let drops: Vec<_> = events.iter().filter(|e| e.kind == EventKind::Drop).map(|e| (e.pkt, e.reason)).collect();
+        let drops: Vec<_> =
+            events.iter().filter(|e| e.kind == EventKind::Drop).map(|e| (e.pkt, e.reason)).collect();
         assert_eq!(drops, vec![(3, Reason::Overflow), (4, Reason::Overflow), (5, Reason::Overflow)]);
     }
 
@@ -524,14 +535,16 @@ mod tests {
         assert_eq!(out.len(), 2000);
         assert!(out.windows(2).all(|w| w[0].0 < w[1].0 && w[0].1 <= w[1].1));
         // Delays really vary, and stay within [5 ms, 15 ms] + the ordering push-back.
-        let delays: Vec<f64> = out.iter().map(|(id, t)| (*t - arrivals[*id as usize].0).as_secs_f64()).collect();
+        let delays: Vec<f64> =
+            out.iter().map(|(id, t)| (*t - arrivals[*id as usize].0).as_secs_f64()).collect();
         let (lo, hi) = delays.iter().fold((1.0f64, 0.0f64), |(l, h), &d| (l.min(d), h.max(d)));
         assert!(lo >= 0.005 && hi <= 0.015 && hi - lo > 0.008, "{lo} {hi}");
     }
 
     #[test]
     fn jitter_with_reordering_reorders() {
-        let cfg = DirConfig { delay_ms: 10.0, jitter: "uniform:50%".into(), reorder: true, ..Default::default() };
+        let cfg =
+            DirConfig { delay_ms: 10.0, jitter: "uniform:50%".into(), reorder: true, ..Default::default() };
         let arrivals: Vec<_> = (0..500).map(|k| (Instant::from_nanos(k * 100_000), 100)).collect();
         let (out, _) = run(&cfg, &arrivals);
         assert_eq!(out.len(), 500);
@@ -549,7 +562,10 @@ mod tests {
         let lost = ev.iter().filter(|e| e.reason == Reason::Loss).count();
         assert_eq!(lost + a.len(), 5000);
         assert!((lost as f64 / 5000.0 - 0.1).abs() < 0.02);
-        let ge = DirConfig { ge: Some(GeConfig { p: 0.05, r: 0.5, loss_good: 0.0, loss_bad: 1.0 }), ..Default::default() };
+        let ge = DirConfig {
+            ge: Some(GeConfig { p: 0.05, r: 0.5, loss_good: 0.0, loss_bad: 1.0 }),
+            ..Default::default()
+        };
         let (_, ev) = run(&ge, &arrivals);
         assert!(ev.iter().any(|e| e.reason == Reason::BurstLoss));
     }
@@ -557,7 +573,9 @@ mod tests {
     /// A TCP packet of flow `sport` with `payload` bytes and TOS byte `tos` (the IPv4
     /// checksum is not fixed up: nothing on the path checks it).
     fn flow_packet(sport: u16, payload: usize, tos: u8) -> Vec<u8> {
-        let b = etherparse::PacketBuilder::ipv4([198, 18, 1, 1], [198, 18, 2, 1], 64).tcp(sport, 5001, 1, 65535).ack(1);
+        let b = etherparse::PacketBuilder::ipv4([198, 18, 1, 1], [198, 18, 2, 1], 64)
+            .tcp(sport, 5001, 1, 65535)
+            .ack(1);
         let mut out = Vec::with_capacity(b.size(payload));
         b.write(&mut out, &vec![0u8; payload]).expect("writing to a Vec cannot fail");
         out[1] = tos;
@@ -595,7 +613,11 @@ mod tests {
 
     #[test]
     fn priority_gap_classifier_serves_flow_heads_first() {
-        let q = QueueConfig { discipline: "priority".into(), priority_classifier: "gap".into(), ..Default::default() };
+        let q = QueueConfig {
+            discipline: "priority".into(),
+            priority_classifier: "gap".into(),
+            ..Default::default()
+        };
         let (order, _) = service_order(q, 0);
         // A0 is on the wire when the rest arrive. B and C start flows (interactive);
         // A1..A4 follow A0 within 6.31 ms (bulk); A5 comes 8 ms after A4, so it heads
@@ -605,7 +627,11 @@ mod tests {
 
     #[test]
     fn priority_label_classifier_reads_dscp() {
-        let q = QueueConfig { discipline: "priority".into(), priority_classifier: "label".into(), ..Default::default() };
+        let q = QueueConfig {
+            discipline: "priority".into(),
+            priority_classifier: "label".into(),
+            ..Default::default()
+        };
         // B carries DSCP CS4: served first. C has only ECT(0) (DSCP 0): bulk, like A5.
         let (order, events) = service_order(q.clone(), crate::config::INTERACTIVE_TOS);
         assert_eq!(order, ["A0", "B", "A1", "A2", "C", "A3", "A4", "A5"]);
@@ -631,7 +657,8 @@ mod tests {
         ];
         let (out, events) = run_frames(&cfg, &frames);
         assert_eq!(out.iter().map(|o| o.0).collect::<Vec<_>>(), vec![0, 3, 1]);
-        let drops: Vec<_> = events.iter().filter(|e| e.kind == EventKind::Drop).map(|e| (e.pkt, e.reason)).collect();
+        let drops: Vec<_> =
+            events.iter().filter(|e| e.kind == EventKind::Drop).map(|e| (e.pkt, e.reason)).collect();
         assert_eq!(drops, vec![(2, Reason::PushedOut), (4, Reason::Overflow)]);
     }
 

@@ -113,7 +113,16 @@ pub fn parse(data: &[u8]) -> Result<Summary, Malformed> {
 
 fn tcp_flags(t: &etherparse::TcpSlice<'_>) -> u8 {
     use flags::*;
-    let bits = [(t.fin(), FIN), (t.syn(), SYN), (t.rst(), RST), (t.psh(), PSH), (t.ack(), ACK), (t.urg(), URG), (t.ece(), ECE), (t.cwr(), CWR)];
+    let bits = [
+        (t.fin(), FIN),
+        (t.syn(), SYN),
+        (t.rst(), RST),
+        (t.psh(), PSH),
+        (t.ack(), ACK),
+        (t.urg(), URG),
+        (t.ece(), ECE),
+        (t.cwr(), CWR),
+    ];
     bits.iter().filter(|(on, _)| *on).fold(0, |acc, (_, b)| acc | b)
 }
 
@@ -125,7 +134,10 @@ pub(crate) mod tests {
 
     /// A TCP/IPv4 packet with `payload` bytes of data.
     pub(crate) fn tcp_packet(seq: u32, payload: usize) -> Vec<u8> {
-        let b = PacketBuilder::ipv4([198, 18, 1, 1], [198, 18, 2, 1], 64).tcp(40000, 5001, seq, 65535).ack(7).psh();
+        let b = PacketBuilder::ipv4([198, 18, 1, 1], [198, 18, 2, 1], 64)
+            .tcp(40000, 5001, seq, 65535)
+            .ack(7)
+            .psh();
         let data = vec![0xabu8; payload];
         let mut out = Vec::with_capacity(b.size(payload));
         b.write(&mut out, &data).expect("writing to a Vec cannot fail");

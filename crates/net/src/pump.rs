@@ -25,7 +25,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread;
 use thinwan_proto::traffic::{
-    stream_rng, GameCalibrated, GameParams, GameSource, Kind, ThinClientKeys, ThinClientParams, ThinClientSource, Write as SrcWrite,
+    stream_rng, GameCalibrated, GameParams, GameSource, Kind, ThinClientKeys, ThinClientParams,
+    ThinClientSource, Write as SrcWrite,
 };
 use thinwan_proto::{Duration, Instant};
 
@@ -101,18 +102,30 @@ impl Source {
             "thin-client" => {
                 let p = cfg.thin_client.params(cfg.mss).map_err(|e| e.0)?;
                 // Same stream as the simulator's source i (crates/sim world.rs).
-                let s = ThinClientSource::new(p, stream_rng(seed, 2 * conn as u64), start).map_err(|e| format!("traffic: {}", e.0))?;
+                let s = ThinClientSource::new(p, stream_rng(seed, 2 * conn as u64), start)
+                    .map_err(|e| format!("traffic: {}", e.0))?;
                 Ok(Source::ThinClient(Box::new(s)))
             }
             "game" => {
-                let c = std::sync::Arc::new(GameCalibrated::new(GameParams::default()).map_err(|e| format!("traffic: {}", e.0))?);
+                let c = std::sync::Arc::new(
+                    GameCalibrated::new(GameParams::default()).map_err(|e| format!("traffic: {}", e.0))?,
+                );
                 // Same stream as the simulator's source i (crates/sim world.rs).
                 Ok(Source::Game(Box::new(GameSource::new(&c, stream_rng(seed, 2 * conn as u64), start))))
             }
             "pcap" => {
-                let writes = cfg.trace.get(conn as usize).ok_or_else(|| format!("traffic.trace: no writes for connection {conn}"))?;
-                let writes: Vec<SrcWrite> =
-                    writes.iter().map(|&(t, bytes)| SrcWrite { at: Instant::from_secs_f64(t), bytes, kind: Kind::Interactive }).collect();
+                let writes = cfg
+                    .trace
+                    .get(conn as usize)
+                    .ok_or_else(|| format!("traffic.trace: no writes for connection {conn}"))?;
+                let writes: Vec<SrcWrite> = writes
+                    .iter()
+                    .map(|&(t, bytes)| SrcWrite {
+                        at: Instant::from_secs_f64(t),
+                        bytes,
+                        kind: Kind::Interactive,
+                    })
+                    .collect();
                 Ok(Source::Trace(writes.into_iter()))
             }
             "constant" => Ok(Source::Constant {
@@ -121,7 +134,9 @@ impl Source {
                 bytes: cfg.constant_bytes,
             }),
             "bulk" => Ok(Source::Bulk { start, bytes: cfg.bulk_chunk_bytes.max(HEADER as u32) }),
-            other => Err(format!("traffic.model: unknown {other:?} (thin-client, game, pcap, constant, bulk)")),
+            other => {
+                Err(format!("traffic.model: unknown {other:?} (thin-client, game, pcap, constant, bulk)"))
+            }
         }
     }
 
@@ -131,7 +146,9 @@ impl Source {
             Source::ThinClient(s) => s.next_write(),
             Source::Game(s) => s.next_write(),
             // After the last write: one far beyond any run's end, so the pump stops.
-            Source::Trace(writes) => writes.next().unwrap_or(SrcWrite { at: TRACE_END, bytes: 0, kind: Kind::Interactive }),
+            Source::Trace(writes) => {
+                writes.next().unwrap_or(SrcWrite { at: TRACE_END, bytes: 0, kind: Kind::Interactive })
+            }
             Source::Constant { next, interval, bytes } => {
                 let w = SrcWrite { at: *next, bytes: *bytes, kind: Kind::Interactive };
                 *next += *interval;
@@ -258,11 +275,16 @@ fn accept_all(addr: SocketAddr, conns: u32, stop: &AtomicBool) -> io::Result<Vec
     let mut accepted = Vec::new();
     while accepted.len() < conns as usize {
         if stop.load(Ordering::Relaxed) {
-            return Err(io::Error::new(io::ErrorKind::Interrupted, format!("stopped after accepting {} of {conns} connections", accepted.len())));
+            return Err(io::Error::new(
+                io::ErrorKind::Interrupted,
+                format!("stopped after accepting {} of {conns} connections", accepted.len()),
+            ));
         }
         match listener.accept() {
             Ok((s, _)) => accepted.push(s),
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => thread::sleep(std::time::Duration::from_millis(1)),
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                thread::sleep(std::time::Duration::from_millis(1))
+            }
             Err(e) => return Err(e),
         }
     }
@@ -272,11 +294,17 @@ fn accept_all(addr: SocketAddr, conns: u32, stop: &AtomicBool) -> io::Result<Vec
         // Generous: an id delayed by a few retransmission timeouts is still on its way.
         s.set_read_timeout(Some(std::time::Duration::from_secs(60)))?;
         let mut id = [0u8; 4];
-        s.read_exact(&mut id).map_err(|e| io::Error::new(e.kind(), format!("reading a connection id: {e}")))?;
+        s.read_exact(&mut id)
+            .map_err(|e| io::Error::new(e.kind(), format!("reading a connection id: {e}")))?;
         let id = u32::from_le_bytes(id);
         match slots.get_mut(id as usize) {
             Some(slot @ None) => *slot = Some(s),
-            _ => return Err(io::Error::new(io::ErrorKind::InvalidData, format!("connection id {id}: out of range or taken (conns {conns})"))),
+            _ => {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    format!("connection id {id}: out of range or taken (conns {conns})"),
+                ))
+            }
         }
     }
     Ok(slots.into_iter().flatten().collect())
@@ -361,7 +389,11 @@ fn wait_for_close(stream: &mut TcpStream, until: Instant, stop: &AtomicBool) {
         match stream.read(&mut buf) {
             Ok(0) => return,
             Ok(_) => {} // the sink sends nothing after its connection id; ignore strays
-            Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut | io::ErrorKind::Interrupted) => {}
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut | io::ErrorKind::Interrupted
+                ) => {}
             Err(_) => return, // reset: nothing more will come
         }
     }
@@ -397,8 +429,10 @@ impl Marker {
         if want == self.current {
             return Ok(());
         }
-        let (level, name) = if self.v6 { (libc::IPPROTO_IPV6, libc::IPV6_TCLASS) } else { (libc::IPPROTO_IP, libc::IP_TOS) };
-        setsockopt_int(stream.as_raw_fd(), level, name, want as i32).map_err(|e| io::Error::new(e.kind(), format!("IP_TOS {want:#x}: {e}")))?;
+        let (level, name) =
+            if self.v6 { (libc::IPPROTO_IPV6, libc::IPV6_TCLASS) } else { (libc::IPPROTO_IP, libc::IP_TOS) };
+        setsockopt_int(stream.as_raw_fd(), level, name, want as i32)
+            .map_err(|e| io::Error::new(e.kind(), format!("IP_TOS {want:#x}: {e}")))?;
         self.current = want;
         Ok(())
     }
@@ -444,7 +478,9 @@ pub fn run_sink(o: &SinkOptions, stop: Arc<AtomicBool>) -> io::Result<()> {
                 let (log, stop, sock) = (Arc::clone(&log), Arc::clone(&stop), o.sock.clone());
                 handles.push(thread::spawn(move || sink_conn(s, None, &sock, &log, &stop, deadline)));
             }
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => thread::sleep(std::time::Duration::from_millis(2)),
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                thread::sleep(std::time::Duration::from_millis(2))
+            }
             Err(e) => return Err(e),
         }
     }
@@ -475,7 +511,8 @@ fn run_sink_connecting(addr: SocketAddr, o: &SinkOptions, stop: Arc<AtomicBool>)
 /// at once, and beyond std's backlog of 128 Linux falls back to SYN cookies and drops
 /// final ACKs — across a lossy WAN that ended a connection with a reset now and then.
 fn listen(addr: SocketAddr, conns: u32) -> io::Result<TcpListener> {
-    let listener = TcpListener::bind(addr).map_err(|e| io::Error::new(e.kind(), format!("listen {addr}: {e}")))?;
+    let listener =
+        TcpListener::bind(addr).map_err(|e| io::Error::new(e.kind(), format!("listen {addr}: {e}")))?;
     let backlog = conns.max(128).min(i32::MAX as u32) as i32;
     // SAFETY: a valid listening socket; listen() again only resizes its backlog (Linux).
     if unsafe { libc::listen(listener.as_raw_fd(), backlog) } < 0 {
@@ -490,7 +527,10 @@ fn sink_log(path: &PathBuf) -> io::Result<Arc<Mutex<BufWriter<File>>>> {
     Ok(log)
 }
 
-fn join_sink(handles: Vec<thread::JoinHandle<io::Result<()>>>, log: &Mutex<BufWriter<File>>) -> io::Result<()> {
+fn join_sink(
+    handles: Vec<thread::JoinHandle<io::Result<()>>>,
+    log: &Mutex<BufWriter<File>>,
+) -> io::Result<()> {
     for h in handles {
         h.join().map_err(|_| io::Error::other("sink thread panicked"))??;
     }
@@ -523,7 +563,10 @@ fn sink_conn(
     }
     let conn = u32::from_le_bytes(pre);
     if expected.is_some_and(|e| e != conn) {
-        return Err(io::Error::new(io::ErrorKind::InvalidData, format!("connection {expected:?} carries the stream of connection {conn}")));
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("connection {expected:?} carries the stream of connection {conn}"),
+        ));
     }
     let mut deframer = Deframer::default();
     let mut done = Vec::new();
@@ -541,7 +584,14 @@ fn sink_conn(
                     return Err(io::Error::new(io::ErrorKind::InvalidData, format!("conn {conn}: {e:?}")));
                 }
                 for h in done.drain(..) {
-                    rows.push_str(&format!("{},{},{},{},{}\n", h.conn, h.id, h.len, h.t_write_ns, t.as_nanos()));
+                    rows.push_str(&format!(
+                        "{},{},{},{},{}\n",
+                        h.conn,
+                        h.id,
+                        h.len,
+                        h.t_write_ns,
+                        t.as_nanos()
+                    ));
                 }
                 if rows.len() > 1 << 16 {
                     lock(log).write_all(rows.as_bytes())?;
@@ -565,7 +615,8 @@ fn sink_conn(
 /// (e.g. ENOBUFS) loses that probe, and the receiver sees the gap.
 pub fn probe_send(to: SocketAddr, count: u64, interval: Duration, size: usize) -> io::Result<(u64, u64)> {
     clock::tighten_timer_slack();
-    let bind: SocketAddr = if to.is_ipv4() { "0.0.0.0:0".parse().expect("literal") } else { "[::]:0".parse().expect("literal") };
+    let bind: SocketAddr =
+        if to.is_ipv4() { "0.0.0.0:0".parse().expect("literal") } else { "[::]:0".parse().expect("literal") };
     let s = UdpSocket::bind(bind)?;
     s.connect(to)?;
     let mut buf = vec![0u8; size.max(16)];
@@ -587,7 +638,13 @@ pub fn probe_send(to: SocketAddr, count: u64, interval: Duration, size: usize) -
 /// UDP probe receiver: writes `seq,bytes,t_send_ns,t_recv_ns` rows until `count`
 /// probes arrived or `timeout` passed without one; `rcvbuf` sets the socket's receive
 /// buffer.
-pub fn probe_recv(listen: SocketAddr, count: u64, timeout: Duration, rcvbuf: Option<u32>, out: &PathBuf) -> io::Result<u64> {
+pub fn probe_recv(
+    listen: SocketAddr,
+    count: u64,
+    timeout: Duration,
+    rcvbuf: Option<u32>,
+    out: &PathBuf,
+) -> io::Result<u64> {
     clock::tighten_timer_slack();
     let s = UdpSocket::bind(listen)?;
     if let Some(b) = rcvbuf {
@@ -637,7 +694,15 @@ pub fn apply_sockopts(s: &TcpStream, o: &SockOpts) -> io::Result<()> {
     }
     if let Some(cc) = &o.congestion {
         // SAFETY: valid fd, pointer and length of the name bytes.
-        let rc = unsafe { libc::setsockopt(fd, libc::IPPROTO_TCP, libc::TCP_CONGESTION, cc.as_ptr().cast(), cc.len() as libc::socklen_t) };
+        let rc = unsafe {
+            libc::setsockopt(
+                fd,
+                libc::IPPROTO_TCP,
+                libc::TCP_CONGESTION,
+                cc.as_ptr().cast(),
+                cc.len() as libc::socklen_t,
+            )
+        };
         if rc < 0 {
             let e = io::Error::last_os_error();
             return Err(io::Error::new(e.kind(), format!("TCP_CONGESTION {cc}: {e}")));
@@ -648,7 +713,15 @@ pub fn apply_sockopts(s: &TcpStream, o: &SockOpts) -> io::Result<()> {
 
 fn setsockopt_int(fd: i32, level: i32, name: i32, v: i32) -> io::Result<()> {
     // SAFETY: valid fd and a pointer to one int.
-    let rc = unsafe { libc::setsockopt(fd, level, name, (&v as *const i32).cast(), std::mem::size_of::<i32>() as libc::socklen_t) };
+    let rc = unsafe {
+        libc::setsockopt(
+            fd,
+            level,
+            name,
+            (&v as *const i32).cast(),
+            std::mem::size_of::<i32>() as libc::socklen_t,
+        )
+    };
     if rc < 0 {
         return Err(io::Error::last_os_error());
     }
@@ -661,14 +734,19 @@ pub fn tcp_info(s: &TcpStream) -> io::Result<serde_json::Map<String, serde_json:
     let mut buf = [0u8; 512];
     let mut len = buf.len() as libc::socklen_t;
     // SAFETY: valid fd, buffer and length.
-    let rc = unsafe { libc::getsockopt(s.as_raw_fd(), libc::IPPROTO_TCP, libc::TCP_INFO, buf.as_mut_ptr().cast(), &mut len) };
+    let rc = unsafe {
+        libc::getsockopt(s.as_raw_fd(), libc::IPPROTO_TCP, libc::TCP_INFO, buf.as_mut_ptr().cast(), &mut len)
+    };
     if rc < 0 {
         return Err(io::Error::last_os_error());
     }
     let len = len as usize;
     let u16_at = |o: usize| (o + 2 <= len).then(|| u16::from_le_bytes([buf[o], buf[o + 1]]) as u64);
-    let u32_at = |o: usize| (o + 4 <= len).then(|| u32::from_ne_bytes([buf[o], buf[o + 1], buf[o + 2], buf[o + 3]]) as u64);
-    let u64_at = |o: usize| (o + 8 <= len).then(|| u64::from_ne_bytes(buf[o..o + 8].try_into().expect("8 bytes")));
+    let u32_at = |o: usize| {
+        (o + 4 <= len).then(|| u32::from_ne_bytes([buf[o], buf[o + 1], buf[o + 2], buf[o + 3]]) as u64)
+    };
+    let u64_at =
+        |o: usize| (o + 8 <= len).then(|| u64::from_ne_bytes(buf[o..o + 8].try_into().expect("8 bytes")));
     let fields: [(&str, Option<u64>); 14] = [
         ("rto_us", u32_at(8)),
         ("snd_mss", u32_at(16)),

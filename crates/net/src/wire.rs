@@ -136,7 +136,8 @@ mod tests {
         let mut out = Vec::new();
         let mut hs = Vec::new();
         for (i, &s) in sizes.iter().enumerate() {
-            let h = MsgHeader { len: s.max(HEADER as u32), conn: 3, id: i as u32, t_write_ns: 1000 + i as u64 };
+            let h =
+                MsgHeader { len: s.max(HEADER as u32), conn: 3, id: i as u32, t_write_ns: 1000 + i as u64 };
             let mut m = vec![FILL; h.len as usize];
             h.encode(&mut m);
             out.extend_from_slice(&m);
@@ -177,9 +178,15 @@ mod tests {
         assert_eq!(Deframer::default().feed(&bad, &mut Vec::new()), Err(FrameError::Corrupt));
         // Message 1 missing: message 2 comes next.
         let lost = [&bytes[..100], &bytes[300..]].concat();
-        assert_eq!(Deframer::default().feed(&lost, &mut Vec::new()), Err(FrameError::OutOfSequence { expected: 1, got: 2 }));
+        assert_eq!(
+            Deframer::default().feed(&lost, &mut Vec::new()),
+            Err(FrameError::OutOfSequence { expected: 1, got: 2 })
+        );
         // Message 0 twice.
         let dup = [&bytes[..100], &bytes[..]].concat();
-        assert_eq!(Deframer::default().feed(&dup, &mut Vec::new()), Err(FrameError::OutOfSequence { expected: 1, got: 0 }));
+        assert_eq!(
+            Deframer::default().feed(&dup, &mut Vec::new()),
+            Err(FrameError::OutOfSequence { expected: 1, got: 0 })
+        );
     }
 }

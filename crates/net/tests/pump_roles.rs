@@ -15,7 +15,12 @@ fn free_addr() -> SocketAddr {
 }
 
 fn rows(path: &std::path::Path) -> Vec<Vec<u64>> {
-    std::fs::read_to_string(path).expect("log").lines().skip(1).map(|l| l.split(',').map(|x| x.parse().expect("number")).collect()).collect()
+    std::fs::read_to_string(path)
+        .expect("log")
+        .lines()
+        .skip(1)
+        .map(|l| l.split(',').map(|x| x.parse().expect("number")).collect())
+        .collect()
 }
 
 #[test]
@@ -36,7 +41,13 @@ fn listening_pump_and_connecting_sink_deliver_every_message_per_connection() {
         out: dir.join("pump.csv"),
         conns_out: dir.join("conns.json"),
     };
-    let sink = SinkOptions { peer: Peer::Connect(addr), conns: 3, sock: SockOpts::default(), out: dir.join("sink.csv"), timeout: Duration::from_millis(30_000) };
+    let sink = SinkOptions {
+        peer: Peer::Connect(addr),
+        conns: 3,
+        sock: SockOpts::default(),
+        out: dir.join("sink.csv"),
+        timeout: Duration::from_millis(30_000),
+    };
     let started = StdInstant::now();
     let p = std::thread::spawn(move || run_pump(&pump, Arc::new(AtomicBool::new(false))));
     std::thread::sleep(std::time::Duration::from_millis(200)); // the pump is listening
@@ -45,8 +56,10 @@ fn listening_pump_and_connecting_sink_deliver_every_message_per_connection() {
     // Half-close ends the run once everything is read, long before the 20-s drain.
     assert!(started.elapsed() < std::time::Duration::from_secs(10), "took {:?}", started.elapsed());
     // pump.csv: conn,msg,kind,bytes,wire_bytes,… ; sink.csv: conn,msg,bytes,t_write_ns,t_read_ns
-    let mut written: Vec<(u64, u64, u64)> = rows(&dir.join("pump.csv")).iter().map(|r| (r[0], r[1], r[4])).collect();
-    let mut read: Vec<(u64, u64, u64)> = rows(&dir.join("sink.csv")).iter().map(|r| (r[0], r[1], r[2])).collect();
+    let mut written: Vec<(u64, u64, u64)> =
+        rows(&dir.join("pump.csv")).iter().map(|r| (r[0], r[1], r[4])).collect();
+    let mut read: Vec<(u64, u64, u64)> =
+        rows(&dir.join("sink.csv")).iter().map(|r| (r[0], r[1], r[2])).collect();
     written.sort();
     read.sort();
     assert!(written.len() > 3, "{written:?}");

@@ -62,8 +62,7 @@ pub struct Limits {
 impl Limits {
     /// Would a packet of `len` bytes fit on top of `bytes`/`packets` already queued?
     pub fn fits(&self, bytes: u64, packets: usize, len: u32) -> bool {
-        self.bytes.is_none_or(|b| bytes + len as u64 <= b)
-            && self.packets.is_none_or(|p| packets < p)
+        self.bytes.is_none_or(|b| bytes + len as u64 <= b) && self.packets.is_none_or(|p| packets < p)
     }
 }
 

@@ -222,7 +222,8 @@ pub struct Calibrated {
 impl Calibrated {
     /// Check the parameters and solve the Pareto scale for `bulk_packets_mean`.
     pub fn new(params: ThinClientParams) -> Result<Self, ParamError> {
-        let pareto_scale = solve_pareto_scale(params.bulk_packets_mean, params.bulk_pareto_shape, params.bulk_packets_max)?;
+        let pareto_scale =
+            solve_pareto_scale(params.bulk_packets_mean, params.bulk_pareto_shape, params.bulk_packets_max)?;
         Ok(Calibrated { params, pareto_scale })
     }
 }
@@ -406,19 +407,28 @@ pub struct GameCalibrated {
 impl GameCalibrated {
     /// Check the parameters and solve σ of the gap law and μ of the payload law.
     pub fn new(p: GameParams) -> Result<Self, ParamError> {
-        if !(0.0 < p.gap_min && p.gap_min < p.gap_median && p.gap_median < p.gap_mean && p.gap_mean < p.gap_max) {
+        if !(0.0 < p.gap_min
+            && p.gap_min < p.gap_median
+            && p.gap_median < p.gap_mean
+            && p.gap_mean < p.gap_max)
+        {
             return Err(ParamError("game: need 0 < gap_min < gap_median < gap_mean < gap_max".into()));
         }
         let (lo, hi) = (p.payload_min as f64, p.payload_max as f64);
         if !(lo < p.payload_mean && p.payload_mean < hi) || p.payload_sigma <= 0.0 {
-            return Err(ParamError("game: need payload_min < payload_mean < payload_max, payload_sigma > 0".into()));
+            return Err(ParamError(
+                "game: need payload_min < payload_mean < payload_max, payload_sigma > 0".into(),
+            ));
         }
         let gap_mu = p.gap_median.ln();
         // The clamped mean grows with σ (for a fixed median): bisection.
-        let gap_sigma = bisect(1e-3, 5.0, |s| clamped_lognormal_mean(gap_mu, s, p.gap_min, p.gap_max) - p.gap_mean)
-            .ok_or_else(|| ParamError("game: no σ gives the gap mean".into()))?;
-        let payload_mu = bisect(-10.0, hi.ln(), |m| lo + clamped_lognormal_mean(m, p.payload_sigma, 0.0, hi - lo) - p.payload_mean)
-            .ok_or_else(|| ParamError("game: no μ gives the payload mean".into()))?;
+        let gap_sigma =
+            bisect(1e-3, 5.0, |s| clamped_lognormal_mean(gap_mu, s, p.gap_min, p.gap_max) - p.gap_mean)
+                .ok_or_else(|| ParamError("game: no σ gives the gap mean".into()))?;
+        let payload_mu = bisect(-10.0, hi.ln(), |m| {
+            lo + clamped_lognormal_mean(m, p.payload_sigma, 0.0, hi - lo) - p.payload_mean
+        })
+        .ok_or_else(|| ParamError("game: no μ gives the payload mean".into()))?;
         Ok(GameCalibrated { params: p, gap_mu, gap_sigma, payload_mu })
     }
 
@@ -544,7 +554,8 @@ mod tests {
     fn long_run_matches_the_spec_means() {
         let p = ThinClientParams::default();
         let mut s = ThinClientSource::new(p, stream_rng(3, 1), Instant::ZERO).unwrap();
-        let (mut inter, mut inter_bytes, mut bulk_writes, mut bulk_bytes, mut bulk_flows) = (0u64, 0u64, 0u64, 0u64, 0u64);
+        let (mut inter, mut inter_bytes, mut bulk_writes, mut bulk_bytes, mut bulk_flows) =
+            (0u64, 0u64, 0u64, 0u64, 0u64);
         let horizon = Instant::from_secs_f64(300.0 * 200.0);
         let mut last = Instant::ZERO;
         while last < horizon {

@@ -17,9 +17,7 @@ use thinwan_sim::records::RunRecords;
 fn simulate(py: Python<'_>, config_json: &str, run: u64) -> PyResult<PyObject> {
     let cfg = config_json.to_owned();
     let started = WallClock::now();
-    let rec = py
-        .allow_threads(move || thinwan_sim::simulate(&cfg, run))
-        .map_err(PyValueError::new_err)?;
+    let rec = py.allow_threads(move || thinwan_sim::simulate(&cfg, run)).map_err(PyValueError::new_err)?;
     let wall_s = started.elapsed().as_secs_f64();
     to_python(py, rec, run, wall_s)
 }
@@ -49,13 +47,54 @@ macro_rules! table {
 fn to_python(py: Python<'_>, r: RunRecords, run: u64, wall_s: f64) -> PyResult<PyObject> {
     let out = PyDict::new(py);
     let m = r.messages;
-    out.set_item("messages", table!(py, m, [conn, pair, kind, bytes, t_write, t_first_tx, t_tx, t_enq, t_deq, t_arrive, t_read, retx]))?;
+    out.set_item(
+        "messages",
+        table!(
+            py,
+            m,
+            [conn, pair, kind, bytes, t_write, t_first_tx, t_tx, t_enq, t_deq, t_arrive, t_read, retx]
+        ),
+    )?;
     let c = r.connections;
-    out.set_item("connections", table!(py, c, [conn, pair, timeouts, spurious_timeouts, fast_retransmits,
-        sack_recoveries, bytes_written, bytes_delivered, bytes_sent, bytes_retransmitted, segments_sent,
-        tlp_probes, rack_marked_lost, rto_resets, role]))?;
+    out.set_item(
+        "connections",
+        table!(
+            py,
+            c,
+            [
+                conn,
+                pair,
+                timeouts,
+                spurious_timeouts,
+                fast_retransmits,
+                sack_recoveries,
+                bytes_written,
+                bytes_delivered,
+                bytes_sent,
+                bytes_retransmitted,
+                segments_sent,
+                tlp_probes,
+                rack_marked_lost,
+                rto_resets,
+                role
+            ]
+        ),
+    )?;
     let p = r.ports;
-    let ports = table!(py, p, [rate_bps, window_s, bytes_tx, bytes_tx_interactive, packets_tx, drops_overflow, max_queue_bytes, drops_loss]);
+    let ports = table!(
+        py,
+        p,
+        [
+            rate_bps,
+            window_s,
+            bytes_tx,
+            bytes_tx_interactive,
+            packets_tx,
+            drops_overflow,
+            max_queue_bytes,
+            drops_loss
+        ]
+    );
     ports.set_item("port", p.port)?; // strings: a list, not an ndarray
     out.set_item("ports", ports)?;
     let ct = r.conn_trace;

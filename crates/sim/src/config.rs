@@ -209,7 +209,10 @@ impl Config {
                 return bad("mux.notsent_lowat_bytes", "must be ≥ 1");
             }
             if self.traffic.separate_connections || self.traffic.model == "bulk" {
-                return bad("topology.kind", "\"mux\" needs traffic.separate_connections = false and a thin model");
+                return bad(
+                    "topology.kind",
+                    "\"mux\" needs traffic.separate_connections = false and a thin model",
+                );
             }
         }
         if self.topology.pairs == 0 {
@@ -245,11 +248,17 @@ impl Config {
         if self.traffic.model == "pcap" && self.traffic.trace.len() < self.topology.pairs as usize {
             return bad("traffic.trace", "needs the writes of every stream (topology.pairs)");
         }
-        if !matches!(self.traffic.thin_client.gap_distribution.as_str(), "lognormal" | "exponential" | "constant") {
+        if !matches!(
+            self.traffic.thin_client.gap_distribution.as_str(),
+            "lognormal" | "exponential" | "constant"
+        ) {
             return bad("traffic.gap_distribution", "must be lognormal, exponential or constant");
         }
         let t = &self.topology;
-        for (k, p) in [("topology.bottleneck_loss", t.bottleneck_loss), ("topology.bottleneck_loss_rev", t.bottleneck_loss_rev)] {
+        for (k, p) in [
+            ("topology.bottleneck_loss", t.bottleneck_loss),
+            ("topology.bottleneck_loss_rev", t.bottleneck_loss_rev),
+        ] {
             if !(0.0..=1.0).contains(&p) {
                 return bad(k, "must be in [0, 1]");
             }

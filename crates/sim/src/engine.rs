@@ -16,9 +16,9 @@
 //! events will touch can be prefetched ([`EventQueue::lane_ahead`]), which a heap's
 //! could not.
 
+use dary_heap::QuaternaryHeap as BinaryHeap;
 use std::cmp::Ordering;
 use std::collections::VecDeque;
-use dary_heap::QuaternaryHeap as BinaryHeap;
 use thinwan_proto::Instant;
 
 /// What happens. Fields name the connection, port or packet (slab index) concerned.

@@ -108,7 +108,10 @@ impl Tunnel {
         exchange(&mut edge, &ge, &mut core, &gc);
         let mut stream = Vec::with_capacity(pairs as usize);
         for _ in 0..pairs {
-            stream.push(edge.open_stream(TARGET, Class::Auto, t0).map_err(|e| format!("mux: cannot open a stream: {e:?}"))?);
+            stream.push(
+                edge.open_stream(TARGET, Class::Auto, t0)
+                    .map_err(|e| format!("mux: cannot open a stream: {e:?}"))?,
+            );
         }
         exchange(&mut edge, &ge, &mut core, &gc);
         let mut opened = 0;
@@ -117,7 +120,9 @@ impl Tunnel {
                 match ev {
                     Event::StreamOpened { .. } => opened += 1,
                     Event::LaneUp { .. } => {}
-                    other => return Err(format!("mux: unexpected event while establishing the tunnel: {other:?}")),
+                    other => {
+                        return Err(format!("mux: unexpected event while establishing the tunnel: {other:?}"))
+                    }
                 }
             }
         }
@@ -197,7 +202,13 @@ impl Tunnel {
     /// appended to the connection's pipe. Returns the byte count and, on a forward
     /// trunk, each data frame it holds (offsets relative to the batch's first byte:
     /// end of the frame on the trunk, and the frame's span).
-    pub fn poll_transmit(&mut self, edge: bool, lane: u16, now: Instant, spans: &mut Vec<(u64, FrameSpan)>) -> usize {
+    pub fn poll_transmit(
+        &mut self,
+        edge: bool,
+        lane: u16,
+        now: Instant,
+        spans: &mut Vec<(u64, FrameSpan)>,
+    ) -> usize {
         let conn = self.conn_of(edge, lane);
         let mut buf = std::mem::take(&mut self.scratch);
         buf.clear();
@@ -223,7 +234,10 @@ impl Tunnel {
                 if let Some(pair) = self.pair_of(h.stream) {
                     let framed = &mut self.framed[pair as usize];
                     *framed += h.len as u64;
-                    spans.push((at as u64, FrameSpan { pair, stream_end: *framed, bytes: (HEADER_LEN as u32) + h.len }));
+                    spans.push((
+                        at as u64,
+                        FrameSpan { pair, stream_end: *framed, bytes: (HEADER_LEN as u32) + h.len },
+                    ));
                 }
             }
         }
@@ -260,7 +274,14 @@ fn exchange(a: &mut Session, ga: &[u64], b: &mut Session, gb: &[u64]) {
 }
 
 /// Everything `from` has for `lane`, handed to `to`. Returns whether anything moved.
-fn send_all(from: &mut Session, gen_from: u64, to: &mut Session, gen_to: u64, lane: u16, buf: &mut Vec<u8>) -> bool {
+fn send_all(
+    from: &mut Session,
+    gen_from: u64,
+    to: &mut Session,
+    gen_to: u64,
+    lane: u16,
+    buf: &mut Vec<u8>,
+) -> bool {
     buf.clear();
     while from.poll_transmit(lane, gen_from, buf, usize::MAX, Instant::ZERO) {}
     if !buf.is_empty() {

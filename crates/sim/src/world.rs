@@ -29,17 +29,18 @@ use crate::config::Config;
 use crate::engine::{Event, EventQueue};
 use crate::records::RunRecords;
 use crate::tunnel::{FrameSpan, Tunnel};
+use rand::Rng;
+use rand_xoshiro::Xoshiro256PlusPlus;
 use thinwan_proto::mux::session::Event as MuxEvent;
 use thinwan_proto::qdisc::{Classifier, DropTail, Dropped, Limits, Priority, QueueDisc, QueueItem};
 use thinwan_proto::tcp::{
-    Ack, DataSegment, Mechanisms, Receiver, ReceiverConfig, Recovery, RtoConfig, SackBlocks, Sender, SenderConfig,
+    Ack, DataSegment, Mechanisms, Receiver, ReceiverConfig, Recovery, RtoConfig, SackBlocks, Sender,
+    SenderConfig,
 };
 use thinwan_proto::traffic::{
     stream_rng, Calibrated, GameCalibrated, GameParams, GameSource, Kind, ThinClientSource, Write,
 };
 use thinwan_proto::{Duration, Instant};
-use rand::Rng;
-use rand_xoshiro::Xoshiro256PlusPlus;
 
 /// Most hops on a route: sender NIC, a router port, the far router's port to the host.
 const HOPS: usize = 3;
@@ -226,7 +227,11 @@ impl Msg {
         self.word & END_MASK
     }
     fn kind(&self) -> Kind {
-        if self.word & KIND_BIT != 0 { Kind::Bulk } else { Kind::Interactive }
+        if self.word & KIND_BIT != 0 {
+            Kind::Bulk
+        } else {
+            Kind::Interactive
+        }
     }
     /// Transmissions of its last byte.
     fn tx_count(&self) -> u64 {
@@ -243,7 +248,9 @@ enum Source {
     /// Writes from a capture, in time order.
     Trace(std::vec::IntoIter<Write>),
     /// Greedy: `chunks` writes of BULK_CHUNK at the start.
-    Bulk { chunks: u32 },
+    Bulk {
+        chunks: u32,
+    },
 }
 
 /// A server→client pair: one traffic source feeding one connection, or two with
@@ -303,7 +310,9 @@ type Route = [[u32; HOPS]; 2];
 /// table apart from [`Conn`].
 enum Routes {
     /// Connection `c` belongs to pair `c / per_pair` and takes [`dumbbell_route`].
-    Dumbbell { per_pair: u32 },
+    Dumbbell {
+        per_pair: u32,
+    },
     Table(Vec<Route>),
 }
 
@@ -474,21 +483,29 @@ impl World {
             bytes: (q.limit_bytes > 0).then_some(q.limit_bytes),
             packets: (q.limit_packets > 0).then_some(q.limit_packets as usize),
         };
-        let port = |name, rate, delay_ms: f64, queue: Box<dyn QueueDisc<QItem> + Send>, bottleneck, wan: bool| {
-            let link = Port { busy_until: Instant::ZERO, link: 0, free_scheduled: false, bottleneck, wan, plain_fifo: !wan };
-            let rest = PortQueue {
-                name,
-                rate_bps: mbps(rate),
-                delay: Duration::from_millis_f64(delay_ms),
-                queue,
-                impair: None,
-                drops_loss: 0,
-                bytes_tx: 0,
-                bytes_tx_interactive: 0,
-                packets_tx: 0,
+        let port =
+            |name, rate, delay_ms: f64, queue: Box<dyn QueueDisc<QItem> + Send>, bottleneck, wan: bool| {
+                let link = Port {
+                    busy_until: Instant::ZERO,
+                    link: 0,
+                    free_scheduled: false,
+                    bottleneck,
+                    wan,
+                    plain_fifo: !wan,
+                };
+                let rest = PortQueue {
+                    name,
+                    rate_bps: mbps(rate),
+                    delay: Duration::from_millis_f64(delay_ms),
+                    queue,
+                    impair: None,
+                    drops_loss: 0,
+                    bytes_tx: 0,
+                    bytes_tx_interactive: 0,
+                    packets_tx: 0,
+                };
+                (link, rest)
             };
-            (link, rest)
-        };
         // Port layout: 0 = R1→R2, 1 = R2→R1, then per pair i: server NIC, R2→client,
         // client NIC, R1→server.
         let droptail = |limits| -> Box<dyn QueueDisc<QItem> + Send> { Box::new(DropTail::new(limits)) };
@@ -504,13 +521,25 @@ impl World {
         };
         let (mut ports, mut queues): (Vec<Port>, Vec<PortQueue>) = [
             port("bottleneck", t.bottleneck_rate_mbps, t.bottleneck_delay_ms, bneck_queue, true, true),
-            port("bottleneck-rev", t.bottleneck_rate_mbps, t.bottleneck_delay_ms, droptail(bneck_limits), false, true),
+            port(
+                "bottleneck-rev",
+                t.bottleneck_rate_mbps,
+                t.bottleneck_delay_ms,
+                droptail(bneck_limits),
+                false,
+                true,
+            ),
         ]
         .into_iter()
         .unzip();
         let impair = |loss: f64, stream| {
             let jitter = t.bottleneck_jitter_pct / 100.0;
-            (loss > 0.0 || jitter > 0.0).then(|| Impairment { loss, jitter, rng: stream_rng(seed, stream), last_arrive: Instant::ZERO })
+            (loss > 0.0 || jitter > 0.0).then(|| Impairment {
+                loss,
+                jitter,
+                rng: stream_rng(seed, stream),
+                last_arrive: Instant::ZERO,
+            })
         };
         queues[0].impair = impair(t.bottleneck_loss, LINK_STREAM_FWD);
         queues[1].impair = impair(t.bottleneck_loss_rev, LINK_STREAM_REV);
@@ -552,12 +581,16 @@ impl World {
         });
         let params = cfg.traffic.thin_client.params(cfg.tcp.mss).map_err(|e| e.0)?;
         let model = Arc::new(Calibrated::new(params).map_err(|e| format!("traffic: {}", e.0))?);
-        let game = Arc::new(GameCalibrated::new(GameParams::default()).map_err(|e| format!("traffic: {}", e.0))?);
+        let game =
+            Arc::new(GameCalibrated::new(GameParams::default()).map_err(|e| format!("traffic: {}", e.0))?);
         let mux_topology = t.kind == "mux";
         let tunnel_mode = mux_topology && cfg.mux.mode == "mux";
         // Client-side links: the access links, or the last hop of the mux topology.
-        let (client_rate, client_delay) =
-            if mux_topology { (t.last_hop_rate_mbps, t.last_hop_delay_ms) } else { (t.access_rate_mbps, t.access_delay_ms) };
+        let (client_rate, client_delay) = if mux_topology {
+            (t.last_hop_rate_mbps, t.last_hop_delay_ms)
+        } else {
+            (t.access_rate_mbps, t.access_delay_ms)
+        };
         let duration = Instant::from_secs_f64(cfg.scenario.duration_s);
         let stagger = Duration::from_millis_f64(cfg.scenario.start_stagger_ms);
         let separate = cfg.traffic.separate_connections;
@@ -567,8 +600,14 @@ impl World {
         let mut events = EventQueue::new(WAN_PORTS);
         for i in 0..n {
             let base = ports.len() as u32;
-            for (name, client_side) in [("server-nic", false), ("r2-to-client", true), ("client-nic", true), ("r1-to-server", false)] {
-                let (rate, delay) = if client_side { (client_rate, client_delay) } else { (t.access_rate_mbps, t.access_delay_ms) };
+            for (name, client_side) in
+                [("server-nic", false), ("r2-to-client", true), ("client-nic", true), ("r1-to-server", false)]
+            {
+                let (rate, delay) = if client_side {
+                    (client_rate, client_delay)
+                } else {
+                    (t.access_rate_mbps, t.access_delay_ms)
+                };
                 let (link, rest) = port(name, rate, delay, droptail(access_limits), false, false);
                 ports.push(link);
                 queues.push(rest);
@@ -591,10 +630,15 @@ impl World {
                     // The capture's own timing: no stagger, no randomness.
                     let mut writes = cfg.traffic.trace[i as usize]
                         .iter()
-                        .map(|&(t, bytes)| Write { at: Instant::from_secs_f64(t), bytes, kind: Kind::Interactive })
+                        .map(|&(t, bytes)| Write {
+                            at: Instant::from_secs_f64(t),
+                            bytes,
+                            kind: Kind::Interactive,
+                        })
                         .collect::<Vec<_>>()
                         .into_iter();
-                    let w = writes.next().unwrap_or(Write { at: duration, bytes: 0, kind: Kind::Interactive });
+                    let w =
+                        writes.next().unwrap_or(Write { at: duration, bytes: 0, kind: Kind::Interactive });
                     (Source::Trace(writes), w)
                 }
                 _ => {
@@ -611,13 +655,23 @@ impl World {
             };
             let first_conn = conns.len() as u32;
             for role in 0..=separate as u8 {
-                conns.push(Conn::new(i, role.max(role0), Sender::new(scfg.clone()), Receiver::new(rcfg.clone()), tunnel_mode));
+                conns.push(Conn::new(
+                    i,
+                    role.max(role0),
+                    Sender::new(scfg.clone()),
+                    Receiver::new(rcfg.clone()),
+                    tunnel_mode,
+                ));
                 conn_routes.push(routes);
             }
             if first.at < duration {
                 events.push(first.at, Event::AppWrite { pair: i });
             }
-            pairs.push(Pair { source, next_write: Some(first), conns: [first_conn, first_conn + separate as u32] });
+            pairs.push(Pair {
+                source,
+                next_write: Some(first),
+                conns: [first_conn, first_conn + separate as u32],
+            });
         }
         // Trunk lanes: core host k beside R1 (access link) ↔ R1 ══WAN══ R2 = the edge
         // proxy. Forward connections (core → edge) first, then the reverse ones.
@@ -629,7 +683,8 @@ impl World {
         for _ in 0..tunnel.as_ref().map_or(0, |tn| tn.lanes) {
             lane_ports.push(ports.len() as u32);
             for name in ["core-nic", "r1-to-core"] {
-                let (link, rest) = port(name, t.access_rate_mbps, t.access_delay_ms, droptail(access_limits), false, false);
+                let (link, rest) =
+                    port(name, t.access_rate_mbps, t.access_delay_ms, droptail(access_limits), false, false);
                 ports.push(link);
                 queues.push(rest);
             }
@@ -638,7 +693,13 @@ impl World {
             for (k, &base) in lane_ports.iter().enumerate() {
                 let (to_edge, to_core) = ([base, 0, NO_PORT], [1, base + 1, NO_PORT]);
                 let routes = if reverse { [to_core, to_edge] } else { [to_edge, to_core] };
-                conns.push(Conn::new(k as u32, role, Sender::new(scfg.clone()), Receiver::new(rcfg.clone()), false));
+                conns.push(Conn::new(
+                    k as u32,
+                    role,
+                    Sender::new(scfg.clone()),
+                    Receiver::new(rcfg.clone()),
+                    false,
+                ));
                 conn_routes.push(routes);
             }
         }
@@ -653,13 +714,15 @@ impl World {
                     links.len() - 1
                 }
             };
-            pt.link = u16::try_from(i).map_err(|_| "topology: more than 65,536 distinct link rates and delays")?;
+            pt.link =
+                u16::try_from(i).map_err(|_| "topology: more than 65,536 distinct link rates and delays")?;
         }
         let per_pair = 1 + separate as u32;
-        let routes = match conn_routes.iter().enumerate().all(|(c, r)| *r == dumbbell_route(c as u32, per_pair)) {
-            true => Routes::Dumbbell { per_pair },
-            false => Routes::Table(conn_routes),
-        };
+        let routes =
+            match conn_routes.iter().enumerate().all(|(c, r)| *r == dumbbell_route(c as u32, per_pair)) {
+                true => Routes::Dumbbell { per_pair },
+                false => Routes::Table(conn_routes),
+            };
         let mut logged = vec![false; conns.len()];
         for &c in &cfg.records.packet_log_conns {
             if let Some(l) = logged.get_mut(c as usize) {
@@ -775,7 +838,9 @@ impl World {
                         c.prefetch_client_end();
                     }
                     let rows = self.rows_at[pk.conn as usize];
-                    prefetch_line(rows.wrapping_add(pk.row as usize * std::mem::size_of::<Msg>()) as *const u8);
+                    prefetch_line(
+                        rows.wrapping_add(pk.row as usize * std::mem::size_of::<Msg>()) as *const u8
+                    );
                     self.prefetch_port(self.routes.port(pk.conn, 1 - dir, 0));
                 }
             }
@@ -895,7 +960,10 @@ impl World {
                 }
                 let tn = self.tunnel.as_mut().expect("mux mode");
                 let s = &self.conns[conn as usize].sender;
-                if *tn.unwritten(conn) > 0 || s.write_end() - s.snd_max() >= lowat || !tn.end(edge).session.wants_transmit(lane) {
+                if *tn.unwritten(conn) > 0
+                    || s.write_end() - s.snd_max() >= lowat
+                    || !tn.end(edge).session.wants_transmit(lane)
+                {
                     break;
                 }
                 spans.clear();
@@ -994,18 +1062,21 @@ impl World {
             let (interactive, first) = mark_transmission(&mut c.msgs[c.acked_cursor..], &seg, now, !c.relay);
             let row = (c.acked_cursor + first) as u32;
             let route0 = self.routes.port(conn, 0, 0);
-            self.send(route0, Packet {
-                conn,
-                hop: 0,
-                interactive,
-                sacks: false,
-                row,
-                wire: seg.len + self.header,
-                body: Body::Data(seg),
-                t_tx: now,
-                t_enq: NONE,
-                t_deq: NONE,
-            });
+            self.send(
+                route0,
+                Packet {
+                    conn,
+                    hop: 0,
+                    interactive,
+                    sacks: false,
+                    row,
+                    wire: seg.len + self.header,
+                    body: Body::Data(seg),
+                    t_tx: now,
+                    t_enq: NONE,
+                    t_deq: NONE,
+                },
+            );
         }
         if self.prefetch {
             // Only the prefetching reads it.
@@ -1050,10 +1121,13 @@ impl World {
         t.due = due;
         if due < t.armed {
             t.armed = due;
-            self.events.push(due, match end {
-                End::Sender => Event::SenderTimer { conn },
-                End::Receiver => Event::ReceiverTimer { conn },
-            });
+            self.events.push(
+                due,
+                match end {
+                    End::Sender => Event::SenderTimer { conn },
+                    End::Receiver => Event::ReceiverTimer { conn },
+                },
+            );
         }
     }
 
@@ -1122,18 +1196,21 @@ impl World {
         let now = self.now;
         while let Some(ack) = self.conns[conn as usize].receiver.poll_ack() {
             let route0 = self.routes.port(conn, 1, 0);
-            self.send(route0, Packet {
-                conn,
-                hop: 0,
-                interactive: false,
-                sacks: !ack.sack.as_slice().is_empty(),
-                row,
-                wire: self.header,
-                body: Body::Ack(ack),
-                t_tx: now,
-                t_enq: NONE,
-                t_deq: NONE,
-            });
+            self.send(
+                route0,
+                Packet {
+                    conn,
+                    hop: 0,
+                    interactive: false,
+                    sacks: !ack.sack.as_slice().is_empty(),
+                    row,
+                    wire: self.header,
+                    body: Body::Ack(ack),
+                    t_tx: now,
+                    t_enq: NONE,
+                    t_deq: NONE,
+                },
+            );
         }
         let due = self.conns[conn as usize].receiver.poll_timeout();
         self.arm(conn, End::Receiver, due.unwrap_or(NONE));
@@ -1414,7 +1491,15 @@ impl World {
         let is_write_row = |c: &Conn| c.role != ROLE_TRUNK && c.role != ROLE_TRUNK_REV;
         let total_msgs: usize = self.conns.iter().filter(|c| is_write_row(c)).map(|c| c.msgs.len()).sum();
         let m = &mut out.messages;
-        for v in [&mut m.t_write, &mut m.t_first_tx, &mut m.t_tx, &mut m.t_enq, &mut m.t_deq, &mut m.t_arrive, &mut m.t_read] {
+        for v in [
+            &mut m.t_write,
+            &mut m.t_first_tx,
+            &mut m.t_tx,
+            &mut m.t_enq,
+            &mut m.t_deq,
+            &mut m.t_arrive,
+            &mut m.t_read,
+        ] {
             v.reserve_exact(total_msgs);
         }
         let (mut overflow, mut pushed, mut lost) = (0u64, 0u64, 0u64);
@@ -1473,7 +1558,8 @@ impl World {
             r.drops_loss.push(p.drops_loss);
             r.max_queue_bytes.push(s.max_bytes);
         }
-        out.drops_by_reason = vec![("overflow".into(), overflow), ("pushed_out".into(), pushed), ("loss".into(), lost)];
+        out.drops_by_reason =
+            vec![("overflow".into(), overflow), ("pushed_out".into(), pushed), ("loss".into(), lost)];
         out
     }
 }

@@ -31,7 +31,11 @@ fn measured_loss_rate_is_within_binomial_tolerance() {
             let lost = p.drops_loss[port] as f64;
             let sd = (n * want * (1.0 - want)).sqrt();
             // 4.5 σ plus a few packets for the run's end (serialised after the window).
-            assert!((lost - n * want).abs() <= 4.5 * sd + 5.0, "{}: {lost} of {n} lost, want p = {want}", p.port[port]);
+            assert!(
+                (lost - n * want).abs() <= 4.5 * sd + 5.0,
+                "{}: {lost} of {n} lost, want p = {want}",
+                p.port[port]
+            );
         }
         assert_eq!(p.drops_overflow[0], 0, "the queue is large enough not to drop");
         let total: u64 = r.drops_by_reason.iter().filter(|(k, _)| k == "loss").map(|(_, n)| n).sum();
@@ -87,7 +91,11 @@ fn impaired_runs_are_deterministic_and_leave_the_sources_alone() {
 
 #[test]
 fn out_of_range_impairments_are_rejected() {
-    for (k, x) in [("topology.bottleneck_loss", 1.5), ("topology.bottleneck_loss_rev", -0.1), ("topology.bottleneck_jitter_pct", 120.0)] {
+    for (k, x) in [
+        ("topology.bottleneck_loss", 1.5),
+        ("topology.bottleneck_loss_rev", -0.1),
+        ("topology.bottleneck_jitter_pct", 120.0),
+    ] {
         let mut v = base();
         set(&mut v, k, json!(x));
         assert!(simulate(&v.to_string(), 0).unwrap_err().contains(k));

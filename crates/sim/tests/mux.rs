@@ -76,7 +76,8 @@ fn trunk_lanes_carry_the_sessions_frames() {
     let m = &r.messages;
     let stream_bytes: u64 = m.bytes.iter().map(|&b| b as u64).sum();
     for s in 0..10usize {
-        let bytes: u64 = (0..m.conn.len()).filter(|&i| m.conn[i] as usize == s).map(|i| m.bytes[i] as u64).sum();
+        let bytes: u64 =
+            (0..m.conn.len()).filter(|&i| m.conn[i] as usize == s).map(|i| m.bytes[i] as u64).sum();
         assert_eq!(c.bytes_written[s], bytes, "stream {s}'s last hop carries exactly its writes");
         assert_eq!(c.bytes_delivered[s], bytes, "stream {s}: all delivered");
     }
@@ -92,7 +93,10 @@ fn trunk_lanes_carry_the_sessions_frames() {
     // lanes with acks (20-byte frames), far fewer bytes than the data.
     for k in 0..4 {
         assert!(c.bytes_written[10 + k] > stream_bytes / 10, "lane {k} carries streams");
-        assert!(c.bytes_written[14 + k] > 0 && c.bytes_written[14 + k] < c.bytes_written[10 + k] / 2, "lane {k} reverse");
+        assert!(
+            c.bytes_written[14 + k] > 0 && c.bytes_written[14 + k] < c.bytes_written[10 + k] / 2,
+            "lane {k} reverse"
+        );
     }
     // Without loss every lane byte but the last moments' control frames arrives.
     for k in 10..18 {
@@ -119,7 +123,8 @@ fn thin_frames_overtake_a_bulk_backlog() {
     let fifo = run(&v);
     let p99 = |r: &RunRecords| {
         let m = &r.messages;
-        let mut d: Vec<f64> = (0..m.conn.len()).filter(|&i| m.kind[i] == 0).map(|i| m.t_read[i] - m.t_write[i]).collect();
+        let mut d: Vec<f64> =
+            (0..m.conn.len()).filter(|&i| m.kind[i] == 0).map(|i| m.t_read[i] - m.t_write[i]).collect();
         d.sort_by(|a, b| a.partial_cmp(b).unwrap());
         d[d.len() * 99 / 100]
     };
@@ -182,13 +187,18 @@ fn writes_still_in_the_tunnel_at_the_end_are_rows_never_read() {
         let mm = &m.messages;
         assert!(mm.t_read.iter().any(|t| t.is_nan()), "the run ends with frames in flight");
         // Every write has its row, stream by stream in write order, whatever its fate.
-        let mut sorted_m: Vec<(u32, f64, u32)> = (0..mm.conn.len()).map(|i| (mm.conn[i], mm.t_write[i], mm.bytes[i])).collect();
+        let mut sorted_m: Vec<(u32, f64, u32)> =
+            (0..mm.conn.len()).map(|i| (mm.conn[i], mm.t_write[i], mm.bytes[i])).collect();
         let dm = &d.messages;
-        let mut sorted_d: Vec<(u32, f64, u32)> = (0..dm.conn.len()).map(|i| (dm.conn[i], dm.t_write[i], dm.bytes[i])).collect();
+        let mut sorted_d: Vec<(u32, f64, u32)> =
+            (0..dm.conn.len()).map(|i| (dm.conn[i], dm.t_write[i], dm.bytes[i])).collect();
         for w in 1..mm.conn.len() {
             if mm.conn[w] == mm.conn[w - 1] {
                 assert!(mm.t_write[w] >= mm.t_write[w - 1], "stream rows in write order");
-                assert!(!(mm.t_read[w - 1].is_nan() && !mm.t_read[w].is_nan()), "a later write read before an earlier one");
+                assert!(
+                    !(mm.t_read[w - 1].is_nan() && !mm.t_read[w].is_nan()),
+                    "a later write read before an earlier one"
+                );
             }
         }
         // Unread rows carry nothing from the client side.

@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 use thinwan_mux::config::parse;
 use thinwan_mux::core::{Core, Registry};
 use thinwan_mux::edge::Edge;
-use thinwan_mux::{Counters, CoreConfig, EdgeConfig};
+use thinwan_mux::{CoreConfig, Counters, EdgeConfig};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
@@ -44,7 +44,11 @@ fn main() {
     let secs = arg("seconds", 5);
     let bulk_mb = arg("bulk-mb", 2048);
     let threads = arg("threads", 2) as usize;
-    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(threads).enable_all().build().expect("runtime");
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(threads)
+        .enable_all()
+        .build()
+        .expect("runtime");
     rt.block_on(async move {
         let (echo, sink) = (echo_server().await, sink_server().await);
         let (stop, rx) = watch::channel(false);
@@ -138,7 +142,8 @@ fn tunnel(echo: SocketAddr, sink: SocketAddr, rx: watch::Receiver<bool>) -> (Soc
     )
     .expect("edge config");
     daemon("edge", move || async move {
-        let ls = vec![TcpListener::from_std(le).expect("listener"), TcpListener::from_std(ls).expect("listener")];
+        let ls =
+            vec![TcpListener::from_std(le).expect("listener"), TcpListener::from_std(ls).expect("listener")];
         Edge::run(edge, ls, Arc::new(Counters::default()), None, rx).await
     });
     (ae, as_)

@@ -170,7 +170,8 @@ fn link_config(a: &Args) -> Result<LinkConfig, Box<dyn std::error::Error>> {
             let (kind, gap) = c.split_once(':').unwrap_or((c, ""));
             d.queue.priority_classifier = kind.to_string();
             if !gap.is_empty() {
-                d.queue.classifier_gap_ms = thinwan_net::config::parse_ms(gap).map_err(|e| format!("--classifier: {e}"))?;
+                d.queue.classifier_gap_ms =
+                    thinwan_net::config::parse_ms(gap).map_err(|e| format!("--classifier: {e}"))?;
             }
         }
     }
@@ -194,7 +195,11 @@ fn check_jitter(s: &str) -> Result<String, String> {
 }
 
 fn parse_ge(s: &str) -> Result<GeConfig, String> {
-    let v: Vec<f64> = s.split(',').map(|x| x.trim().parse::<f64>()).collect::<Result<_, _>>().map_err(|_| format!("bad --ge {s:?} (P,R[,LOSS_GOOD,LOSS_BAD])"))?;
+    let v: Vec<f64> = s
+        .split(',')
+        .map(|x| x.trim().parse::<f64>())
+        .collect::<Result<_, _>>()
+        .map_err(|_| format!("bad --ge {s:?} (P,R[,LOSS_GOOD,LOSS_BAD])"))?;
     match v.as_slice() {
         [p, r] => Ok(GeConfig { p: *p, r: *r, loss_good: 0.0, loss_bad: 1.0 }),
         [p, r, g, b] => Ok(GeConfig { p: *p, r: *r, loss_good: *g, loss_bad: *b }),

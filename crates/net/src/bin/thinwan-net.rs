@@ -188,11 +188,29 @@ fn ms(x: f64) -> Duration {
 fn run(cmd: Cmd, stop: Arc<AtomicBool>) -> Result<(), Box<dyn std::error::Error>> {
     match cmd {
         Cmd::Pump {
-            connect, listen, conns, traffic, model, seed, duration_s, drain_s, stagger, start_delay, nodelay, notsent_lowat, cc, sndbuf, mark_interactive, out, conns_out,
+            connect,
+            listen,
+            conns,
+            traffic,
+            model,
+            seed,
+            duration_s,
+            drain_s,
+            stagger,
+            start_delay,
+            nodelay,
+            notsent_lowat,
+            cc,
+            sndbuf,
+            mark_interactive,
+            out,
+            conns_out,
         } => {
             let mut t: TrafficConfig = match traffic {
-                Some(p) => serde_json::from_str(&std::fs::read_to_string(&p).map_err(|e| format!("{}: {e}", p.display()))?)
-                    .map_err(|e| format!("{}: {e}", p.display()))?,
+                Some(p) => serde_json::from_str(
+                    &std::fs::read_to_string(&p).map_err(|e| format!("{}: {e}", p.display()))?,
+                )
+                .map_err(|e| format!("{}: {e}", p.display()))?,
                 None => TrafficConfig::default(),
             };
             if let Some(m) = model {

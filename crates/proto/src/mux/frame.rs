@@ -143,7 +143,8 @@ impl Header {
         if len > max_body {
             return Err(DecodeError::FrameTooLarge { len, max: max_body });
         }
-        let conn_level = matches!(kind, FrameType::Ack | FrameType::Ping | FrameType::Hello | FrameType::GoAway);
+        let conn_level =
+            matches!(kind, FrameType::Ack | FrameType::Ping | FrameType::Hello | FrameType::GoAway);
         if conn_level != (stream == 0) {
             return Err(DecodeError::Malformed("stream id 0 used for a stream frame or vice versa"));
         }
@@ -324,7 +325,9 @@ impl fmt::Display for DecodeError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             DecodeError::UnknownType(t) => write!(f, "unknown frame type {t}"),
-            DecodeError::FrameTooLarge { len, max } => write!(f, "frame body of {len} bytes exceeds limit {max}"),
+            DecodeError::FrameTooLarge { len, max } => {
+                write!(f, "frame body of {len} bytes exceeds limit {max}")
+            }
             DecodeError::Malformed(why) => write!(f, "malformed frame: {why}"),
         }
     }
@@ -392,7 +395,9 @@ impl Frame {
         out.reserve(HEADER_LEN + header.len as usize);
         out.extend_from_slice(&h);
         match self {
-            Frame::Open { target, .. } => out.extend_from_slice(truncate_utf8(target, MAX_TARGET_NAME).as_bytes()),
+            Frame::Open { target, .. } => {
+                out.extend_from_slice(truncate_utf8(target, MAX_TARGET_NAME).as_bytes())
+            }
             Frame::Data { payload, .. } => out.extend_from_slice(payload),
             Frame::Close { .. } => {}
             Frame::Reset { code, message, .. } => {
@@ -444,7 +449,8 @@ impl Frame {
                 if body.is_empty() || body.len() > MAX_TARGET_NAME {
                     return Err(DecodeError::Malformed("target name length out of range"));
                 }
-                let target = core::str::from_utf8(body).map_err(|_| DecodeError::Malformed("target name not UTF-8"))?;
+                let target = core::str::from_utf8(body)
+                    .map_err(|_| DecodeError::Malformed("target name not UTF-8"))?;
                 Frame::Open { stream, target: target.to_owned() }
             }
             FrameType::Data => {
@@ -462,8 +468,8 @@ impl Frame {
                     return Err(DecodeError::Malformed("reset body length out of range"));
                 }
                 let code = ResetCode::from_u16(u16::from_be_bytes([body[0], body[1]]));
-                let message =
-                    core::str::from_utf8(&body[2..]).map_err(|_| DecodeError::Malformed("reset message not UTF-8"))?;
+                let message = core::str::from_utf8(&body[2..])
+                    .map_err(|_| DecodeError::Malformed("reset message not UTF-8"))?;
                 Frame::Reset { stream, code, message: message.to_owned() }
             }
             FrameType::Credit => {
@@ -602,9 +608,13 @@ mod tests {
             (sid, 1u32..).prop_map(|(stream, increment)| Frame::Credit { stream, increment }),
             any::<u64>().prop_map(|next_expected| Frame::Ack { next_expected }),
             (any::<bool>(), any::<u64>()).prop_map(|(pong, opaque)| Frame::Ping { pong, opaque }),
-            (any::<u64>(), 1u16.., any::<u64>(), any::<u32>(), 0u8..4).prop_flat_map(|(session, lanes, next_expected, window, flags)| {
-                (0..lanes).prop_map(move |lane| Frame::Hello(Hello { session, lane, lanes, next_expected, window, flags }))
-            }),
+            (any::<u64>(), 1u16.., any::<u64>(), any::<u32>(), 0u8..4).prop_flat_map(
+                |(session, lanes, next_expected, window, flags)| {
+                    (0..lanes).prop_map(move |lane| {
+                        Frame::Hello(Hello { session, lane, lanes, next_expected, window, flags })
+                    })
+                }
+            ),
             arb_code().prop_map(|code| Frame::GoAway { code }),
         ]
     }
@@ -674,10 +684,7 @@ mod tests {
     fn too_large_is_rejected_before_buffering_body() {
         let mut h = [0u8; HEADER_LEN];
         Header { kind: FrameType::Data, flags: 0, stream: 1, len: u32::MAX }.encode(&mut h);
-        assert_eq!(
-            Frame::decode(&h, MAX),
-            Err(DecodeError::FrameTooLarge { len: u32::MAX, max: MAX })
-        );
+        assert_eq!(Frame::decode(&h, MAX), Err(DecodeError::FrameTooLarge { len: u32::MAX, max: MAX }));
     }
 
     #[test]

@@ -442,7 +442,14 @@ impl Session {
 
     /// Append frames for connection `generation` of `lane` to `out` until it holds at
     /// least `max` bytes or nothing is ready. Returns true if anything was appended.
-    pub fn poll_transmit(&mut self, lane: u16, generation: u64, out: &mut Vec<u8>, max: usize, now: Instant) -> bool {
+    pub fn poll_transmit(
+        &mut self,
+        lane: u16,
+        generation: u64,
+        out: &mut Vec<u8>,
+        max: usize,
+        now: Instant,
+    ) -> bool {
         let start = out.len();
         let Some(l) = self.lanes.get_mut(lane as usize) else { return false };
         if l.generation != generation || matches!(l.state, LaneState::Down) || self.lost {
@@ -481,9 +488,9 @@ impl Session {
     /// True while connection `generation` is the live connection of `lane`; when false
     /// the driver closes it (superseded, idle timeout, or session lost).
     pub fn lane_is_current(&self, lane: u16, generation: u64) -> bool {
-        self.lanes.get(lane as usize).is_some_and(|l| {
-            !self.lost && l.generation == generation && !matches!(l.state, LaneState::Down)
-        })
+        self.lanes
+            .get(lane as usize)
+            .is_some_and(|l| !self.lost && l.generation == generation && !matches!(l.state, LaneState::Down))
     }
 
     /// True if [`Session::poll_transmit`] would write something on `lane`.
@@ -659,7 +666,11 @@ impl Session {
         if let Some(s) = self.streams.remove(&id) {
             self.buffered -= s.send.len();
             self.stats.streams_reset += 1;
-            self.lanes[s.lane as usize].ctrl.push_back(Frame::Reset { stream: id, code, message: message.to_owned() });
+            self.lanes[s.lane as usize].ctrl.push_back(Frame::Reset {
+                stream: id,
+                code,
+                message: message.to_owned(),
+            });
         }
     }
 
@@ -852,7 +863,11 @@ impl Session {
                 if self.going_away || self.streams.len() >= self.cfg.max_streams {
                     let why = if self.going_away { "core shutting down" } else { "too many streams" };
                     let code = if self.going_away { ResetCode::Shutdown } else { ResetCode::Limit };
-                    self.lanes[lane as usize].ctrl.push_back(Frame::Reset { stream, code, message: why.into() });
+                    self.lanes[lane as usize].ctrl.push_back(Frame::Reset {
+                        stream,
+                        code,
+                        message: why.into(),
+                    });
                     self.stats.streams_reset += 1;
                     return;
                 }

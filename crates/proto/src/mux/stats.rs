@@ -4,8 +4,10 @@ use super::sched::Class;
 use crate::time::Duration;
 
 /// Upper bounds (µs) of the queueing-delay histogram buckets; the last bucket is +Inf.
-pub const DELAY_BUCKETS_US: [u64; 16] =
-    [10, 20, 50, 100, 200, 500, 1_000, 2_000, 5_000, 10_000, 20_000, 50_000, 100_000, 200_000, 500_000, 1_000_000];
+pub const DELAY_BUCKETS_US: [u64; 16] = [
+    10, 20, 50, 100, 200, 500, 1_000, 2_000, 5_000, 10_000, 20_000, 50_000, 100_000, 200_000, 500_000,
+    1_000_000,
+];
 
 /// A fixed-bucket histogram in the Prometheus shape (counts per bucket, sum, count).
 #[derive(Clone, Debug, Default)]

@@ -100,7 +100,10 @@ impl Pair {
                         self.now = self.now.max(t);
                         self.edge.handle_timeout(self.now);
                         self.core.handle_timeout(self.now);
-                        if !self.edge.wants_transmit(0) && !self.core.wants_transmit(0) && !self.drain_events() {
+                        if !self.edge.wants_transmit(0)
+                            && !self.core.wants_transmit(0)
+                            && !self.drain_events()
+                        {
                             let more = (0..self.gens.len() as u16)
                                 .any(|l| self.edge.wants_transmit(l) || self.core.wants_transmit(l));
                             if !more {

@@ -25,7 +25,12 @@ fn cfg(m: Mechanisms) -> SenderConfig {
 }
 
 fn receiver() -> Receiver {
-    Receiver::new(ReceiverConfig { rwnd: 1 << 20, delayed_ack: false, delayed_ack_timeout: Duration::from_millis(40), sack: true })
+    Receiver::new(ReceiverConfig {
+        rwnd: 1 << 20,
+        delayed_ack: false,
+        delayed_ack_timeout: Duration::from_millis(40),
+        sack: true,
+    })
 }
 
 fn drain(s: &mut Sender, now: Instant) -> Vec<DataSegment> {
@@ -104,7 +109,8 @@ fn timeout_then_dupacks(m: Mechanisms) -> (Sender, Vec<u64>, u64) {
 
 #[test]
 fn sack_off_after_timeout_no_fast_recovery_and_growth_on_every_ack() {
-    let (s, sent, cwnd_before) = timeout_then_dupacks(Mechanisms { sack_off_after_timeout: true, ..Default::default() });
+    let (s, sent, cwnd_before) =
+        timeout_then_dupacks(Mechanisms { sack_off_after_timeout: true, ..Default::default() });
     assert!(s.stats().fast_retransmits == 0 && !s.in_recovery(), "no fast recovery on dupacks");
     // Every duplicate ACK grew cwnd by one SMSS (slow start on every ACK).
     assert!(s.cwnd() >= cwnd_before + 3 * MSS as u64, "cwnd {} from {}", s.cwnd(), cwnd_before);
@@ -159,7 +165,11 @@ fn tlp_fires_after_probe_timeout_with_one_segment_outstanding() {
     assert_eq!(s.handle_timeout(ms(1400)), None, "the probe, not an RTO");
     let probe = drain(&mut s, ms(1400));
     assert_eq!(probe.len(), 1);
-    assert_eq!((probe[0].seq, probe[0].len, probe[0].retransmission), (1000, 500, true), "the last segment again");
+    assert_eq!(
+        (probe[0].seq, probe[0].len, probe[0].retransmission),
+        (1000, 500, true),
+        "the last segment again"
+    );
     assert_eq!(s.stats().tlp_probes, 1);
     assert_eq!(s.stats().timeouts, 0);
     exchange(&mut s, &mut r, ms(1500), &probe);

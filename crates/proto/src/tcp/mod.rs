@@ -23,7 +23,7 @@ pub mod scoreboard;
 pub mod sender;
 
 pub use receiver::{Receiver, ReceiverConfig};
-pub use rtt::{RtoConfig, Rfc6298, RttEstimator};
+pub use rtt::{Rfc6298, RtoConfig, RttEstimator};
 pub use sender::{Mechanisms, Recovery, Sender, SenderConfig, SenderStats};
 
 /// At most four SACK blocks fit in the 40-byte option space without timestamps

@@ -57,7 +57,13 @@ impl Rack {
 
     /// RFC 8985 §6.2 step 4 without reordering detection (our paths never reorder):
     /// zero in recovery or once DupThresh segments are SACKed, else min_RTT/4 ≤ SRTT.
-    pub fn reo_wnd(&self, in_recovery: bool, sacked_segments: u32, dupthresh: u32, srtt: Option<Duration>) -> Duration {
+    pub fn reo_wnd(
+        &self,
+        in_recovery: bool,
+        sacked_segments: u32,
+        dupthresh: u32,
+        srtt: Option<Duration>,
+    ) -> Duration {
         if in_recovery || sacked_segments >= dupthresh {
             return Duration::ZERO;
         }
@@ -68,7 +74,12 @@ impl Rack {
     /// RFC 8985 §6.2 step 5: mark lost every unacknowledged segment sent before the
     /// most recently delivered one by more than RTT + reo_wnd; arm the reordering timer
     /// for the rest. Returns the number of segments newly marked.
-    pub fn detect_loss<'a>(&mut self, now: Instant, reo_wnd: Duration, segs: impl Iterator<Item = &'a mut Sent>) -> u32 {
+    pub fn detect_loss<'a>(
+        &mut self,
+        now: Instant,
+        reo_wnd: Duration,
+        segs: impl Iterator<Item = &'a mut Sent>,
+    ) -> u32 {
         self.reo_deadline = None;
         let Some(rack_ts) = self.xmit_ts else { return 0 };
         let mut marked = 0;

@@ -158,7 +158,8 @@ mod tests {
         e.on_sample(ms(100));
         assert_eq!(e.srtt(), Some(ms(100)));
         assert_eq!(e.rttvar(), Some(ms(50)));
-        assert_eq!(e.rto(&RtoConfig { min: ms(1), ..Default::default() }), ms(300)); // 100 + 4·50
+        assert_eq!(e.rto(&RtoConfig { min: ms(1), ..Default::default() }), ms(300));
+        // 100 + 4·50
     }
 
     #[test]
@@ -199,7 +200,7 @@ mod tests {
         let mut e = Rfc6298::new();
         e.on_sample(ms(5000));
         assert_eq!(e.rto(&RtoConfig { min: ms(1), max: ms(2000), ..Default::default() }), ms(2000)); // max
-        // Zero variance: the K·RTTVAR term is at least G.
+                                                                                                     // Zero variance: the K·RTTVAR term is at least G.
         let mut e = Rfc6298::new();
         for _ in 0..200 {
             e.on_sample(ms(50));

@@ -69,11 +69,7 @@ impl RangeSet {
             return 0;
         }
         let i = self.ranges.partition_point(|&(_, e)| e <= a);
-        self.ranges[i..]
-            .iter()
-            .take_while(|&&(s, _)| s < b)
-            .map(|&(s, e)| e.min(b) - s.max(a))
-            .sum()
+        self.ranges[i..].iter().take_while(|&&(s, _)| s < b).map(|&(s, e)| e.min(b) - s.max(a)).sum()
     }
 
     /// Total bytes in the set.

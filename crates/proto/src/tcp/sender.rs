@@ -439,7 +439,12 @@ impl<E: RttEstimator> Sender<E> {
     fn pipe(&self) -> u64 {
         let unsacked = |a: u64, b: u64| b.saturating_sub(a) - self.sacked.bytes_in(a, b);
         if self.cfg.mechanisms.rack_tlp {
-            let lost: u64 = self.sent.iter().filter(|s| s.lost && !s.sacked).map(|s| s.end - s.start.max(self.snd_una)).sum();
+            let lost: u64 = self
+                .sent
+                .iter()
+                .filter(|s| s.lost && !s.sacked)
+                .map(|s| s.end - s.start.max(self.snd_una))
+                .sum();
             return unsacked(self.snd_una, self.snd_max) - lost;
         }
         let not_lost = unsacked(self.lost_edge.max(self.snd_una), self.snd_max);
@@ -544,7 +549,12 @@ impl<E: RttEstimator> Sender<E> {
     /// RFC 8985 §6.2 step 5, then enter recovery if anything was marked.
     fn rack_detect_loss(&mut self, now: Instant) {
         let sacked_segs = self.sent.iter().filter(|s| s.sacked).count() as u32;
-        let reo_wnd = self.rack.reo_wnd(self.in_recovery || self.recover.get().is_some_and(|r| self.snd_una < r), sacked_segs, self.cfg.dupthresh, self.rtt.srtt());
+        let reo_wnd = self.rack.reo_wnd(
+            self.in_recovery || self.recover.get().is_some_and(|r| self.snd_una < r),
+            sacked_segs,
+            self.cfg.dupthresh,
+            self.rtt.srtt(),
+        );
         let marked = self.rack.detect_loss(now, reo_wnd, self.sent.iter_mut());
         self.stats.rack_marked_lost += marked as u64;
     }
@@ -592,7 +602,8 @@ impl<E: RttEstimator> Sender<E> {
         let lost = if self.cfg.mechanisms.rack_tlp {
             self.sent.iter().any(|s| s.lost)
         } else {
-            self.dupacks >= self.cfg.dupthresh || (self.lost_edge > self.snd_una && !self.sacked.contains(self.snd_una))
+            self.dupacks >= self.cfg.dupthresh
+                || (self.lost_edge > self.snd_una && !self.sacked.contains(self.snd_una))
         };
         if !lost {
             return;
@@ -646,7 +657,7 @@ impl<E: RttEstimator> Sender<E> {
             self.ssthresh = self.flight_size().div_ceil(2).max(2 * self.mss());
         }
         self.cwnd = self.mss(); // loss window
-        // RFC 6582 §3.2 (1) / RFC 6675 §5.1: no fast recovery for data sent before the timeout.
+                                // RFC 6582 §3.2 (1) / RFC 6675 §5.1: no fast recovery for data sent before the timeout.
         self.recover = Opt::some(self.snd_max);
         self.in_recovery = false;
         self.dupacks = 0;
@@ -659,8 +670,10 @@ impl<E: RttEstimator> Sender<E> {
         }
         self.snd_nxt = self.snd_una; // go-back-N: everything outstanding is presumed lost
         self.high_rxt = self.snd_una;
-        self.sack_suspended = self.cfg.mechanisms.sack_off_after_timeout && self.cfg.recovery == Recovery::Sack;
-        let linear = self.cfg.mechanisms.thin_linear_timeouts && thin && self.rto_retries <= THIN_LINEAR_RETRIES;
+        self.sack_suspended =
+            self.cfg.mechanisms.sack_off_after_timeout && self.cfg.recovery == Recovery::Sack;
+        let linear =
+            self.cfg.mechanisms.thin_linear_timeouts && thin && self.rto_retries <= THIN_LINEAR_RETRIES;
         if !linear {
             self.backoff += 1; // (5.5)
         }
@@ -709,7 +722,8 @@ impl<E: RttEstimator> Sender<E> {
         // (3) an unSACKed byte above HighRxt that is not (yet) lost (not with RACK:
         // its timer decides).
         let s2 = self.sacked.next_gap(self.high_rxt.max(self.snd_una));
-        if !self.cfg.mechanisms.rack_tlp && s2 < self.snd_max && self.sacked.max_end().is_some_and(|e| e > s2) {
+        if !self.cfg.mechanisms.rack_tlp && s2 < self.snd_max && self.sacked.max_end().is_some_and(|e| e > s2)
+        {
             return Some((s2, self.retransmit_len(s2)));
         }
         None
@@ -729,7 +743,8 @@ impl<E: RttEstimator> Sender<E> {
         if len == 0 {
             return None;
         }
-        let idle = self.snd_una == self.snd_max && self.last_send.get().is_some_and(|t| now - t > self.rtt.rto(&self.cfg.rto));
+        let idle = self.snd_una == self.snd_max
+            && self.last_send.get().is_some_and(|t| now - t > self.rtt.rto(&self.cfg.rto));
         if idle {
             // RFC 5681 §4.1: restart from the initial window after an idle period > RTO.
             if self.cfg.slow_start_restart {
@@ -796,7 +811,8 @@ impl<E: RttEstimator> Sender<E> {
     /// and reduce the window as for a loss.
     fn end_tlp_episode(&mut self) {
         if self.tlp.is_retrans && !self.in_recovery {
-            self.ssthresh = self.flight_size().div_ceil(2).max(2 * self.mss()).min(self.cwnd.max(2 * self.mss()));
+            self.ssthresh =
+                self.flight_size().div_ceil(2).max(2 * self.mss()).min(self.cwnd.max(2 * self.mss()));
             self.cwnd = self.ssthresh;
         }
         self.tlp = Tlp::default();
@@ -824,7 +840,14 @@ impl<E: RttEstimator> Sender<E> {
         }
         if end > self.snd_max {
             let start = self.snd_max.max(seq);
-            self.sent.push_back(Sent { start, end, xmit_ts: now, retransmitted: false, sacked: false, lost: false });
+            self.sent.push_back(Sent {
+                start,
+                end,
+                xmit_ts: now,
+                retransmitted: false,
+                sacked: false,
+                lost: false,
+            });
             self.snd_max = end;
         }
         if seq == self.snd_nxt || (seq < self.snd_nxt && end > self.snd_nxt) {

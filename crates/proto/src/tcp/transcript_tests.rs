@@ -205,11 +205,18 @@ mod recovery {
     use super::*;
 
     /// Send `n` segments, drop those at `lost` (indices), deliver the rest in order.
-    fn window_with_losses(s: &mut Sender, r: &mut Receiver, n: usize, lost: &[usize], now: Instant) -> Vec<Ack> {
+    fn window_with_losses(
+        s: &mut Sender,
+        r: &mut Receiver,
+        n: usize,
+        lost: &[usize],
+        now: Instant,
+    ) -> Vec<Ack> {
         s.write(n as u64 * MSS as u64);
         let segs = drain(s, now);
         assert_eq!(segs.len(), n);
-        let kept: Vec<_> = segs.iter().enumerate().filter(|(i, _)| !lost.contains(i)).map(|(_, s)| *s).collect();
+        let kept: Vec<_> =
+            segs.iter().enumerate().filter(|(i, _)| !lost.contains(i)).map(|(_, s)| *s).collect();
         deliver(r, now, &kept)
     }
 
