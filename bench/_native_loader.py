@@ -15,8 +15,10 @@ from types import ModuleType
 def load_native(path: str | Path) -> ModuleType:
     path = Path(path)
     if not path.is_file():
-        sys.exit(f"error: {path}: no such file (build it with maturin develop --release "
-                 "and copy python/thinwan/_native.abi3.so aside)")
+        sys.exit(
+            f"error: {path}: no such file (build it with maturin develop --release "
+            "and copy python/thinwan/_native.abi3.so aside)"
+        )
     loader = importlib.machinery.ExtensionFileLoader("thinwan._native", str(path))
     spec = importlib.util.spec_from_file_location("thinwan._native", str(path), loader=loader)
     module = importlib.util.module_from_spec(spec)

@@ -45,8 +45,9 @@ def main() -> None:
             rounds.append(ns)
         best = [min(r[i] for r in rounds) for i in range(len(modules))]
         cells = "  ".join(f"{n}={b:.0f}" for n, b in zip(names, best))
-        ratios = "  ".join(f"{n}/{names[0]}={statistics.median(r[i] / r[0] for r in rounds):.3f}"
-                           for i, n in enumerate(names) if i > 0)
+        ratios = "  ".join(
+            f"{n}/{names[0]}={statistics.median(r[i] / r[0] for r in rounds):.3f}" for i, n in enumerate(names) if i > 0
+        )
         if ratios:
             ratios = f"  {ratios}  (median ratio)"
         print(f"{pairs:>6} pairs x {seconds:g} s: {cells}  (ns/packet, fastest){ratios}", flush=True)

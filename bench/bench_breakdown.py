@@ -29,7 +29,11 @@ def timed(name: str, f):  # type: ignore[no-untyped-def]
     return out
 
 
-path = sys.argv[1] if len(sys.argv) > 1 else str(Path(__file__).resolve().parents[1] / "scenarios/ogawa2011/large-buffer.toml")
+path = (
+    sys.argv[1]
+    if len(sys.argv) > 1
+    else str(Path(__file__).resolve().parents[1] / "scenarios/ogawa2011/large-buffer.toml")
+)
 sc = timed("load scenario", lambda: load_scenario(path).with_overrides(runs=1))
 raw = timed("simulate", lambda: _native.simulate(sc.to_native_json(), 0))
 rec = timed("records from native", lambda: RunRecords.from_native(raw))

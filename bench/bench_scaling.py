@@ -36,9 +36,10 @@ import tempfile
 import time
 from pathlib import Path
 
-import thinwan
 import thinwan._native as native
+
 import bench_vs_ns3  # beside this script
+import thinwan
 from thinwan.scenario import load_scenario
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -48,14 +49,16 @@ BASE = ROOT / "scenarios/ogawa2011/large-buffer.toml"
 def scaled(pairs: int, duration: float):
     k = pairs / 100
     sc = load_scenario(BASE)
-    return sc.with_values({
-        "topology.pairs": pairs,
-        "topology.bottleneck_rate_mbps": 10.0 * k,
-        "queue.limit_bytes": int(2_500_000 * k),
-        "scenario.duration_s": duration,
-        "scenario.runs": 1,
-        "records.traces": False,
-    })
+    return sc.with_values(
+        {
+            "topology.pairs": pairs,
+            "topology.bottleneck_rate_mbps": 10.0 * k,
+            "queue.limit_bytes": int(2_500_000 * k),
+            "scenario.duration_s": duration,
+            "scenario.runs": 1,
+            "records.traces": False,
+        }
+    )
 
 
 def scaling(pairs_list: list[int], duration: float, repeat: int) -> list[dict]:
@@ -73,21 +76,26 @@ def scaling(pairs_list: list[int], duration: float, repeat: int) -> list[dict]:
         r, wall = best
         meta = r["meta"]
         packets = meta["packets"]["created"]
-        rows.append({
-            "pairs": pairs,
-            "duration_s": duration,
-            "events": meta["events"],
-            "packets": packets,
-            "messages": int(len(r["messages"]["conn"])),
-            "sim_wall_s": meta["wall_s"],
-            "call_wall_s": wall,
-            "events_per_s": meta["events"] / meta["wall_s"],
-            "ns_per_packet": meta["wall_s"] * 1e9 / packets,
-            "repeat": repeat,
-        })
-        print(f"pairs={pairs:>6}  events={meta['events']:>11,}  packets={packets:>10,}  "
-              f"sim={meta['wall_s']:7.2f}s  {rows[-1]['events_per_s']/1e6:5.2f} Mev/s  "
-              f"{rows[-1]['ns_per_packet']:6.0f} ns/packet", file=sys.stderr)
+        rows.append(
+            {
+                "pairs": pairs,
+                "duration_s": duration,
+                "events": meta["events"],
+                "packets": packets,
+                "messages": int(len(r["messages"]["conn"])),
+                "sim_wall_s": meta["wall_s"],
+                "call_wall_s": wall,
+                "events_per_s": meta["events"] / meta["wall_s"],
+                "ns_per_packet": meta["wall_s"] * 1e9 / packets,
+                "repeat": repeat,
+            }
+        )
+        print(
+            f"pairs={pairs:>6}  events={meta['events']:>11,}  packets={packets:>10,}  "
+            f"sim={meta['wall_s']:7.2f}s  {rows[-1]['events_per_s'] / 1e6:5.2f} Mev/s  "
+            f"{rows[-1]['ns_per_packet']:6.0f} ns/packet",
+            file=sys.stderr,
+        )
         del r, best
     return rows
 
@@ -119,21 +127,26 @@ def ns3_reference(pairs_list: list[int], duration: float) -> list[dict]:
             args = argparse.Namespace(scenario=path, pairs=None, duration=None)
             r = bench_vs_ns3.bench(args, Path(tmp))
         packets = r["thinwan"]["packets"]
-        rows.append({
-            "pairs": pairs,
-            "duration_s": duration,
-            "packets": packets,
-            "thinwan_simulate_s": r["thinwan"]["simulate_s"],
-            "ns3_run_s": r["ns3"]["run_s"],
-            "ns3_events": r["ns3"]["events"],
-            "thinwan_ns_per_packet": r["thinwan"]["simulate_s"] * 1e9 / packets,
-            "ns3_ns_per_packet": r["ns3"]["run_s"] * 1e9 / packets,
-            "ns3_over_thinwan": r["ratios"]["ns3_run_over_thinwan_simulate"],
-            "ns3_version": r["ns3"]["version"],
-            "loadavg": [r["machine"]["loadavg_before"], r["machine"]["loadavg_after"]],
-        })
-        print(f"  thinwan {rows[-1]['thinwan_ns_per_packet']:8.0f} ns/packet   "
-              f"ns-3 {rows[-1]['ns3_ns_per_packet']:10.0f} ns/packet", file=sys.stderr)
+        rows.append(
+            {
+                "pairs": pairs,
+                "duration_s": duration,
+                "packets": packets,
+                "thinwan_simulate_s": r["thinwan"]["simulate_s"],
+                "ns3_run_s": r["ns3"]["run_s"],
+                "ns3_events": r["ns3"]["events"],
+                "thinwan_ns_per_packet": r["thinwan"]["simulate_s"] * 1e9 / packets,
+                "ns3_ns_per_packet": r["ns3"]["run_s"] * 1e9 / packets,
+                "ns3_over_thinwan": r["ratios"]["ns3_run_over_thinwan_simulate"],
+                "ns3_version": r["ns3"]["version"],
+                "loadavg": [r["machine"]["loadavg_before"], r["machine"]["loadavg_after"]],
+            }
+        )
+        print(
+            f"  thinwan {rows[-1]['thinwan_ns_per_packet']:8.0f} ns/packet   "
+            f"ns-3 {rows[-1]['ns3_ns_per_packet']:10.0f} ns/packet",
+            file=sys.stderr,
+        )
     for k in ("thinwan", "ns3"):
         vs_smallest(rows, f"{k}_ns_per_packet", f"{k}_cost_per_packet_vs_smallest")
     return rows
@@ -160,13 +173,19 @@ def memory() -> dict:
     with tempfile.TemporaryDirectory() as out:
         before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
         t0 = time.perf_counter()
-        subprocess.run([str(ROOT / ".venv/bin/thinwan"), "run", str(BASE), "--runs", "1",
-                        "--out", out, "--json"], check=True, stdout=subprocess.DEVNULL)
+        subprocess.run(
+            [str(ROOT / ".venv/bin/thinwan"), "run", str(BASE), "--runs", "1", "--out", out, "--json"],
+            check=True,
+            stdout=subprocess.DEVNULL,
+        )
         wall = time.perf_counter() - t0
         peak_kb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    row = {"command": "thinwan run scenarios/ogawa2011/large-buffer.toml --runs 1",
-           "peak_rss_mb": peak_kb / 1024, "wall_s": wall,
-           "note": "max over the command's processes (ru_maxrss of waited-for children)"}
+    row = {
+        "command": "thinwan run scenarios/ogawa2011/large-buffer.toml --runs 1",
+        "peak_rss_mb": peak_kb / 1024,
+        "wall_s": wall,
+        "note": "max over the command's processes (ru_maxrss of waited-for children)",
+    }
     if before > peak_kb:
         row["note"] += "; an earlier child was larger, figure is an upper bound"
     print(f"peak RSS {row['peak_rss_mb']:.0f} MB, whole command {wall:.1f} s", file=sys.stderr)
@@ -180,8 +199,13 @@ def main() -> None:
     ap.add_argument("--out", default=str(ROOT / "bench/results/scaling.json"))
     ap.add_argument("--repeat", type=int, default=3, help="runs per size; the fastest counts")
     ap.add_argument("--skip-memory", action="store_true")
-    ap.add_argument("--ns3", metavar="PAIRS", type=pair_counts, default=[],
-                    help="also run these sizes in thinwan and ns-3 (e.g. 100,1000; minutes each)")
+    ap.add_argument(
+        "--ns3",
+        metavar="PAIRS",
+        type=pair_counts,
+        default=[],
+        help="also run these sizes in thinwan and ns-3 (e.g. 100,1000; minutes each)",
+    )
     ap.add_argument("--ns3-duration", type=float, default=20.0, help="simulated seconds of the ns-3 reference")
     a = ap.parse_args()
     res: dict = {"version": thinwan.__version__, "cpu_count": os.cpu_count()}

@@ -48,14 +48,11 @@ DEFAULT_SCENARIO = ROOT / "scenarios" / "ogawa2011" / "large-buffer.toml"
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--scenario", type=Path, default=DEFAULT_SCENARIO, help="scenario TOML")
     p.add_argument("--pairs", type=int, help="override topology.pairs (quick variant)")
     p.add_argument("--duration", type=float, help="override scenario.duration_s (quick variant)")
-    p.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "vs_ns3.json",
-                   help="JSON results file")
+    p.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "vs_ns3.json", help="JSON results file")
     p.add_argument("--keep", type=Path, help="keep the run directories here instead of a temp dir")
     a = p.parse_args(argv)
 
@@ -91,8 +88,16 @@ def bench(a: argparse.Namespace, work: Path) -> dict[str, Any]:
 
     # (a) thinwan, the whole command.
     thinwan_exe = Path(sys.executable).with_name("thinwan")
-    cmd = [str(thinwan_exe) if thinwan_exe.exists() else "thinwan", "run", str(scenario_path),
-           "--runs", "1", "--out", str(work / "thinwan"), "--json"]
+    cmd = [
+        str(thinwan_exe) if thinwan_exe.exists() else "thinwan",
+        "run",
+        str(scenario_path),
+        "--runs",
+        "1",
+        "--out",
+        str(work / "thinwan"),
+        "--json",
+    ]
     t0 = time.perf_counter()
     tw = subprocess.run(cmd, capture_output=True, text=True)
     tw_whole = time.perf_counter() - t0
@@ -103,9 +108,16 @@ def bench(a: argparse.Namespace, work: Path) -> dict[str, Any]:
     config = meta["config"]
 
     # (b) ns-3 replaying thinwan's writes with the same validated scenario.
-    cmd_ns3 = [sys.executable, str(DUMBBELL), "--traffic", "schedule",
-               "--schedule", str(run_dir / "messages.parquet"),
-               "--scenario-json", str(run_dir / "meta.json")]
+    cmd_ns3 = [
+        sys.executable,
+        str(DUMBBELL),
+        "--traffic",
+        "schedule",
+        "--schedule",
+        str(run_dir / "messages.parquet"),
+        "--scenario-json",
+        str(run_dir / "meta.json"),
+    ]
     t0 = time.perf_counter()
     ns = subprocess.run(cmd_ns3, capture_output=True, text=True)
     ns_whole = time.perf_counter() - t0
@@ -155,7 +167,7 @@ def bench(a: argparse.Namespace, work: Path) -> dict[str, Any]:
             "events": ns_events,
             "events_per_s": ns_events / ns_run if ns_run > 0 else None,
             "version": "ns3 3.44.post0 (PyPI wheel, release build with NS_LOG/NS_ASSERT "
-                       "compiled in; driven through cppyy, the simulation loop is C++)",
+            "compiled in; driven through cppyy, the simulation loop is C++)",
             "warnings": ns3["warnings"],
             "outcome": {
                 "goodput_bps": ns3["goodput_bps"],
@@ -231,9 +243,11 @@ def human_summary(r: dict[str, Any]) -> str:
         f"{r['machine']['loadavg_before'][0]:.2f} -> {r['machine']['loadavg_after'][0]:.2f}",
     ]
     if (w["ns3_writes_replayed"], w["ns3_bytes_replayed"]) != (w["writes"], w["bytes_written"]):
-        lines.append(f"WARNING: ns-3 replayed {w['ns3_writes_replayed']} writes / "
-                     f"{w['ns3_bytes_replayed']} B, thinwan wrote {w['writes']} / "
-                     f"{w['bytes_written']} B")
+        lines.append(
+            f"WARNING: ns-3 replayed {w['ns3_writes_replayed']} writes / "
+            f"{w['ns3_bytes_replayed']} B, thinwan wrote {w['writes']} / "
+            f"{w['bytes_written']} B"
+        )
     if n["warnings"]:
         lines.append("ns-3 cannot reproduce: " + "; ".join(n["warnings"]))
     return "\n".join(lines)

@@ -35,8 +35,10 @@ CASES = [
     ("ogawa2011/small-buffer-proposed.toml", {"scenario.duration_s": 30.0}),
     ("carlmar2011/base.toml", {"scenario.duration_s": 20.0}),
     ("carlmar2011/base.toml", {"scenario.duration_s": 20.0, "mux.mode": "mux", "mux.trunks": 4}),
-    ("carlmar2011/base.toml", {"scenario.duration_s": 20.0, "topology.bottleneck_loss": 0.05,
-                               "topology.bottleneck_jitter_pct": 10.0}),
+    (
+        "carlmar2011/base.toml",
+        {"scenario.duration_s": 20.0, "topology.bottleneck_loss": 0.05, "topology.bottleneck_jitter_pct": 10.0},
+    ),
 ]
 
 

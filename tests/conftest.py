@@ -119,9 +119,7 @@ def fake_native() -> Callable[..., dict[str, Any]]:
 
 @pytest.fixture
 def scenario() -> Scenario:
-    return scenario_from_dict(
-        {"scenario": {"name": "fake", "duration_s": 10.0}, "topology": {"pairs": 3}}
-    )
+    return scenario_from_dict({"scenario": {"name": "fake", "duration_s": 10.0}, "topology": {"pairs": 3}})
 
 
 @pytest.fixture

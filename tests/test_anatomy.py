@@ -7,8 +7,8 @@ import sys
 from pathlib import Path
 
 import pytest
-
 import thinwan._native as native
+
 from thinwan.anatomy import TIMEOUT, anatomy
 from thinwan.records import RunRecords
 from thinwan.scenario import ScenarioError, scenario_from_dict
@@ -47,14 +47,22 @@ def test_cli_writes_the_picture(tmp_path: Path) -> None:
     toml = tmp_path / "lossy.toml"
     toml.write_text(
         "[scenario]\nduration_s = 20.0\n[topology]\npairs = 20\nbottleneck_rate_mbps = 2.0\n"
-        "[queue]\nlimit_packets = 0\nlimit_bytes = 8000\n[tcp]\nrecovery = \"reno\"\nsack = false\n"
+        '[queue]\nlimit_packets = 0\nlimit_bytes = 8000\n[tcp]\nrecovery = "reno"\nsack = false\n'
     )
     out = tmp_path / "a.png"
-    done = subprocess.run([sys.executable, "-m", "thinwan", "anatomy", str(toml), "--out", str(out)],
-                          capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-m", "thinwan", "anatomy", str(toml), "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "retransmission timeout" in done.stdout
-    bad = subprocess.run([sys.executable, "-m", "thinwan", "anatomy", str(toml), "--timeout", "999"],
-                         capture_output=True, text=True, timeout=120)
+    bad = subprocess.run(
+        [sys.executable, "-m", "thinwan", "anatomy", str(toml), "--timeout", "999"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert bad.returncode == 2 and "Traceback" not in bad.stderr and "--timeout 999" in bad.stderr

@@ -8,9 +8,9 @@ import sys
 from pathlib import Path
 
 import pytest
+import thinwan._native
 
 import thinwan
-import thinwan._native
 from thinwan.cli import main
 from thinwan.records import TABLES, RunRecords
 
@@ -65,9 +65,7 @@ def test_bad_key_exits_2_naming_the_key_without_traceback(tmp_path: Path) -> Non
         ("[tcp]\nmss = = 1\n", "invalid TOML"),
     ],
 )
-def test_scenario_errors_exit_2(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], text: str, expected: str
-) -> None:
+def test_scenario_errors_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str], text: str, expected: str) -> None:
     assert main(["run", str(scenario_file(tmp_path, text))]) == 2
     err = capsys.readouterr().err
     assert err.startswith("thinwan: error: ") and expected in err
@@ -106,6 +104,7 @@ def test_no_command_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 # --- end to end, with the native simulator ----------------------------------------------
+
 
 def test_run_json_writes_records_summary_and_report(tmp_path: Path) -> None:
     out = tmp_path / "out"

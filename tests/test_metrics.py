@@ -11,16 +11,16 @@ import pytest
 from thinwan.metrics import (
     BULK,
     COMPONENTS,
+    DELAY_QUANTILES,
     INTERACTIVE,
     ccdf,
+    delay_quantiles_ms,
     mean_violation_interval_s,
     message_delays,
     per_connection_means,
     summarize_run,
     summarize_runs,
     thresholds_s,
-    DELAY_QUANTILES,
-    delay_quantiles_ms,
     utilisation,
     violation_ratio,
 )
@@ -84,9 +84,7 @@ def test_violation_ratio_counts_undelivered_as_exceeding() -> None:
 
 def test_thresholds_subtract_the_wan_delay() -> None:
     assert thresholds_s(scenario_from_dict({})) == pytest.approx((0.130, 0.980))
-    assert thresholds_s(scenario_from_dict({"topology": {"bottleneck_delay_ms": 70}})) == pytest.approx(
-        (0.080, 0.930)
-    )
+    assert thresholds_s(scenario_from_dict({"topology": {"bottleneck_delay_ms": 70}})) == pytest.approx((0.080, 0.930))
 
 
 def test_mean_violation_interval_matches_hand_computation() -> None:

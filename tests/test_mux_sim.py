@@ -106,7 +106,7 @@ def test_sweep_report_has_box_plots_when_the_tunnel_is_compared(tmp_path: Path) 
     sweep_file.write_text(
         f"""
 [sweep]
-base = "{GRID / 'base.toml'}"
+base = "{GRID / "base.toml"}"
 runs = 1
 [set]
 "topology.pairs" = 10

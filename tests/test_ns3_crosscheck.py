@@ -13,8 +13,8 @@ installed, and while the native simulator is not built yet.
 from __future__ import annotations
 
 import importlib.util
-import os
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -69,6 +69,7 @@ def native() -> Any:
             pytest.fail(why)  # CI installs them (scripts/test.sh): never skip there
         pytest.skip(why)
     import thinwan._native as native
+
     return native
 
 

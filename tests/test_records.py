@@ -51,9 +51,7 @@ def test_from_native_casts_and_rejects_missing_columns(fake_native: Callable[...
 def test_write_read_round_trip(tmp_path: Path, traces: bool, fake_native: Callable[..., Any]) -> None:
     original = RunRecords.from_native(fake_native(traces=traces))
     target = original.write(tmp_path / "runs" / "run-0")
-    assert sorted(p.name for p in target.iterdir()) == sorted(
-        [f"{name}.parquet" for name in TABLES] + ["meta.json"]
-    )
+    assert sorted(p.name for p in target.iterdir()) == sorted([f"{name}.parquet" for name in TABLES] + ["meta.json"])
     back = RunRecords.read(target)
     for name in TABLES:
         pd.testing.assert_frame_equal(getattr(back, name), getattr(original, name))

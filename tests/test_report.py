@@ -14,11 +14,9 @@ from thinwan.report import FIGURE_TITLES, digest_run, html_report, summary_table
 from thinwan.scenario import Scenario
 
 
-
 def digests(fake_native: Callable[..., Any], scenario: Scenario, traces: bool, runs: int = 2) -> list:
     return [
-        digest_run(RunRecords.from_native(fake_native(traces=traces, seed=k, run=k)), scenario)
-        for k in range(runs)
+        digest_run(RunRecords.from_native(fake_native(traces=traces, seed=k, run=k)), scenario) for k in range(runs)
     ]
 
 

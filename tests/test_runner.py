@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import json
 import math
-import tomllib
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import pytest
+import tomllib
 
 import thinwan
 from thinwan import runner
@@ -33,9 +33,7 @@ def fake_simulator(monkeypatch: pytest.MonkeyPatch, fake_native: Callable[..., A
         return out
 
     monkeypatch.setattr(runner._native, "simulate", simulate, raising=False)
-    monkeypatch.setattr(
-        runner, "ProcessPoolExecutor", lambda max_workers, mp_context: ThreadPoolExecutor(max_workers)
-    )
+    monkeypatch.setattr(runner, "ProcessPoolExecutor", lambda max_workers, mp_context: ThreadPoolExecutor(max_workers))
     return calls
 
 

@@ -156,7 +156,7 @@ def test_point_ids_change_only_for_changed_points(tmp_path: Path) -> None:
             "vary: queue.limit_bytes is set both by axis queue.limit_bytes and by axis buffer",
         ),
         ('[set]\n"tcp.sack" = true\n[vary]\n"tcp.sack" = [true, false]\n', "set both by [set] and by axis tcp.sack"),
-        ("[report]\nx = \"config\"\n[vary.config]\na = {}\n", "report.x: 'config' is not a plain axis of numbers"),
+        ('[report]\nx = "config"\n[vary.config]\na = {}\n', "report.x: 'config' is not a plain axis of numbers"),
         ("[vary.run]\na = {}\n", "vary.run: this name is taken by a column of the results"),
         ("[vary.utilisation]\na = {}\n", "vary.utilisation: this name is taken by a column of the results"),
         ("[sweeps]\n", "sweeps: unknown section"),
@@ -232,11 +232,16 @@ def test_task_result_is_small(tmp_path: Path, fake_native: Callable[..., dict[st
     assert all(v.shape == CCDF_GRID_S.shape and v.dtype == np.float32 for v in result["ccdf"].values())
     assert {"r_I150", "r_I1000", "T_I150_s", "T_I1000_s", "timeouts_per_conn"} <= result["summary"].keys()
     assert (result["seed"], result["version"]) == (2, thinwan.__version__)
-    as_lists = {**result, "ccdf": {k: v.tolist() for k, v in result["ccdf"].items()}, "delay_hist": [a.tolist() for a in result["delay_hist"]]}
+    as_lists = {
+        **result,
+        "ccdf": {k: v.tolist() for k, v in result["ccdf"].items()},
+        "delay_hist": [a.tolist() for a in result["delay_hist"]],
+    }
     assert len(json.dumps(as_lists)) < 50_000
 
 
 # --- running ------------------------------------------------------------------------------
+
 
 def _comparable(frame: pd.DataFrame) -> pd.DataFrame:
     return frame.drop(columns=["wall_s", *CCDF_COLUMNS]).sort_values(["point_id", "run"]).reset_index(drop=True)
@@ -246,9 +251,7 @@ def test_local_and_dask_give_identical_rows(tmp_path: Path) -> None:
     distributed = pytest.importorskip("distributed")
     sweep = load_sweep(write_sweep(tmp_path))
     local = run_sweep(sweep, tmp_path / "local", jobs=2, progress=False, report=False)
-    with distributed.LocalCluster(
-        n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None
-    ) as cluster:
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
         remote = run_sweep(sweep, tmp_path / "dask", scheduler=cluster.scheduler_address, progress=False, report=False)
     assert len(local.ran) == len(remote.ran) == 8
     a, b = local.frame.sort_values(["point_id", "run"]), remote.frame.sort_values(["point_id", "run"])
@@ -304,7 +307,9 @@ def test_an_interrupted_sweep_resumes_without_redoing_finished_runs(tmp_path: Pa
 
     # Edit one bundle: only its two points run again; the old rows are set aside ...
     edited = SWEEP.replace('"tcp.recovery" = "reno"', '"tcp.recovery" = "newreno"')
-    third = run_sweep(load_sweep(write_sweep(tmp_path, edited, name="edited.toml")), out, jobs=1, progress=False, report=False)
+    third = run_sweep(
+        load_sweep(write_sweep(tmp_path, edited, name="edited.toml")), out, jobs=1, progress=False, report=False
+    )
     assert len(third.ran) == 4 and third.reused == 4
     assert len(list((out / "runs.parquet").glob("*.parquet"))) == 8
     assert len(list((out / "unused").glob("*.parquet"))) == 4
@@ -321,9 +326,7 @@ def test_an_interrupted_sweep_resumes_without_redoing_finished_runs(tmp_path: Pa
 
 def as_module(module: str, *args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
     """Run ``python -m MODULE ARGS`` as a user would."""
-    return subprocess.run(
-        [sys.executable, "-m", module, *args], capture_output=True, text=True, cwd=cwd, timeout=600
-    )
+    return subprocess.run([sys.executable, "-m", module, *args], capture_output=True, text=True, cwd=cwd, timeout=600)
 
 
 def test_json_output_and_report(tmp_path: Path) -> None:
@@ -400,7 +403,9 @@ def test_an_unreachable_scheduler_is_a_user_error(tmp_path: Path, capsys: pytest
     path = write_sweep(tmp_path)
     # A port nothing listens on: connection refused, retried until the connect timeout.
     with dask.config.set({"distributed.comm.timeouts.connect": "1s"}):
-        status = sweep_module.main([str(path), "--scheduler", "tcp://127.0.0.1:9", "--quiet", "--out", str(tmp_path / "o")])
+        status = sweep_module.main(
+            [str(path), "--scheduler", "tcp://127.0.0.1:9", "--quiet", "--out", str(tmp_path / "o")]
+        )
     assert status == 2
     assert "cannot connect to the Dask scheduler at tcp://127.0.0.1:9" in capsys.readouterr().err
 

@@ -65,7 +65,7 @@ def write_tunnel_sweep(tmp_path: Path) -> Path:
     sweep.write_text(
         f"""
 [sweep]
-base = "{GRID / 'base.toml'}"
+base = "{GRID / "base.toml"}"
 runs = 2
 [set]
 "topology.pairs" = 8
@@ -114,9 +114,26 @@ def test_tunnel_sweep_document_pools_every_run_per_configuration(tmp_path: Path)
 def test_sweep_json_cli_prints_the_grid_document(tmp_path: Path) -> None:
     sweep = write_tunnel_sweep(tmp_path)
     done = subprocess.run(
-        [sys.executable, "-m", "thinwan", "sweep", str(sweep), "--out", str(tmp_path / "out"), "--json", "--quiet",
-         "--jobs", "1", "--runs", "1", "--duration", "5"],
-        capture_output=True, text=True, timeout=300,
+        [
+            sys.executable,
+            "-m",
+            "thinwan",
+            "sweep",
+            str(sweep),
+            "--out",
+            str(tmp_path / "out"),
+            "--json",
+            "--quiet",
+            "--jobs",
+            "1",
+            "--runs",
+            "1",
+            "--duration",
+            "5",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert done.returncode == 0, done.stderr
     doc = json.loads(done.stdout)
@@ -130,7 +147,11 @@ def test_sweep_json_cli_prints_the_grid_document(tmp_path: Path) -> None:
 def test_duration_override_refuses_a_varied_duration(tmp_path: Path) -> None:
     sweep = tmp_path / "d.toml"
     sweep.write_text(f'[sweep]\nbase = "{GRID / "base.toml"}"\n[vary]\n"scenario.duration_s" = [5.0, 10.0]\n')
-    done = subprocess.run([sys.executable, "-m", "thinwan", "sweep", str(sweep), "--duration", "3"],
-                          capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        [sys.executable, "-m", "thinwan", "sweep", str(sweep), "--duration", "3"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert "d.toml: --duration: scenario.duration_s is varied by an axis" in done.stderr

@@ -9,10 +9,10 @@ import dpkt
 import numpy as np
 import pytest
 
+from thinwan import _native
 from thinwan.records import RunRecords
 from thinwan.scenario import ScenarioError, load_scenario
 from thinwan.trace import read_flows, stream_writes
-from thinwan import _native
 
 SERVER = "10.0.0.1"
 
@@ -106,13 +106,20 @@ def test_the_simulator_replays_the_capture(tmp_path: Path, capture: Path, mode: 
     r = RunRecords.from_native(_native.simulate(sc.to_native_json(), 0))
     m = r.messages.sort_values(["conn", "t_write"])
     assert list(zip(m.conn, np.round(m.t_write, 3), m.bytes)) == [
-        (0, 0.0, 100), (0, 0.3, 30), (0, 2.49, 7), (1, 0.04, 40), (1, 0.41, 60), (2, 0.39, 12)
+        (0, 0.0, 100),
+        (0, 0.3, 30),
+        (0, 2.49, 7),
+        (1, 0.04, 40),
+        (1, 0.41, 60),
+        (2, 0.39, 12),
     ]
     assert (m.t_read - m.t_write >= 0.15).all(), "one way: 100 ms WAN + 50 ms last hop"
 
 
 def test_capture_errors_name_the_key_and_the_file(tmp_path: Path, capture: Path) -> None:
-    with pytest.raises(ScenarioError, match=r"traffic\.pcap_file: .*game\.pcap: has 3 server → client flow\(s\).*asks for 5"):
+    with pytest.raises(
+        ScenarioError, match=r"traffic\.pcap_file: .*game\.pcap: has 3 server → client flow\(s\).*asks for 5"
+    ):
         load_scenario(scenario_file(tmp_path, capture, 5))
     capture.write_bytes(b"not a capture at all")
     with pytest.raises(ScenarioError, match="traffic.pcap_file: .*not a pcap or pcapng file"):

@@ -46,8 +46,16 @@ SUMMARY = {
 def measure(so: Path, pairs: int, seconds: float, ll_bytes: int) -> dict[str, int]:
     """Totals of one run under Cachegrind, and its packet count."""
     with tempfile.TemporaryDirectory() as tmp:
-        cmd = ["valgrind", "--tool=cachegrind", "--cache-sim=yes", f"--LL={ll_bytes},16,64",
-               f"--cachegrind-out-file={tmp}/cg.out", sys.executable, "-c", child_code(so, pairs, seconds)]
+        cmd = [
+            "valgrind",
+            "--tool=cachegrind",
+            "--cache-sim=yes",
+            f"--LL={ll_bytes},16,64",
+            f"--cachegrind-out-file={tmp}/cg.out",
+            sys.executable,
+            "-c",
+            child_code(so, pairs, seconds),
+        ]
         # One BLAS thread: NumPy's idle OpenBLAS threads otherwise spin under Cachegrind
         # (which runs threads one at a time) and add 0–200 instructions per packet.
         env = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}
@@ -66,8 +74,12 @@ def measure(so: Path, pairs: int, seconds: float, ll_bytes: int) -> dict[str, in
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("natives", nargs="+", type=Path, help="built thinwan/_native.abi3.so files")
-    ap.add_argument("--sizes", default="1000x20,10000x4", type=sizes,
-                    help="comma-separated PAIRSxSECONDS; each runs for S and 2·S seconds (default 1000x20,10000x4)")
+    ap.add_argument(
+        "--sizes",
+        default="1000x20,10000x4",
+        type=sizes,
+        help="comma-separated PAIRSxSECONDS; each runs for S and 2·S seconds (default 1000x20,10000x4)",
+    )
     ap.add_argument("--ll-kb", type=int, default=4096, help="simulated last-level cache, KB (default 4096)")
     ap.add_argument("--jobs", type=int, default=2, help="runs at once (default 2)")
     a = ap.parse_args()
@@ -86,7 +98,9 @@ def main() -> None:
             short, long = results[(so, pairs, s)], results[(so, pairs, 2 * s)]
             n = long["packets"] - short["packets"]
             per = {k: (long[k] - short[k]) / n for k in SUMMARY}
-            print(f"{so.name:>24} {pairs:>7} {n:>10} {per['Ir']:>8.0f} {per['D1']:>8.2f} {per['LLd']:>8.2f}", flush=True)
+            print(
+                f"{so.name:>24} {pairs:>7} {n:>10} {per['Ir']:>8.0f} {per['D1']:>8.2f} {per['LLd']:>8.2f}", flush=True
+            )
 
 
 if __name__ == "__main__":

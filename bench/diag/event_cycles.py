@@ -29,22 +29,45 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from _native_loader import child_code, sizes  # noqa: E402
 
-KINDS = ["write", "port free", "data @R1", "data @R2", "data @client", "ack @R2", "ack @R1",
-         "ack @server", "RTO timer", "delACK timer"]
+KINDS = [
+    "write",
+    "port free",
+    "data @R1",
+    "data @R2",
+    "data @client",
+    "ack @R2",
+    "ack @R1",
+    "ack @server",
+    "RTO timer",
+    "delACK timer",
+]
 # The patch's `sec(i, ..)` calls, in order of i.
-SECTIONS = ["write: source, calendar", "write: TCP write, row", "write: transmit (all)",
-            "transmit: poll_transmit", "transmit: mark rows", "transmit: send", "transmit: arm timer",
-            "transmit: trace", "ack: Sender::handle_ack", "ack: acked cursor", "ack: blocked writes",
-            "ack: transmit (all)", "send: slab, log", "send: read port", "send: idle port",
-            "send: queue"]
-
+SECTIONS = [
+    "write: source, calendar",
+    "write: TCP write, row",
+    "write: transmit (all)",
+    "transmit: poll_transmit",
+    "transmit: mark rows",
+    "transmit: send",
+    "transmit: arm timer",
+    "transmit: trace",
+    "ack: Sender::handle_ack",
+    "ack: acked cursor",
+    "ack: blocked writes",
+    "ack: transmit (all)",
+    "send: slab, log",
+    "send: read port",
+    "send: idle port",
+    "send: queue",
+]
 
 
 def measure(so: str, pairs: int, seconds: float) -> tuple[dict[int, list[int]], int]:
     """One run in a fresh process (the counters are per thread and never reset)."""
-    out = subprocess.run([sys.executable, "-c", child_code(so, pairs, seconds)], capture_output=True, text=True, check=True)
-    rows = {int(m[1]): [int(x) for x in m[2].split(",")]
-            for m in re.finditer(r"row(\d) \[(.*)\]", out.stderr)}
+    out = subprocess.run(
+        [sys.executable, "-c", child_code(so, pairs, seconds)], capture_output=True, text=True, check=True
+    )
+    rows = {int(m[1]): [int(x) for x in m[2].split(",")] for m in re.finditer(r"row(\d) \[(.*)\]", out.stderr)}
     if set(rows) != {0, 1, 2, 3}:
         sys.exit(f"event_cycles: {so} printed no counters: is event-cycles.patch applied to it?")
     sec = re.search(r"^sec \[(.*)\]", out.stderr, re.M)
@@ -72,8 +95,10 @@ def main() -> None:
         if large[3][k] == 0:
             continue
         cs, cl = small[1][k] + small[2][k], large[1][k] + large[2][k]
-        print(f"{name:13} {large[3][k] / pk_l:10.2f} {cs / max(small[3][k], 1):8.0f} {cl / large[3][k]:8.0f} "
-              f"{'':>7} {cs / pk_s:8.0f} {cl / pk_l:8.0f} {cl / pk_l - cs / pk_s:+7.0f}")
+        print(
+            f"{name:13} {large[3][k] / pk_l:10.2f} {cs / max(small[3][k], 1):8.0f} {cl / large[3][k]:8.0f} "
+            f"{'':>7} {cs / pk_s:8.0f} {cl / pk_l:8.0f} {cl / pk_l - cs / pk_s:+7.0f}"
+        )
     ts, tl = (sum(small[1]) + sum(small[2])) / pk_s, (sum(large[1]) + sum(large[2])) / pk_l
     print(f"{'all':13} {'':>10} {'':>8} {'':>8} {'':>7} {ts:8.0f} {tl:8.0f} {tl - ts:+7.0f}  (ratio {tl / ts:.2f})")
     if small[4] and large[4]:

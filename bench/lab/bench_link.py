@@ -64,12 +64,40 @@ def delay_error(rate_bps: int, delay_ms: float, count: int, work: Path) -> dict[
     size = 200  # UDP payload; IP packet = 228 B
     spec = LabSpec(link=LinkSpec.symmetric(rate_bps=rate_bps, delay_ms=delay_ms), tcp=TcpSettings())
     with Lab(spec, workdir=work) as lab:
-        recv = lab.popen("client", [NET, "probe-recv", "--listen", f"{CLIENT_ADDR}:6000", "--count", str(count),
-                                    "--timeout", "2s", "--out", str(work / "p.csv")], stdout=subprocess.PIPE)
+        recv = lab.popen(
+            "client",
+            [
+                NET,
+                "probe-recv",
+                "--listen",
+                f"{CLIENT_ADDR}:6000",
+                "--count",
+                str(count),
+                "--timeout",
+                "2s",
+                "--out",
+                str(work / "p.csv"),
+            ],
+            stdout=subprocess.PIPE,
+        )
         assert recv.stdout is not None
         recv.stdout.readline()
-        lab.run("server", [NET, "probe-send", "--to", f"{CLIENT_ADDR}:6000", "--count", str(count),
-                           "--interval", "2ms", "--size", str(size)], timeout=120)
+        lab.run(
+            "server",
+            [
+                NET,
+                "probe-send",
+                "--to",
+                f"{CLIENT_ADDR}:6000",
+                "--count",
+                str(count),
+                "--interval",
+                "2ms",
+                "--size",
+                str(size),
+            ],
+            timeout=120,
+        )
         recv.wait(timeout=30)
         tx_drops = tun_tx_dropped(lab)
     p = pd.read_csv(work / "p.csv")
@@ -89,19 +117,54 @@ def delay_error(rate_bps: int, delay_ms: float, count: int, work: Path) -> dict[
     }
 
 
-def tcp_goodput(rate_bps: int, delay_ms: float, queue_bytes: int, cc: str, seconds: float, work: Path) -> dict[str, Any]:
+def tcp_goodput(
+    rate_bps: int, delay_ms: float, queue_bytes: int, cc: str, seconds: float, work: Path
+) -> dict[str, Any]:
     spec = LabSpec(
-        link=LinkSpec.symmetric(rate_bps=rate_bps, delay_ms=delay_ms, queue_packets=0 if queue_bytes else 10000, queue_bytes=queue_bytes),
+        link=LinkSpec.symmetric(
+            rate_bps=rate_bps, delay_ms=delay_ms, queue_packets=0 if queue_bytes else 10000, queue_bytes=queue_bytes
+        ),
         tcp=TcpSettings(congestion_control=cc, rmem_max=64 << 20, wmem_max=64 << 20),
     )
     with Lab(spec, workdir=work, events=bool(rate_bps)) as lab:
-        sink = lab.popen("client", [NET, "sink", "--listen", f"{CLIENT_ADDR}:5001", "--out", str(work / "sink.csv"),
-                                    "--timeout-s", str(seconds + 30)], stdout=subprocess.PIPE)
+        sink = lab.popen(
+            "client",
+            [
+                NET,
+                "sink",
+                "--listen",
+                f"{CLIENT_ADDR}:5001",
+                "--out",
+                str(work / "sink.csv"),
+                "--timeout-s",
+                str(seconds + 30),
+            ],
+            stdout=subprocess.PIPE,
+        )
         assert sink.stdout is not None
         sink.stdout.readline()
-        lab.run("server", [NET, "pump", "--connect", f"{CLIENT_ADDR}:5001", "--model", "bulk", "--duration-s", str(seconds),
-                           "--drain-s", "0.5", "--cc", cc, "--out", str(work / "pump.csv"), "--conns-out", str(work / "conns.json")],
-                timeout=seconds + 60)
+        lab.run(
+            "server",
+            [
+                NET,
+                "pump",
+                "--connect",
+                f"{CLIENT_ADDR}:5001",
+                "--model",
+                "bulk",
+                "--duration-s",
+                str(seconds),
+                "--drain-s",
+                "0.5",
+                "--cc",
+                cc,
+                "--out",
+                str(work / "pump.csv"),
+                "--conns-out",
+                str(work / "conns.json"),
+            ],
+            timeout=seconds + 60,
+        )
         sink.wait(timeout=60)
         tx_drops = tun_tx_dropped(lab)
         stats = lab.down()
@@ -126,8 +189,14 @@ def tcp_goodput(rate_bps: int, delay_ms: float, queue_bytes: int, cc: str, secon
 
 def _pcts(x: pd.Series) -> dict[str, float]:
     q = np.percentile(x, [50, 90, 99, 99.9])
-    return {"p50": round(float(q[0]), 1), "p90": round(float(q[1]), 1), "p99": round(float(q[2]), 1),
-            "p99.9": round(float(q[3]), 1), "max": round(float(x.max()), 1), "min": round(float(x.min()), 1)}
+    return {
+        "p50": round(float(q[0]), 1),
+        "p90": round(float(q[1]), 1),
+        "p99": round(float(q[2]), 1),
+        "p99.9": round(float(q[3]), 1),
+        "max": round(float(x.max()), 1),
+        "min": round(float(x.min()), 1),
+    }
 
 
 # -- laws: jitter and loss against their configured distributions ----------------------
@@ -140,22 +209,57 @@ Z99 = 2.5758  # two-sided 99 % normal quantile
 
 def law_check(count: int, work: Path) -> dict[str, Any]:
     """UDP probes both ways through one lab; each direction's laws checked from the event log."""
-    fwd = DirLink(rate_bps=100_000_000, delay_ms=DELAY_MS, jitter="uniform:10%", reorder=True, ge=(GE_P, GE_R, 0.0, 1.0))
+    fwd = DirLink(
+        rate_bps=100_000_000, delay_ms=DELAY_MS, jitter="uniform:10%", reorder=True, ge=(GE_P, GE_R, 0.0, 1.0)
+    )
     rev = DirLink(rate_bps=100_000_000, delay_ms=DELAY_MS, jitter="normal:5%", reorder=True, loss=LOSS_IID)
     spec = LabSpec(link=LinkSpec(fwd=fwd, rev=rev, seed=11), tcp=TcpSettings())
     with Lab(spec, workdir=work) as lab:
         recv = {
-            "client": lab.popen("client", [NET, "probe-recv", "--listen", f"{CLIENT_ADDR}:6000", "--count", str(count),
-                                           "--timeout", "2s", "--out", str(work / "fwd.csv")], stdout=subprocess.PIPE),
-            "server": lab.popen("server", [NET, "probe-recv", "--listen", f"{SERVER_ADDR}:6000", "--count", str(count),
-                                           "--timeout", "2s", "--out", str(work / "rev.csv")], stdout=subprocess.PIPE),
+            "client": lab.popen(
+                "client",
+                [
+                    NET,
+                    "probe-recv",
+                    "--listen",
+                    f"{CLIENT_ADDR}:6000",
+                    "--count",
+                    str(count),
+                    "--timeout",
+                    "2s",
+                    "--out",
+                    str(work / "fwd.csv"),
+                ],
+                stdout=subprocess.PIPE,
+            ),
+            "server": lab.popen(
+                "server",
+                [
+                    NET,
+                    "probe-recv",
+                    "--listen",
+                    f"{SERVER_ADDR}:6000",
+                    "--count",
+                    str(count),
+                    "--timeout",
+                    "2s",
+                    "--out",
+                    str(work / "rev.csv"),
+                ],
+                stdout=subprocess.PIPE,
+            ),
         }
         for r in recv.values():
             assert r.stdout is not None
             r.stdout.readline()
-        send = [lab.popen(side, [NET, "probe-send", "--to", f"{to}:6000", "--count", str(count), "--interval", "0.5ms", "--size", "64"],
-                          stdout=subprocess.DEVNULL)
-                for side, to in (("server", CLIENT_ADDR), ("client", SERVER_ADDR))]
+        send = [
+            lab.popen(
+                side,
+                [NET, "probe-send", "--to", f"{to}:6000", "--count", str(count), "--interval", "0.5ms", "--size", "64"],
+                stdout=subprocess.DEVNULL,
+            )
+            for side, to in (("server", CLIENT_ADDR), ("client", SERVER_ADDR))
+        ]
         for p in send:
             p.wait(timeout=count * 0.0005 + 60)
         for r in recv.values():
@@ -176,7 +280,9 @@ def law_check(count: int, work: Path) -> dict[str, Any]:
             "jitter": spec.link.fwd.jitter if dirn == 0 else spec.link.rev.jitter,
             "ks_measured": _ks(link_delay.to_numpy(), cdf),
             "ks_scheduled": _ks(law_delay.to_numpy(), cdf),
-            "lateness_us_p50_p99": [round(float(x), 1) for x in np.percentile((link_delay - law_delay) * 1e6, [50, 99])],
+            "lateness_us_p50_p99": [
+                round(float(x), 1) for x in np.percentile((link_delay - law_delay) * 1e6, [50, 99])
+            ],
         }
         if dirn == 0:
             res["ge"] = _ge_check(lost_mask, GE_P, GE_R)
@@ -222,9 +328,17 @@ def _iid_check(lost: np.ndarray, p: float) -> dict[str, Any]:
     lo, hi = _wilson(k, n)
     after = lost[1:][lost[:-1]]  # outcomes right after a loss: i.i.d. means P = p again
     lo2, hi2 = _wilson(int(after.sum()), len(after))
-    return {"trials": n, "lost": k, "rate": round(k / n, 5), "ci99": [round(lo, 5), round(hi, 5)], "pass_rate": lo <= p <= hi,
-            "p_loss_after_loss": round(float(after.mean()), 4) if len(after) else None, "ci99_after": [round(lo2, 4), round(hi2, 4)],
-            "pass_independence": lo2 <= p <= hi2, "pass": lo <= p <= hi and lo2 <= p <= hi2}
+    return {
+        "trials": n,
+        "lost": k,
+        "rate": round(k / n, 5),
+        "ci99": [round(lo, 5), round(hi, 5)],
+        "pass_rate": lo <= p <= hi,
+        "p_loss_after_loss": round(float(after.mean()), 4) if len(after) else None,
+        "ci99_after": [round(lo2, 4), round(hi2, 4)],
+        "pass_independence": lo2 <= p <= hi2,
+        "pass": lo <= p <= hi and lo2 <= p <= hi2,
+    }
 
 
 def _runs(mask: np.ndarray, value: bool) -> np.ndarray:
@@ -239,8 +353,12 @@ def _runs(mask: np.ndarray, value: bool) -> np.ndarray:
 def _ge_check(lost: np.ndarray, p: float, r: float) -> dict[str, Any]:
     """Loss bursts (time in Bad, loss_bad = 1, loss_good = 0) are Geometric(r), mean 1/r;
     gaps between them Geometric(p), mean 1/p."""
-    res: dict[str, Any] = {"trials": len(lost), "lost": int(lost.sum()), "rate": round(float(lost.mean()), 5),
-                           "stationary_rate": round(p / (p + r), 5)}
+    res: dict[str, Any] = {
+        "trials": len(lost),
+        "lost": int(lost.sum()),
+        "rate": round(float(lost.mean()), 5),
+        "stationary_rate": round(p / (p + r), 5),
+    }
     ok = True
     for name, runs, q in (("burst", _runs(lost, True), r), ("gap", _runs(lost, False), p)):
         mean, sd = 1 / q, math.sqrt(1 - q) / q
@@ -248,7 +366,13 @@ def _ge_check(lost: np.ndarray, p: float, r: float) -> dict[str, Any]:
         got = float(runs.mean()) if len(runs) else math.nan
         passed = bool(len(runs) >= 30 and abs(got - mean) <= half)
         ok &= passed
-        res[name] = {"n": len(runs), "mean": round(got, 3), "expected": round(mean, 3), "ci99": [round(mean - half, 3), round(mean + half, 3)], "pass": passed}
+        res[name] = {
+            "n": len(runs),
+            "mean": round(got, 3),
+            "expected": round(mean, 3),
+            "ci99": [round(mean - half, 3), round(mean + half, 3)],
+            "pass": passed,
+        }
     res["pass"] = ok
     return res
 
@@ -265,18 +389,50 @@ def soak(seconds: float, work: Path) -> dict[str, Any]:
     payload = SOAK_IP - 28
     interval_us = SOAK_IP * 8 / (0.9 * SOAK_RATE) * 1e6
     count = int(seconds * 1e6 / interval_us)
-    link = LinkSpec(fwd=DirLink(rate_bps=SOAK_RATE, delay_ms=10.0, queue_packets=1000, loss=SOAK_LOSS),
-                    rev=DirLink(rate_bps=SOAK_RATE, delay_ms=10.0, queue_packets=1000), seed=5)
+    link = LinkSpec(
+        fwd=DirLink(rate_bps=SOAK_RATE, delay_ms=10.0, queue_packets=1000, loss=SOAK_LOSS),
+        rev=DirLink(rate_bps=SOAK_RATE, delay_ms=10.0, queue_packets=1000),
+        seed=5,
+    )
     spec = LabSpec(link=link, tcp=TcpSettings())
     with Lab(spec, workdir=work) as lab:
         udp_before = _udp_errors(lab)
-        recv = lab.popen("client", [NET, "probe-recv", "--listen", f"{CLIENT_ADDR}:6000", "--count", str(count),
-                                    "--timeout", "3s", "--rcvbuf", str(16 << 20), "--out", str(work / "soak.csv")],
-                    stdout=subprocess.PIPE)
+        recv = lab.popen(
+            "client",
+            [
+                NET,
+                "probe-recv",
+                "--listen",
+                f"{CLIENT_ADDR}:6000",
+                "--count",
+                str(count),
+                "--timeout",
+                "3s",
+                "--rcvbuf",
+                str(16 << 20),
+                "--out",
+                str(work / "soak.csv"),
+            ],
+            stdout=subprocess.PIPE,
+        )
         assert recv.stdout is not None
         recv.stdout.readline()
-        done = lab.run("server", [NET, "probe-send", "--to", f"{CLIENT_ADDR}:6000", "--count", str(count),
-                                  "--interval", f"{interval_us:.3f}us", "--size", str(payload)], timeout=seconds * 1.5 + 60)
+        done = lab.run(
+            "server",
+            [
+                NET,
+                "probe-send",
+                "--to",
+                f"{CLIENT_ADDR}:6000",
+                "--count",
+                str(count),
+                "--interval",
+                f"{interval_us:.3f}us",
+                "--size",
+                str(payload),
+            ],
+            timeout=seconds * 1.5 + 60,
+        )
         sender = json.loads(done.stdout.strip().splitlines()[-1])
         recv.wait(timeout=60)
         tun = tun_tx_dropped(lab)
@@ -294,21 +450,41 @@ def soak(seconds: float, work: Path) -> dict[str, Any]:
     unexpected = {k: v for k, v in by_reason.items() if k not in allowed and v}
     lo, hi = _wilson(by_reason.get("loss", 0), int(scan["fwd_dequeued"]))
     res = {
-        "seconds": seconds, "load": 0.9, "rate_mbps": SOAK_RATE / 1e6, "ip_bytes": SOAK_IP, "probes": count,
-        "sender": sender, "received": int(len(got)), "missing": int(len(missing)),
-        "drops_by_reason": by_reason, "missing_not_logged": int(len(unexplained)), "unexpected_drops": unexpected,
-        "tun_tx_dropped": tun, "udp_rcvbuf_errors": udp_after - udp_before,
-        "loss_rate": round(by_reason.get("loss", 0) / max(scan["fwd_dequeued"], 1), 6), "loss_ci99": [round(lo, 6), round(hi, 6)],
-        "delivered_mbps": scan["fwd_mbps"], "lateness_us": scan["lateness_us"], "max_queue_packets": (stats or {}).get("fwd", {}).get("max_queue_packets"),
+        "seconds": seconds,
+        "load": 0.9,
+        "rate_mbps": SOAK_RATE / 1e6,
+        "ip_bytes": SOAK_IP,
+        "probes": count,
+        "sender": sender,
+        "received": int(len(got)),
+        "missing": int(len(missing)),
+        "drops_by_reason": by_reason,
+        "missing_not_logged": int(len(unexplained)),
+        "unexpected_drops": unexpected,
+        "tun_tx_dropped": tun,
+        "udp_rcvbuf_errors": udp_after - udp_before,
+        "loss_rate": round(by_reason.get("loss", 0) / max(scan["fwd_dequeued"], 1), 6),
+        "loss_ci99": [round(lo, 6), round(hi, 6)],
+        "delivered_mbps": scan["fwd_mbps"],
+        "lateness_us": scan["lateness_us"],
+        "max_queue_packets": (stats or {}).get("fwd", {}).get("max_queue_packets"),
     }
-    res["pass"] = bool(res["missing_not_logged"] == 0 and not unexpected and tun == 0 and sender["send_errors"] == 0
-                       and res["udp_rcvbuf_errors"] == 0 and lo <= SOAK_LOSS <= hi)
+    res["pass"] = bool(
+        res["missing_not_logged"] == 0
+        and not unexpected
+        and tun == 0
+        and sender["send_errors"] == 0
+        and res["udp_rcvbuf_errors"] == 0
+        and lo <= SOAK_LOSS <= hi
+    )
     return res
 
 
 def _udp_errors(lab: Lab) -> int:
     """UDP receive-buffer errors in the client namespace (/proc/net/snmp)."""
-    lines = [ln.split() for ln in lab.run("client", ["cat", "/proc/net/snmp"]).stdout.splitlines() if ln.startswith("Udp:")]
+    lines = [
+        ln.split() for ln in lab.run("client", ["cat", "/proc/net/snmp"]).stdout.splitlines() if ln.startswith("Udp:")
+    ]
     row = dict(zip(lines[0][1:], lines[1][1:]))
     return int(row.get("RcvbufErrors", 0))
 
@@ -323,7 +499,9 @@ def _scan_soak(path: Path, chunk: int = 1 << 20) -> dict[str, Any]:
     first = last = None
     delivered_bytes = 0
     for start in range(0, n, chunk):
-        e = np.fromfile(path, dtype=EVENT_DTYPE, count=min(chunk, n - start), offset=HEADER + start * EVENT_DTYPE.itemsize)
+        e = np.fromfile(
+            path, dtype=EVENT_DTYPE, count=min(chunk, n - start), offset=HEADER + start * EVENT_DTYPE.itemsize
+        )
         drops = e[e["event"] == DROP]
         reasons += np.bincount(drops["reason"], minlength=256)
         drop_ids.append(drops["pkt"][drops["dir"] == 0])
@@ -343,7 +521,9 @@ def _scan_soak(path: Path, chunk: int = 1 << 20) -> dict[str, Any]:
         "drops_by_reason": {REASONS[i]: int(c) for i, c in enumerate(reasons) if c and i in REASONS},
         "fwd_drop_ids": np.concatenate(drop_ids) if drop_ids else np.array([], dtype=np.uint64),
         "fwd_dequeued": deq,
-        "fwd_mbps": round(delivered_bytes * 8 / ((last - first) / 1e9) / 1e6, 2) if first and last and last > first else None,
+        "fwd_mbps": round(delivered_bytes * 8 / ((last - first) / 1e9) / 1e6, 2)
+        if first and last and last > first
+        else None,
         "lateness_us": pct,
     }
 
@@ -353,8 +533,14 @@ def main() -> int:
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--quick", action="store_true", help="fewer probes, shorter transfers (< 60 s in all)")
     ap.add_argument("--only", help="comma-separated parts: delay,goodput,unshaped,stats,soak (default: all but soak)")
-    ap.add_argument("--soak", nargs="?", type=float, const=600.0, metavar="SECONDS",
-                    help="also run the 90 %% load soak (600 s without a value)")
+    ap.add_argument(
+        "--soak",
+        nargs="?",
+        type=float,
+        const=600.0,
+        metavar="SECONDS",
+        help="also run the 90 %% load soak (600 s without a value)",
+    )
     args = ap.parse_args()
     parts = set(args.only.split(",")) if args.only else {"delay", "goodput", "unshaped", "stats"}
     if args.soak is not None:
@@ -367,9 +553,14 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="tw-bench-") as tmp:
         base = Path(tmp)
         if "delay" in parts:
-            results["delay"] = [delay_error(rate, 20.0, probes, base / f"d{k}") for k, rate in enumerate((10_000_000, 100_000_000))]
+            results["delay"] = [
+                delay_error(rate, 20.0, probes, base / f"d{k}") for k, rate in enumerate((10_000_000, 100_000_000))
+            ]
         if "goodput" in parts:
-            results["goodput"] = [tcp_goodput(10_000_000, 20.0, 50_000, cc, seconds * 2, base / f"g{k}") for k, cc in enumerate(("reno", "cubic"))]
+            results["goodput"] = [
+                tcp_goodput(10_000_000, 20.0, 50_000, cc, seconds * 2, base / f"g{k}")
+                for k, cc in enumerate(("reno", "cubic"))
+            ]
         if "unshaped" in parts:
             results["unshaped"] = tcp_goodput(0, 0.0, 0, "cubic", seconds, base / "u")
         if "stats" in parts:
@@ -380,9 +571,15 @@ def main() -> int:
         print(json.dumps(results, indent=2))
     else:
         _print(results)
-    checks = [results.get("soak", {}).get("pass", True)] + [
-        results["stats"][d][k]["pass"] for d, k in (("fwd", "ks_measured"), ("fwd", "ge"), ("rev", "ks_measured"), ("rev", "iid"))
-    ] if "stats" in results else [results.get("soak", {}).get("pass", True)]
+    checks = (
+        [results.get("soak", {}).get("pass", True)]
+        + [
+            results["stats"][d][k]["pass"]
+            for d, k in (("fwd", "ks_measured"), ("fwd", "ge"), ("rev", "ks_measured"), ("rev", "iid"))
+        ]
+        if "stats" in results
+        else [results.get("soak", {}).get("pass", True)]
+    )
     return 0 if all(checks) else 1
 
 
@@ -396,14 +593,20 @@ def _print(results: dict[str, Any]) -> None:
         for d in results["delay"]:
             for view in ("app", "emulator"):
                 e = d[f"{view}_err_us"]
-                print(f"  {d['rate_mbps']:>5g} Mbit/s 20 ms, {view:<9}     {e['p50']:>7} {e['p90']:>7} {e['p99']:>7} {e['p99.9']:>7} {e['max']:>7}")
+                print(
+                    f"  {d['rate_mbps']:>5g} Mbit/s 20 ms, {view:<9}     {e['p50']:>7} {e['p90']:>7} {e['p99']:>7} {e['p99.9']:>7} {e['max']:>7}"
+                )
             print(f"      probes lost: {d['probes'] - d['received']}, TUN tx drops: {d['tun_tx_dropped']}")
     for g in results.get("goodput", []):
-        print(f"TCP {g['cc']:<5} 10 Mbit/s 20 ms, BDP buffer: {g['goodput_mbps']:.2f} Mbit/s goodput "
-              f"(retransmitted {g['retransmitted_bytes']} B, queue drops {g['emulator_drops_overflow']}, TUN drops {g['tun_tx_dropped']})")
+        print(
+            f"TCP {g['cc']:<5} 10 Mbit/s 20 ms, BDP buffer: {g['goodput_mbps']:.2f} Mbit/s goodput "
+            f"(retransmitted {g['retransmitted_bytes']} B, queue drops {g['emulator_drops_overflow']}, TUN drops {g['tun_tx_dropped']})"
+        )
     if "unshaped" in results:
         u = results["unshaped"]
-        print(f"unshaped, one TCP flow: {u['goodput_mbps']:.0f} Mbit/s goodput (emulator drops {u['emulator_drops_overflow']}, TUN drops {u['tun_tx_dropped']})")
+        print(
+            f"unshaped, one TCP flow: {u['goodput_mbps']:.0f} Mbit/s goodput (emulator drops {u['emulator_drops_overflow']}, TUN drops {u['tun_tx_dropped']})"
+        )
     if "stats" in results:
         st = results["stats"]
         print(f"laws ({st['probes']} probes each way, 0.5 ms apart; KS p > 0.01 and 99 % intervals pass)")
@@ -411,26 +614,40 @@ def _print(results: dict[str, Any]) -> None:
             r = st[name]
             for view in ("ks_measured", "ks_scheduled"):
                 k = r[view]
-                print(f"  {name} jitter {r['jitter']:<12} KS {view[3:]:<9} n={k['n']:<6} D={k['D']:<8} p={k['p']:<7} {_verdict(k['pass'])}")
+                print(
+                    f"  {name} jitter {r['jitter']:<12} KS {view[3:]:<9} n={k['n']:<6} D={k['D']:<8} p={k['p']:<7} {_verdict(k['pass'])}"
+                )
             print(f"      emulator lateness p50/p99: {r['lateness_us_p50_p99'][0]} / {r['lateness_us_p50_p99'][1]} µs")
         i = st["rev"]["iid"]
-        print(f"  rev i.i.d. loss {LOSS_IID}: {i['lost']}/{i['trials']} = {i['rate']} (99 % CI {i['ci99'][0]}–{i['ci99'][1]}) {_verdict(i['pass_rate'])}; "
-              f"P(loss | loss) = {i['p_loss_after_loss']} (CI {i['ci99_after'][0]}–{i['ci99_after'][1]}) {_verdict(i['pass_independence'])}")
+        print(
+            f"  rev i.i.d. loss {LOSS_IID}: {i['lost']}/{i['trials']} = {i['rate']} (99 % CI {i['ci99'][0]}–{i['ci99'][1]}) {_verdict(i['pass_rate'])}; "
+            f"P(loss | loss) = {i['p_loss_after_loss']} (CI {i['ci99_after'][0]}–{i['ci99_after'][1]}) {_verdict(i['pass_independence'])}"
+        )
         g = st["fwd"]["ge"]
         print(f"  fwd GE p={GE_P} r={GE_R}: loss {g['rate']} (stationary {g['stationary_rate']})")
         for part in ("burst", "gap"):
             b = g[part]
-            print(f"      {part} length mean {b['mean']} vs {b['expected']} (99 % CI {b['ci99'][0]}–{b['ci99'][1]}, n={b['n']}) {_verdict(b['pass'])}")
+            print(
+                f"      {part} length mean {b['mean']} vs {b['expected']} (99 % CI {b['ci99'][0]}–{b['ci99'][1]}, n={b['n']}) {_verdict(b['pass'])}"
+            )
     if "soak" in results:
         k = results["soak"]
-        print(f"soak {k['seconds']:g} s at 90 % of {k['rate_mbps']:g} Mbit/s ({k['probes']} × {k['ip_bytes']} B, delivered {k['delivered_mbps']} Mbit/s): "
-              f"{_verdict(k['pass'])}")
-        print(f"  sent {k['sender']['sent']} (send errors {k['sender']['send_errors']}), received {k['received']}, missing {k['missing']}, "
-              f"of which not logged by the emulator: {k['missing_not_logged']}")
-        print(f"  drops by reason: {k['drops_by_reason'] or 'none'}; unexpected: {k['unexpected_drops'] or 'none'}; "
-              f"TUN tx drops {k['tun_tx_dropped']}; UDP rcvbuf errors {k['udp_rcvbuf_errors']}")
-        print(f"  configured loss {SOAK_LOSS}: measured {k['loss_rate']} (99 % CI {k['loss_ci99'][0]}–{k['loss_ci99'][1]}); "
-              f"max queue {k['max_queue_packets']} packets; emulator lateness µs {k['lateness_us']}")
+        print(
+            f"soak {k['seconds']:g} s at 90 % of {k['rate_mbps']:g} Mbit/s ({k['probes']} × {k['ip_bytes']} B, delivered {k['delivered_mbps']} Mbit/s): "
+            f"{_verdict(k['pass'])}"
+        )
+        print(
+            f"  sent {k['sender']['sent']} (send errors {k['sender']['send_errors']}), received {k['received']}, missing {k['missing']}, "
+            f"of which not logged by the emulator: {k['missing_not_logged']}"
+        )
+        print(
+            f"  drops by reason: {k['drops_by_reason'] or 'none'}; unexpected: {k['unexpected_drops'] or 'none'}; "
+            f"TUN tx drops {k['tun_tx_dropped']}; UDP rcvbuf errors {k['udp_rcvbuf_errors']}"
+        )
+        print(
+            f"  configured loss {SOAK_LOSS}: measured {k['loss_rate']} (99 % CI {k['loss_ci99'][0]}–{k['loss_ci99'][1]}); "
+            f"max queue {k['max_queue_packets']} packets; emulator lateness µs {k['lateness_us']}"
+        )
 
 
 if __name__ == "__main__":

@@ -62,7 +62,6 @@ import sys
 
 import numpy as np
 
-
 EXIT_NO_NS3 = 77  # `from ns import ns` failed (the automake "skipped" code)
 
 
@@ -519,16 +518,20 @@ def scenario_defaults(cfg: dict) -> tuple[dict, list[str]]:
     put("sndbuf_bytes", tcp, "send_buffer_bytes", int)
     put("dupthresh", tcp, "dupthresh", int)
     if tcp.get("header_bytes", 40) != 40:
-        warn.append(f"tcp.header_bytes = {tcp['header_bytes']}: ns-3 sends 20 B IP + 20 B TCP "
-                    "(+ options) and cannot change it")
+        warn.append(
+            f"tcp.header_bytes = {tcp['header_bytes']}: ns-3 sends 20 B IP + 20 B TCP (+ options) and cannot change it"
+        )
     if float(tcp.get("max_rto_ms", 60000.0)) != 60000.0:
         warn.append(f"tcp.max_rto_ms = {tcp['max_rto_ms']}: ns-3 caps the RTO at 60 s (fixed)")
     if tcp.get("slow_start_restart", False):
-        warn.append("tcp.slow_start_restart = true: ns-3's TcpNewReno never restarts slow "
-                    "start after idle (only matters for traffic with idle periods)")
+        warn.append(
+            "tcp.slow_start_restart = true: ns-3's TcpNewReno never restarts slow "
+            "start after idle (only matters for traffic with idle periods)"
+        )
     if tcp.get("recovery") == "reno" and not tcp.get("sack", True):
-        warn.append("tcp.recovery = 'reno': ns-3 has no Reno recovery and runs NewReno "
-                    "(partial ACKs keep it in fast recovery)")
+        warn.append(
+            "tcp.recovery = 'reno': ns-3 has no Reno recovery and runs NewReno (partial ACKs keep it in fast recovery)"
+        )
     if tr.get("model", "thin-client") == "bulk":
         d["traffic"] = "bulk"
     else:
@@ -553,78 +556,120 @@ def parse_args(argv=None) -> argparse.Namespace:
     g.add_argument("--pairs", type=int, default=10, help="server->client pairs")
     g.add_argument("--access-rate-mbps", type=float, default=100.0, help="every access link")
     g.add_argument("--access-delay-ms", type=float, default=1.0, help="one-way, each access link")
-    g.add_argument("--access-queue-packets", type=int, default=1000,
-                   help="DropTail limit of every access-link device queue")
+    g.add_argument(
+        "--access-queue-packets", type=int, default=1000, help="DropTail limit of every access-link device queue"
+    )
     g.add_argument("--bottleneck-rate-mbps", type=float, default=10.0, help="R1<->R2")
     g.add_argument("--bottleneck-delay-ms", type=float, default=20.0, help="one-way R1<->R2")
     g = p.add_argument_group("bottleneck queue (R1->R2 and R2->R1)")
-    g.add_argument("--limit-bytes", type=int, default=0,
-                   help="tail-drop byte limit (IP bytes), 0 = none")
-    g.add_argument("--limit-packets", type=int, default=1000,
-                   help="tail-drop packet limit, 0 = none")
-    g.add_argument("--stock-queue", action="store_true",
-                   help="use ns-3's DropTailQueue<Packet> (one limit only; a byte limit then "
-                        "also counts the 2-byte PPP header of every packet)")
+    g.add_argument("--limit-bytes", type=int, default=0, help="tail-drop byte limit (IP bytes), 0 = none")
+    g.add_argument("--limit-packets", type=int, default=1000, help="tail-drop packet limit, 0 = none")
+    g.add_argument(
+        "--stock-queue",
+        action="store_true",
+        help="use ns-3's DropTailQueue<Packet> (one limit only; a byte limit then "
+        "also counts the 2-byte PPP header of every packet)",
+    )
     g = p.add_argument_group("TCP")
-    g.add_argument("--recovery", choices=["newreno", "reno"], default="newreno",
-                   help="loss recovery without SACK; ns-3 always does NewReno partial-ACK "
-                        "handling (TcpClassicRecovery), so 'reno' is accepted but runs NewReno")
-    g.add_argument("--sack", action=argparse.BooleanOptionalAction, default=True,
-                   help="SACK option and RFC 6675 recovery")
+    g.add_argument(
+        "--recovery",
+        choices=["newreno", "reno"],
+        default="newreno",
+        help="loss recovery without SACK; ns-3 always does NewReno partial-ACK "
+        "handling (TcpClassicRecovery), so 'reno' is accepted but runs NewReno",
+    )
+    g.add_argument(
+        "--sack", action=argparse.BooleanOptionalAction, default=True, help="SACK option and RFC 6675 recovery"
+    )
     g.add_argument("--mss", type=int, default=1460, help="segment size (payload bytes)")
     g.add_argument("--initial-cwnd", type=int, default=10, help="initial window, segments")
-    g.add_argument("--nagle", action=argparse.BooleanOptionalAction, default=False,
-                   help="Nagle's algorithm (ns-3 TcpNoDelay = not nagle)")
-    g.add_argument("--delayed-ack", choices=["on", "off"], default="on",
-                   help="on = ACK every 2nd segment or after --delayed-ack-ms; off = every segment")
+    g.add_argument(
+        "--nagle",
+        action=argparse.BooleanOptionalAction,
+        default=False,
+        help="Nagle's algorithm (ns-3 TcpNoDelay = not nagle)",
+    )
+    g.add_argument(
+        "--delayed-ack",
+        choices=["on", "off"],
+        default="on",
+        help="on = ACK every 2nd segment or after --delayed-ack-ms; off = every segment",
+    )
     g.add_argument("--delayed-ack-ms", type=float, default=40.0, help="delayed-ACK timer")
     g.add_argument("--min-rto-ms", type=float, default=200.0, help="MinRto")
-    g.add_argument("--initial-rto-ms", type=float, default=1000.0,
-                   help="RTO before the first sample (see --keep-handshake-rtt)")
+    g.add_argument(
+        "--initial-rto-ms", type=float, default=1000.0, help="RTO before the first sample (see --keep-handshake-rtt)"
+    )
     g.add_argument("--clock-granularity-ms", type=float, default=1.0, help="G of RFC 6298")
     g.add_argument("--dupthresh", type=int, default=3, help="ReTxThreshold")
-    g.add_argument("--limited-transmit", choices=["auto", "on", "off"], default="auto",
-                   help="RFC 3042 limited transmit without SACK (ns-3's default is on; "
-                        "thinwan's documented model does not have it). auto = off for bulk "
-                        "traffic, on for --traffic schedule without SACK: there ns-3 3.44 aborts "
-                        "(NS_ASSERT in SendPendingData) when an application write is sent while "
-                        "in CA_DISORDER with limited transmit off")
+    g.add_argument(
+        "--limited-transmit",
+        choices=["auto", "on", "off"],
+        default="auto",
+        help="RFC 3042 limited transmit without SACK (ns-3's default is on; "
+        "thinwan's documented model does not have it). auto = off for bulk "
+        "traffic, on for --traffic schedule without SACK: there ns-3 3.44 aborts "
+        "(NS_ASSERT in SendPendingData) when an application write is sent while "
+        "in CA_DISORDER with limited transmit off",
+    )
     g.add_argument("--rwnd-bytes", type=int, default=4194304, help="receive buffer (RcvBufSize)")
-    g.add_argument("--sndbuf-bytes", type=int, default=0,
-                   help="send buffer; 0 = unlimited (schedule: 4 GiB-1; bulk: rwnd + 1 MiB, "
-                        "which never limits the window since in-flight <= rwnd)")
-    g.add_argument("--timestamps", action=argparse.BooleanOptionalAction, default=False,
-                   help="TCP timestamps option (adds 12 bytes to every segment)")
-    g.add_argument("--data-retries", type=int, default=1000,
-                   help="RTOs in a row before ns-3 aborts a connection (thinwan never aborts)")
-    g.add_argument("--keep-handshake-rtt", action="store_true",
-                   help="keep the RTT sample ns-3 takes from the SYN/SYN-ACK exchange "
-                        "(default: reset the estimator so the first RTO is --initial-rto-ms)")
+    g.add_argument(
+        "--sndbuf-bytes",
+        type=int,
+        default=0,
+        help="send buffer; 0 = unlimited (schedule: 4 GiB-1; bulk: rwnd + 1 MiB, "
+        "which never limits the window since in-flight <= rwnd)",
+    )
+    g.add_argument(
+        "--timestamps",
+        action=argparse.BooleanOptionalAction,
+        default=False,
+        help="TCP timestamps option (adds 12 bytes to every segment)",
+    )
+    g.add_argument(
+        "--data-retries",
+        type=int,
+        default=1000,
+        help="RTOs in a row before ns-3 aborts a connection (thinwan never aborts)",
+    )
+    g.add_argument(
+        "--keep-handshake-rtt",
+        action="store_true",
+        help="keep the RTT sample ns-3 takes from the SYN/SYN-ACK exchange "
+        "(default: reset the estimator so the first RTO is --initial-rto-ms)",
+    )
     g = p.add_argument_group("traffic and time")
     g.add_argument("--traffic", choices=["bulk", "schedule"], default="bulk")
-    g.add_argument("--schedule", metavar="FILE",
-                   help="thinwan messages Parquet (conn, pair, t_write, bytes) for --traffic schedule")
-    g.add_argument("--duration", type=float, default=60.0,
-                   help="seconds of traffic; goodput is measured over [0, duration]")
-    g.add_argument("--drain", type=float, default=0.0,
-                   help="extra seconds simulated after the duration (thinwan drain_s)")
-    g.add_argument("--stagger-ms", type=float, default=0.25,
-                   help="bulk: pair i starts at i * stagger")
-    g.add_argument("--warmup-s", type=float, default=1.0,
-                   help="connection set-up time before scenario time 0")
-    g.add_argument("--bulk-chunk", type=int, default=65536,
-                   help="bytes per Send() of the greedy source")
-    g.add_argument("--seed", type=int, default=1,
-                   help="ns-3 RngSeedManager seed (this model draws no random numbers)")
+    g.add_argument(
+        "--schedule",
+        metavar="FILE",
+        help="thinwan messages Parquet (conn, pair, t_write, bytes) for --traffic schedule",
+    )
+    g.add_argument(
+        "--duration", type=float, default=60.0, help="seconds of traffic; goodput is measured over [0, duration]"
+    )
+    g.add_argument(
+        "--drain", type=float, default=0.0, help="extra seconds simulated after the duration (thinwan drain_s)"
+    )
+    g.add_argument("--stagger-ms", type=float, default=0.25, help="bulk: pair i starts at i * stagger")
+    g.add_argument("--warmup-s", type=float, default=1.0, help="connection set-up time before scenario time 0")
+    g.add_argument("--bulk-chunk", type=int, default=65536, help="bytes per Send() of the greedy source")
+    g.add_argument("--seed", type=int, default=1, help="ns-3 RngSeedManager seed (this model draws no random numbers)")
     g.add_argument("--run", type=int, default=0, help="ns-3 RngSeedManager run")
-    g.add_argument("--lean", action="store_true",
-                   help="no per-packet/per-socket statistics traces (to time ns-3 itself): "
-                        "bottleneck packets_tx, queue maxima, timeouts, recoveries and "
-                        "retransmissions read 0; goodput and drops are still counted")
-    p.add_argument("--scenario-json", metavar="FILE",
-                   help="a validated thinwan scenario (JSON as given to the native simulator, "
-                        "or a run's meta.json, whose `config` is used): its values become the "
-                        "defaults, explicit options still override them")
+    g.add_argument(
+        "--lean",
+        action="store_true",
+        help="no per-packet/per-socket statistics traces (to time ns-3 itself): "
+        "bottleneck packets_tx, queue maxima, timeouts, recoveries and "
+        "retransmissions read 0; goodput and drops are still counted",
+    )
+    p.add_argument(
+        "--scenario-json",
+        metavar="FILE",
+        help="a validated thinwan scenario (JSON as given to the native simulator, "
+        "or a run's meta.json, whose `config` is used): its values become the "
+        "defaults, explicit options still override them",
+    )
     pre, _ = p.parse_known_args(argv)
     a_warn = []
     if pre.scenario_json:
@@ -647,8 +692,11 @@ def parse_args(argv=None) -> argparse.Namespace:
     if a.limited_transmit == "auto":
         a.limited_transmit = "on" if (a.traffic == "schedule" and not a.sack) else "off"
     elif a.limited_transmit == "off" and a.traffic == "schedule" and not a.sack:
-        print("warning: --limited-transmit off with --no-sack and --traffic schedule can hit "
-              "ns-3's NS_ASSERT(congState != CA_DISORDER)", file=sys.stderr)
+        print(
+            "warning: --limited-transmit off with --no-sack and --traffic schedule can hit "
+            "ns-3's NS_ASSERT(congState != CA_DISORDER)",
+            file=sys.stderr,
+        )
     if a.clock_granularity_ms > a.initial_rto_ms:
         p.error("--clock-granularity-ms must not exceed --initial-rto-ms")
     return a
@@ -703,19 +751,27 @@ def configure_tcp(ns, a) -> dict:
         "ns3::TcpSocketBase::ReTxThreshold": ns.UintegerValue(a.dupthresh),
         "ns3::TcpSocketBase::LimitedTransmit": ns.BooleanValue(a.limited_transmit == "on"),
         # RTO before the first sample = InitialEstimation + max(G, 4 * 0).
-        "ns3::RttEstimator::InitialEstimation": ns.TimeValue(
-            ns.Seconds(a.initial_rto_ms / 1000.0 - g_s)),
+        "ns3::RttEstimator::InitialEstimation": ns.TimeValue(ns.Seconds(a.initial_rto_ms / 1000.0 - g_s)),
     }
     for k, v in settings.items():
         ns.Config.SetDefault(k, v)
     return {
-        "SocketType": "ns3::TcpNewReno", "RecoveryType": "ns3::TcpClassicRecovery",
-        "SegmentSize": a.mss, "InitialCwnd": a.initial_cwnd, "SndBufSize": sndbuf,
-        "RcvBufSize": a.rwnd_bytes, "DelAckCount": 2 if a.delayed_ack == "on" else 1,
-        "DelAckTimeout_ms": a.delayed_ack_ms, "TcpNoDelay": not a.nagle,
-        "DataRetries": a.data_retries, "Sack": a.sack, "Timestamp": a.timestamps,
-        "WindowScaling": True, "MinRto_ms": a.min_rto_ms, "ClockGranularity_ms":
-        a.clock_granularity_ms, "ReTxThreshold": a.dupthresh,
+        "SocketType": "ns3::TcpNewReno",
+        "RecoveryType": "ns3::TcpClassicRecovery",
+        "SegmentSize": a.mss,
+        "InitialCwnd": a.initial_cwnd,
+        "SndBufSize": sndbuf,
+        "RcvBufSize": a.rwnd_bytes,
+        "DelAckCount": 2 if a.delayed_ack == "on" else 1,
+        "DelAckTimeout_ms": a.delayed_ack_ms,
+        "TcpNoDelay": not a.nagle,
+        "DataRetries": a.data_retries,
+        "Sack": a.sack,
+        "Timestamp": a.timestamps,
+        "WindowScaling": True,
+        "MinRto_ms": a.min_rto_ms,
+        "ClockGranularity_ms": a.clock_granularity_ms,
+        "ReTxThreshold": a.dupthresh,
         "LimitedTransmit": a.limited_transmit == "on",
         "InitialEstimation_ms": a.initial_rto_ms - a.clock_granularity_ms,
         "MaxRto_ms": 60000.0,  # hard-coded in TcpSocketBase::ReTxTimeout
@@ -727,8 +783,8 @@ def main(argv=None) -> int:
     schedule = load_schedule(a.schedule, a.pairs) if a.traffic == "schedule" else None
 
     try:
-        from ns import ns  # slow: loads every ns-3 library and its headers
         import cppyy
+        from ns import ns  # slow: loads every ns-3 library and its headers
     except ImportError as e:  # tests skip on this exit code
         print(f"ns-3 Python bindings unavailable: {e}", file=sys.stderr)
         return EXIT_NO_NS3
@@ -787,9 +843,13 @@ def main(argv=None) -> int:
 
     def port(s):
         return {
-            "drops": int(s.drops), "packets_tx": int(s.pktsTx), "bytes_tx_wire": int(s.bytesTx),
-            "bytes_tx_ip": int(s.ipBytesTx), "max_queue_bytes_wire": int(s.maxQBytes),
-            "max_queue_bytes_ip": int(s.maxQIpBytes), "max_queue_packets": int(s.maxQPkts),
+            "drops": int(s.drops),
+            "packets_tx": int(s.pktsTx),
+            "bytes_tx_wire": int(s.bytesTx),
+            "bytes_tx_ip": int(s.ipBytesTx),
+            "max_queue_bytes_wire": int(s.maxQBytes),
+            "max_queue_bytes_ip": int(s.maxQIpBytes),
+            "max_queue_packets": int(s.maxQPkts),
         }
 
     result = {
@@ -801,8 +861,7 @@ def main(argv=None) -> int:
         "written_bytes_per_pair": [int(p.written) for p in pairs],
         "bottleneck_drops": int(S.bottleneck.drops),
         "bottleneck_packets_tx": int(S.bottleneck.pktsTx),
-        "bottleneck_utilisation_ip": S.bottleneck.ipBytesTx * 8.0
-        / (a.bottleneck_rate_mbps * 1e6 * a.duration),
+        "bottleneck_utilisation_ip": S.bottleneck.ipBytesTx * 8.0 / (a.bottleneck_rate_mbps * 1e6 * a.duration),
         "bottleneck": port(S.bottleneck),
         "bottleneck_rev": port(S.bottleneckRev),
         "access_drops": int(S.otherDrops),

@@ -55,30 +55,45 @@ class Anatomy:
         """A few lines saying why the timer fired."""
         before = self.trace.loc[self.trace["t"] < self.t_timeout]
         state = before.iloc[-1] if not before.empty else None
-        sent = self.packets.loc[(self.packets["event"] == DATA_SENT) & (self.packets["seq"] <= self.seq)
-                                & (self.packets["seq"] + self.packets["len"] > self.seq)
-                                & (self.packets["t"] < self.t_timeout)]
-        drops = self.packets.loc[(self.packets["event"] == DROPPED) & (self.packets["seq"] <= self.seq)
-                                 & (self.packets["seq"] + self.packets["len"] > self.seq)
-                                 & (self.packets["t"] < self.t_timeout)]
-        lines = [f"run {self.run}, connection {self.conn}: retransmission timeout at "
-                 f"t = {self.t_timeout:.6f} s for byte {self.seq} "
-                 f"(timeout {self._index()} of {self.timeouts_total} on this connection)"]
+        sent = self.packets.loc[
+            (self.packets["event"] == DATA_SENT)
+            & (self.packets["seq"] <= self.seq)
+            & (self.packets["seq"] + self.packets["len"] > self.seq)
+            & (self.packets["t"] < self.t_timeout)
+        ]
+        drops = self.packets.loc[
+            (self.packets["event"] == DROPPED)
+            & (self.packets["seq"] <= self.seq)
+            & (self.packets["seq"] + self.packets["len"] > self.seq)
+            & (self.packets["t"] < self.t_timeout)
+        ]
+        lines = [
+            f"run {self.run}, connection {self.conn}: retransmission timeout at "
+            f"t = {self.t_timeout:.6f} s for byte {self.seq} "
+            f"(timeout {self._index()} of {self.timeouts_total} on this connection)"
+        ]
         if not sent.empty:
             last = sent.iloc[-1]
-            lines.append(f"  the segment was last sent at t = {last['t']:.6f} s, "
-                         f"{(self.t_timeout - last['t']) * 1000:.1f} ms before the timeout")
+            lines.append(
+                f"  the segment was last sent at t = {last['t']:.6f} s, "
+                f"{(self.t_timeout - last['t']) * 1000:.1f} ms before the timeout"
+            )
         if state is not None:
-            lines.append(f"  RTO in force {state['rto'] * 1000:.1f} ms; SRTT {state['srtt'] * 1000:.1f} ms, "
-                         f"RTTVAR {state['rttvar'] * 1000:.1f} ms, last RTT sample {state['rtt'] * 1000:.1f} ms; "
-                         f"cwnd {state['cwnd']:.0f} B")
+            lines.append(
+                f"  RTO in force {state['rto'] * 1000:.1f} ms; SRTT {state['srtt'] * 1000:.1f} ms, "
+                f"RTTVAR {state['rttvar'] * 1000:.1f} ms, last RTT sample {state['rtt'] * 1000:.1f} ms; "
+                f"cwnd {state['cwnd']:.0f} B"
+            )
         q = self.queue.loc[self.queue["t"] <= self.t_timeout]
         if not q.empty:
-            lines.append(f"  bottleneck queue at the timeout: {q.iloc[-1]['bytes'] / 1000:.1f} kB "
-                         f"(max {self.queue['bytes'].max() / 1000:.1f} kB in the window)")
+            lines.append(
+                f"  bottleneck queue at the timeout: {q.iloc[-1]['bytes'] / 1000:.1f} kB "
+                f"(max {self.queue['bytes'].max() / 1000:.1f} kB in the window)"
+            )
         if drops.empty:
-            lines.append("  the segment had NOT been dropped: a spurious timeout (it was still queued "
-                         "or its ACK was on the way)")
+            lines.append(
+                "  the segment had NOT been dropped: a spurious timeout (it was still queued or its ACK was on the way)"
+            )
         else:
             lines.append(f"  the segment was dropped at t = {drops.iloc[-1]['t']:.6f} s: a genuine loss")
         return "\n".join(lines)
@@ -88,8 +103,14 @@ class Anatomy:
         return int((t <= self.t_timeout).sum()) if not t.empty else 1
 
 
-def anatomy(scenario: Scenario, run: int = 0, conn: int | None = None, which: int = 1,
-            before_s: float = 2.0, after_s: float = 0.5) -> Anatomy:
+def anatomy(
+    scenario: Scenario,
+    run: int = 0,
+    conn: int | None = None,
+    which: int = 1,
+    before_s: float = 2.0,
+    after_s: float = 0.5,
+) -> Anatomy:
     """Find the ``which``-th timeout of ``conn`` (default: the connection with the most
     timeouts) in run ``run`` and collect the records around it."""
     if conn is None:
@@ -113,7 +134,12 @@ def anatomy(scenario: Scenario, run: int = 0, conn: int | None = None, which: in
     qt = rec.queue_trace
     ct = rec.conn_trace
     return Anatomy(
-        scenario=scenario, run=run, conn=conn, t_timeout=t0, seq=seq, window=(lo, hi),
+        scenario=scenario,
+        run=run,
+        conn=conn,
+        t_timeout=t0,
+        seq=seq,
+        window=(lo, hi),
         packets=log.loc[(log["t"] >= lo) & (log["t"] <= hi)].reset_index(drop=True),
         trace=ct.loc[(ct["conn"] == conn) & (ct["t"] <= hi)].reset_index(drop=True),
         queue=qt.loc[(qt["port"] == BOTTLENECK) & (qt["t"] >= lo) & (qt["t"] <= hi)].reset_index(drop=True),
@@ -124,8 +150,14 @@ def anatomy(scenario: Scenario, run: int = 0, conn: int | None = None, which: in
 def _with(scenario: Scenario, conns: list[int]) -> Scenario:
     # A finer queue trace for the picture; tracing and logging never change the run.
     interval = min(scenario.records.trace_interval_ms, 1.0)
-    return scenario.with_values({"records.traces": True, "records.trace_connections": "all",
-                                 "records.trace_interval_ms": interval, "records.packet_log_conns": conns})
+    return scenario.with_values(
+        {
+            "records.traces": True,
+            "records.trace_connections": "all",
+            "records.trace_interval_ms": interval,
+            "records.packet_log_conns": conns,
+        }
+    )
 
 
 def figure(a: Anatomy) -> Any:
@@ -168,15 +200,18 @@ def figure(a: Anatomy) -> Any:
         ax.axvline(a.t_timeout, color="tab:red", linestyle="--", linewidth=1)
         ax.grid(True, alpha=0.3)
         ax.set_xlim(*a.window)
-    fig.suptitle(f"Anatomy of a timeout: {a.scenario.name}, run {a.run}, connection {a.conn}, "
-                 f"t = {a.t_timeout:.3f} s")
+    fig.suptitle(f"Anatomy of a timeout: {a.scenario.name}, run {a.run}, connection {a.conn}, t = {a.t_timeout:.3f} s")
     return fig
 
 
 def add_anatomy_subcommand(subparsers: Any) -> argparse.ArgumentParser:
     """Add ``anatomy`` to the ``thinwan`` command."""
-    p = subparsers.add_parser("anatomy", help="explain one retransmission timeout of a run",
-                              description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = subparsers.add_parser(
+        "anatomy",
+        help="explain one retransmission timeout of a run",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("scenario", metavar="SCENARIO.toml")
     p.add_argument("--run", type=int, default=0, help="run index (seed = scenario.seed + run; default 0)")
     p.add_argument("--conn", type=int, help="connection (default: the one with the most timeouts)")
@@ -194,8 +229,11 @@ def _cmd_anatomy(args: argparse.Namespace) -> int:
     if args.run < 0 or (args.conn is not None and args.conn < 0) or args.before < 0 or args.after < 0:
         raise ScenarioError("--run, --conn, --before and --after must not be negative")
     a = anatomy(scenario, args.run, args.conn, args.timeout, args.before, args.after)
-    out = Path(args.out) if args.out else (
-        Path("results") / scenario.name / f"anatomy-run{a.run}-conn{a.conn}-{args.timeout}.png")
+    out = (
+        Path(args.out)
+        if args.out
+        else (Path("results") / scenario.name / f"anatomy-run{a.run}-conn{a.conn}-{args.timeout}.png")
+    )
     out.parent.mkdir(parents=True, exist_ok=True)
     figure(a).savefig(out, dpi=100)
     print(a.explain())

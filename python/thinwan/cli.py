@@ -80,9 +80,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     runs = scenario.scenario.runs
     if not args.quiet:
         print(f"thinwan: {scenario.name}: {runs} run(s) → {out}", file=sys.stderr)
-    summaries = run_scenario(
-        scenario, out, jobs=args.jobs, progress=not args.quiet, report=not args.no_report
-    )
+    summaries = run_scenario(scenario, out, jobs=args.jobs, progress=not args.quiet, report=not args.no_report)
     document = {**summary_document(scenario, summaries), "out": str(out)}
     if args.json:
         print(dumps_json(document))

@@ -123,7 +123,9 @@ def html_comparison(sweep: Sweep, frame: pd.DataFrame, document: Mapping[str, An
         x_label=_x_label(sweep.x_axis) if sweep.x_axis else None,
         overlays=overlays,
         boxes=boxes,
-        axes=[(a.name, [(_label(lab), _overrides_text(o)) for lab, o in zip(a.labels, a.overrides)]) for a in sweep.axes],
+        axes=[
+            (a.name, [(_label(lab), _overrides_text(o)) for lab, o in zip(a.labels, a.overrides)]) for a in sweep.axes
+        ],
         roles={"x": sweep.x_axis, "lines": sweep.line_axis, "panels": ", ".join(sweep.panel_axes) or "none"},
     )
 
@@ -145,9 +147,7 @@ def mean_ccdfs(frame: pd.DataFrame) -> dict[str, dict[str, np.ndarray]]:
 # Figures
 
 
-def _fig_against_x(
-    sweep: Sweep, summaries: Mapping[str, Mapping[str, Any]], keys: Sequence[str], title: str
-) -> Figure:
+def _fig_against_x(sweep: Sweep, summaries: Mapping[str, Mapping[str, Any]], keys: Sequence[str], title: str) -> Figure:
     """One row per metric, one column per panel; one line per label of the line axis."""
     assert sweep.x_axis is not None
     panels = _panel_combinations(sweep)
@@ -160,7 +160,9 @@ def _fig_against_x(
             for i, line in enumerate(lines):
                 points = [p for p in sweep.points if _matches(sweep, p, panel, line)]
                 points.sort(key=lambda p: p.values[sweep.x_axis])
-                _metric_line(ax, points, sweep.x_axis, summaries, key, f"C{i % 10}", _label(line) if line is not None else "all")
+                _metric_line(
+                    ax, points, sweep.x_axis, summaries, key, f"C{i % 10}", _label(line) if line is not None else "all"
+                )
             _decorate_metric_axes(ax, key, sweep.x_axis)
             if row == 0:
                 ax.set_title(_panel_title(sweep, panel) or key)
@@ -170,8 +172,13 @@ def _fig_against_x(
 
 
 def _metric_line(
-    ax: Axes, points: Sequence[Point], x_key: str, summaries: Mapping[str, Mapping[str, Any]],
-    key: str, color: str, label: str,
+    ax: Axes,
+    points: Sequence[Point],
+    x_key: str,
+    summaries: Mapping[str, Mapping[str, Any]],
+    key: str,
+    color: str,
+    label: str,
 ) -> None:
     scale = 100.0 if key.startswith("r_") else 1.0
     x, mean, lo, hi, infinite = [], [], [], [], []
@@ -190,11 +197,17 @@ def _metric_line(
         lo.append((m - (low if low is not None else m)) * scale)
         # A run without violations has T = ∞: its error bar is left open (only the mean).
         hi.append(((high if high is not None and math.isfinite(high) else m) - m) * scale)
-    ax.errorbar(x, mean, yerr=[lo, hi], color=color, label=label, marker="o", markersize=3,
-                capsize=3, linewidth=1)
+    ax.errorbar(x, mean, yerr=[lo, hi], color=color, label=label, marker="o", markersize=3, capsize=3, linewidth=1)
     if infinite:  # T = ∞ on average: no violation in some run; shown at the top edge
-        ax.plot(infinite, [0.97] * len(infinite), linestyle="none", marker="^", color=color,
-                transform=ax.get_xaxis_transform(), clip_on=False)
+        ax.plot(
+            infinite,
+            [0.97] * len(infinite),
+            linestyle="none",
+            marker="^",
+            color=color,
+            transform=ax.get_xaxis_transform(),
+            clip_on=False,
+        )
 
 
 def _decorate_metric_axes(ax: Axes, key: str, x_key: str) -> None:
@@ -211,7 +224,9 @@ def _decorate_metric_axes(ax: Axes, key: str, x_key: str) -> None:
     ax.grid(True, which="major", alpha=0.3)
 
 
-def _fig_ccdf_group(sweep: Sweep, group: Sequence[Point], ccdfs: Mapping[str, Mapping[str, np.ndarray]], title: str) -> Figure:
+def _fig_ccdf_group(
+    sweep: Sweep, group: Sequence[Point], ccdfs: Mapping[str, Mapping[str, np.ndarray]], title: str
+) -> Figure:
     """Overlay the mean CCDFs of ``group`` (one line per point) in one panel per component."""
     grid_ms = CCDF_GRID_S * 1000.0
     thresholds = sorted({t * 1000.0 for p in group for t in thresholds_s(p.scenario)})
@@ -275,13 +290,20 @@ def _fig_delay_boxes(sweep: Sweep, document: Mapping[str, Any], title: str) -> F
         xs = [i + 1 for i, v in enumerate(p99) if v is not None and math.isfinite(v)]
         ax.plot(xs, [p99[i - 1] for i in xs], linestyle="none", marker="v", color="C3", label="p99")
         if open_top:
-            ax.plot(open_top, [0.97] * len(open_top), linestyle="none", marker="^", color="C3",
-                    transform=ax.get_xaxis_transform(), clip_on=False)
+            ax.plot(
+                open_top,
+                [0.97] * len(open_top),
+                linestyle="none",
+                marker="^",
+                color="C3",
+                transform=ax.get_xaxis_transform(),
+                clip_on=False,
+            )
         ax.set_yscale("log")
         ax.set_ylabel("end-to-end delay (ms)")
         ax.set_title(group["name"].replace(",", "\n"), fontsize=8)
         ax.grid(True, axis="y", which="major", alpha=0.3)
-    for ax in flat[len(groups):]:
+    for ax in flat[len(groups) :]:
         ax.axis("off")
     fig.suptitle(title)
     return fig

@@ -90,7 +90,6 @@ def _value_ms(slot: int, rank: int, cumulative: np.ndarray, counts: np.ndarray, 
     return float(min(max(value, lo), hi))
 
 
-
 def _extreme(values: Iterable[float], pick: Any) -> float:
     """The smallest / largest of the runs' extremes, ignoring runs without messages (nan)."""
     v = np.asarray(list(values), dtype=float)

@@ -126,9 +126,7 @@ def mean_violation_interval_s(traffic: TrafficSection, ratio: float) -> float:
     if p_i == 0:  # the source never returns to interactive flows
         return math.inf
     interactive_part = (1 - a) * traffic.gap_ii_s + a * traffic.gap_ib_s
-    bulk_part = (b * p_b * traffic.gap_bi_s + (1 - b) * p_b * traffic.gap_bb_s) / (
-        traffic.bulk_packets_mean * p_i
-    )
+    bulk_part = (b * p_b * traffic.gap_bi_s + (1 - b) * p_b * traffic.gap_bb_s) / (traffic.bulk_packets_mean * p_i)
     return (interactive_part + bulk_part) / ratio
 
 

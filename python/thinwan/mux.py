@@ -33,13 +33,21 @@ def mux_binary() -> Path:
 def add_mux_subcommand(subparsers: Any) -> argparse.ArgumentParser:
     """Add ``mux`` to the ``thinwan`` command."""
     p = subparsers.add_parser(
-        "mux", help="thin-stream multiplexing tunnel daemons (core / edge)", description=__doc__,
+        "mux",
+        help="thin-stream multiplexing tunnel daemons (core / edge)",
+        description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("role", choices=["core", "edge", "gen-certs"],
-                   help="core: next to the servers; edge: the regional proxy; gen-certs: test certificates")
-    p.add_argument("args", nargs=argparse.REMAINDER,
-                   help="passed to thinwan-mux, e.g. --config FILE [--check] (see `thinwan mux core --help`)")
+    p.add_argument(
+        "role",
+        choices=["core", "edge", "gen-certs"],
+        help="core: next to the servers; edge: the regional proxy; gen-certs: test certificates",
+    )
+    p.add_argument(
+        "args",
+        nargs=argparse.REMAINDER,
+        help="passed to thinwan-mux, e.g. --config FILE [--check] (see `thinwan mux core --help`)",
+    )
     p.set_defaults(func=_cmd_mux)
     return p
 

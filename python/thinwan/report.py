@@ -102,8 +102,10 @@ def html_report(scenario: Scenario, digests: Sequence[RunDigest], summary: Mappi
     delays = pd.concat([d.delays for d in digests], ignore_index=True)
     queue_run = next((d for d in digests if not d.queue_trace.empty), None)
     conn_run = max(digests, key=lambda d: d.worst_conn_timeouts)
-    figures = {"end_to_end": _fig_end_to_end(delays, thresholds_ms),
-               "components": _fig_components(delays, thresholds_ms)}
+    figures = {
+        "end_to_end": _fig_end_to_end(delays, thresholds_ms),
+        "components": _fig_components(delays, thresholds_ms),
+    }
     if queue_run is not None:
         figures["queue"] = _fig_queue(queue_run.queue_trace, scenario)
     if not conn_run.conn_trace.empty:
@@ -222,7 +224,8 @@ _COMPONENT_COLORS = ("#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf")
 
 def _fig_end_to_end(delays: pd.DataFrame, thresholds_ms: Sequence[float]) -> dict[str, Any]:
     data = [
-        t for kind, label, color in _KINDS
+        t
+        for kind, label, color in _KINDS
         if (t := _ccdf_trace(delays.loc[delays["kind"] == kind, "end_to_end"], label, color)) is not None
     ]
     layout = _ccdf_layout(FIGURE_TITLES["end_to_end"] + " (never-read messages count as ∞)", thresholds_ms, 1)
@@ -262,12 +265,26 @@ def _fig_queue(trace: pd.DataFrame, scenario: Scenario) -> dict[str, Any]:
     data = [_line(trace["t"], trace["bytes"] / 1000.0, "queue", "#1f77b4")]
     shapes = []
     if scenario.queue.limit_bytes:
-        shapes.append({"type": "line", "xref": "paper", "x0": 0, "x1": 1, "yref": "y",
-                       "y0": scenario.queue.limit_bytes / 1000.0, "y1": scenario.queue.limit_bytes / 1000.0,
-                       "line": {"color": "gray", "dash": "dash", "width": 1}})
-    layout = {"title": {"text": FIGURE_TITLES["queue"]}, "height": 330, "shapes": shapes,
-              "xaxis": {"title": {"text": "time (s)"}}, "yaxis": {"title": {"text": "queue length (kB)"}},
-              "margin": {"t": 50, "b": 45}}
+        shapes.append(
+            {
+                "type": "line",
+                "xref": "paper",
+                "x0": 0,
+                "x1": 1,
+                "yref": "y",
+                "y0": scenario.queue.limit_bytes / 1000.0,
+                "y1": scenario.queue.limit_bytes / 1000.0,
+                "line": {"color": "gray", "dash": "dash", "width": 1},
+            }
+        )
+    layout = {
+        "title": {"text": FIGURE_TITLES["queue"]},
+        "height": 330,
+        "shapes": shapes,
+        "xaxis": {"title": {"text": "time (s)"}},
+        "yaxis": {"title": {"text": "queue length (kB)"}},
+        "margin": {"t": 50, "b": 45},
+    }
     return {"data": data, "layout": layout}
 
 
@@ -281,12 +298,18 @@ def _fig_conn(digest: RunDigest, scenario: Scenario) -> dict[str, Any]:
         _line(trace["t"], trace["rto"] * 1000.0, "RTO", "#2ca02c", step=True, axis=2),
         _line(trace["t"], trace["srtt"] * 1000.0, "srtt", "#d62728", step=True, axis=2),
     ]
-    title = (f"{FIGURE_TITLES['conn']}: run {digest.meta.get('run', '?')}, "
-             f"connection {digest.worst_conn} ({digest.worst_conn_timeouts} timeouts)")
-    layout = {"title": {"text": title}, "height": 560, "margin": {"t": 60, "b": 45},
-              "xaxis": {"anchor": "y2", "title": {"text": "time (s)"}},
-              "yaxis": {"domain": [0.55, 1.0], "title": {"text": "segments (of MSS)"}},
-              "yaxis2": {"domain": [0.0, 0.45], "title": {"text": "time (ms)"}}}
+    title = (
+        f"{FIGURE_TITLES['conn']}: run {digest.meta.get('run', '?')}, "
+        f"connection {digest.worst_conn} ({digest.worst_conn_timeouts} timeouts)"
+    )
+    layout = {
+        "title": {"text": title},
+        "height": 560,
+        "margin": {"t": 60, "b": 45},
+        "xaxis": {"anchor": "y2", "title": {"text": "time (s)"}},
+        "yaxis": {"domain": [0.55, 1.0], "title": {"text": "segments (of MSS)"}},
+        "yaxis2": {"domain": [0.0, 0.45], "title": {"text": "time (ms)"}},
+    }
     return {"data": data, "layout": layout}
 
 
@@ -308,20 +331,38 @@ def _ccdf_trace(seconds: pd.Series, label: str, color: str) -> dict[str, Any] | 
         idx = np.sort(x.size - np.unique(np.geomspace(1, x.size, CCDF_POINTS).astype(int)))
         x, p = x[idx], p[idx]
     p = np.where(p > 0, p, np.nan)  # log y: leave the final zero out
-    return {"type": "scattergl", "mode": "lines", "name": label, "x": _num(x), "y": _num(p),
-            "line": {"shape": "hv", "color": color, "width": 1.5}}
+    return {
+        "type": "scattergl",
+        "mode": "lines",
+        "name": label,
+        "x": _num(x),
+        "y": _num(p),
+        "line": {"shape": "hv", "color": color, "width": 1.5},
+    }
 
 
 def _line(x: pd.Series, y: pd.Series, name: str, color: str, step: bool = False, axis: int = 1) -> dict[str, Any]:
-    return {"type": "scattergl", "mode": "lines", "name": name, "x": _num(x), "y": _num(y),
-            "xaxis": "x", "yaxis": "y" if axis == 1 else f"y{axis}",
-            "line": {"color": color, "width": 1, **({"shape": "hv"} if step else {})}}
+    return {
+        "type": "scattergl",
+        "mode": "lines",
+        "name": name,
+        "x": _num(x),
+        "y": _num(y),
+        "xaxis": "x",
+        "yaxis": "y" if axis == 1 else f"y{axis}",
+        "line": {"color": color, "width": 1, **({"shape": "hv"} if step else {})},
+    }
 
 
 def _ccdf_layout(title: str, thresholds_ms: Sequence[float], panels: int, cols: int = 1) -> dict[str, Any]:
     rows = -(-panels // cols)
-    layout: dict[str, Any] = {"title": {"text": title}, "margin": {"t": 60, "b": 45}, "annotations": [],
-                              "shapes": [], "legend": {"orientation": "h", "y": -0.12}}
+    layout: dict[str, Any] = {
+        "title": {"text": title},
+        "margin": {"t": 60, "b": 45},
+        "annotations": [],
+        "shapes": [],
+        "legend": {"orientation": "h", "y": -0.12},
+    }
     gap_x, gap_y = 0.06, 0.2
     for i in range(1, panels + 1):
         r, c = divmod(i - 1, cols)
@@ -330,28 +371,63 @@ def _ccdf_layout(title: str, thresholds_ms: Sequence[float], panels: int, cols: 
         y1 = 1 - r / rows - (gap_y / 2 if r else 0)
         y0 = 1 - (r + 1) / rows + (gap_y / 2 if r < rows - 1 else 0)
         suffix = "" if i == 1 else str(i)
-        layout[f"xaxis{suffix}"] = {"type": "log", "domain": [x0, x1], "anchor": f"y{suffix}",
-                                    "title": {"text": "delay (ms)"}, "exponentformat": "power"}
-        layout[f"yaxis{suffix}"] = {"type": "log", "domain": [y0, y1], "anchor": f"x{suffix}",
-                                    "title": {"text": "P(delay > x)"}, "exponentformat": "power"}
+        layout[f"xaxis{suffix}"] = {
+            "type": "log",
+            "domain": [x0, x1],
+            "anchor": f"y{suffix}",
+            "title": {"text": "delay (ms)"},
+            "exponentformat": "power",
+        }
+        layout[f"yaxis{suffix}"] = {
+            "type": "log",
+            "domain": [y0, y1],
+            "anchor": f"x{suffix}",
+            "title": {"text": "P(delay > x)"},
+            "exponentformat": "power",
+        }
         for t in thresholds_ms:
             if t > 0:  # a WAN delay ≥ the threshold leaves nothing to draw
-                layout["shapes"].append({"type": "line", "xref": f"x{suffix}", "x0": t, "x1": t,
-                                         "yref": f"y{suffix} domain", "y0": 0, "y1": 1,
-                                         "line": {"color": "gray", "dash": "dash", "width": 1}})
+                layout["shapes"].append(
+                    {
+                        "type": "line",
+                        "xref": f"x{suffix}",
+                        "x0": t,
+                        "x1": t,
+                        "yref": f"y{suffix} domain",
+                        "y0": 0,
+                        "y1": 1,
+                        "line": {"color": "gray", "dash": "dash", "width": 1},
+                    }
+                )
     return layout
 
 
 def _panel_title(text: str, i: int) -> dict[str, Any]:
     suffix = "" if i == 1 else str(i)
-    return {"text": text, "showarrow": False, "xref": f"x{suffix} domain", "yref": f"y{suffix} domain",
-            "x": 0.5, "y": 1.0, "xanchor": "center", "yanchor": "bottom", "font": {"size": 13}}
+    return {
+        "text": text,
+        "showarrow": False,
+        "xref": f"x{suffix} domain",
+        "yref": f"y{suffix} domain",
+        "x": 0.5,
+        "y": 1.0,
+        "xanchor": "center",
+        "yanchor": "bottom",
+        "font": {"size": 13},
+    }
 
 
 def _panel_note(text: str, i: int) -> dict[str, Any]:
     suffix = "" if i == 1 else str(i)
-    return {"text": text, "showarrow": False, "xref": f"x{suffix} domain", "yref": f"y{suffix} domain",
-            "x": 0.5, "y": 0.5, "font": {"color": "gray"}}
+    return {
+        "text": text,
+        "showarrow": False,
+        "xref": f"x{suffix} domain",
+        "yref": f"y{suffix} domain",
+        "x": 0.5,
+        "y": 0.5,
+        "font": {"color": "gray"},
+    }
 
 
 def _num(values: Any) -> list[float | None]:
@@ -381,8 +457,17 @@ def decorate_ccdf(ax: Axes, thresholds_ms: Sequence[float], drawn: bool) -> None
     for t in thresholds_ms:
         if t > 0:  # a WAN delay ≥ the threshold leaves nothing to draw
             ax.axvline(t, color="gray", linestyle="--", linewidth=1)
-            ax.text(t, 0.03, f" {t:g} ms", rotation=90, fontsize=8, color="gray",
-                    transform=ax.get_xaxis_transform(), va="bottom", ha="right")
+            ax.text(
+                t,
+                0.03,
+                f" {t:g} ms",
+                rotation=90,
+                fontsize=8,
+                color="gray",
+                transform=ax.get_xaxis_transform(),
+                va="bottom",
+                ha="right",
+            )
     ax.set_xscale("log")
     ax.set_yscale("log")
     # Minor ticks on log axes are hundreds of artists per panel; majors (decades) suffice.

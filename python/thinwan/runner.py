@@ -114,8 +114,9 @@ def _run_all(scenario: Scenario, out: Path, jobs: int, progress: bool) -> list[R
         # (about a second); run in this process instead.
         git_rev = git_revision()
         digests = []
-        for k in tqdm(range(runs), desc=scenario.name, unit="run", file=sys.stderr,
-                      disable=not (progress and sys.stderr.isatty())):
+        for k in tqdm(
+            range(runs), desc=scenario.name, unit="run", file=sys.stderr, disable=not (progress and sys.stderr.isatty())
+        ):
             try:
                 digests.append(_run_one(scenario, k, out, git_rev))
             except (OSError, KeyboardInterrupt):

@@ -15,11 +15,11 @@ dotted key, one line per problem::
 from __future__ import annotations
 
 import json
-import tomllib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
+import tomllib
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 __all__ = [
@@ -134,9 +134,7 @@ def scenario_from_dict(data: Mapping[str, Any], source: str = "<dict>") -> Scena
 class _Section(BaseModel):
     # validate_default: cross-key checks must also run when only one of the keys is set
     # (e.g. min_rto_ms = 90000 with max_rto_ms left at its default of 60000).
-    model_config = ConfigDict(
-        extra="forbid", strict=True, frozen=True, allow_inf_nan=False, validate_default=True
-    )
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True, allow_inf_nan=False, validate_default=True)
 
 
 class ScenarioSection(_Section):
@@ -400,8 +398,7 @@ def _describe(error: ValidationError, source: str) -> str:
     """One ``source: dotted.key: problem`` line per validation error."""
     # Whole-scenario checks have no location; their message starts with the key.
     return "\n".join(
-        f"{source}: {'.'.join(map(str, e['loc'])) + ': ' if e['loc'] else ''}{_problem(e)}"
-        for e in error.errors()
+        f"{source}: {'.'.join(map(str, e['loc'])) + ': ' if e['loc'] else ''}{_problem(e)}" for e in error.errors()
     )
 
 

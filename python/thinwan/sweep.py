@@ -445,7 +445,9 @@ def _point_entry(p: Point, rows: pd.DataFrame, metrics: Sequence[str]) -> dict[s
     }
 
 
-def _grid_points(sweep: Sweep, config: str, entries: Sequence[dict[str, Any]], frame: pd.DataFrame) -> list[dict[str, Any]]:
+def _grid_points(
+    sweep: Sweep, config: str, entries: Sequence[dict[str, Any]], frame: pd.DataFrame
+) -> list[dict[str, Any]]:
     """Entries grouped by grid point (the labels of every axis but ``config``), in sweep order."""
     others = [a.name for a in sweep.axes if a.name != config]
     short = _short_names(sweep.axes)
@@ -491,11 +493,10 @@ def add_sweep_subcommand(subparsers: argparse._SubParsersAction) -> argparse.Arg
     p.add_argument("--json", action="store_true", help="print one JSON object on stdout")
     where = p.add_mutually_exclusive_group()
     where.add_argument("--jobs", metavar="N", type=_positive_int, help="local worker processes (default: CPUs)")
+    where.add_argument("--scheduler", metavar="ADDRESS", help="run on the Dask cluster at ADDRESS (tcp://host:port)")
     where.add_argument(
-        "--scheduler", metavar="ADDRESS", help="run on the Dask cluster at ADDRESS (tcp://host:port)"
-    )
-    where.add_argument(
-        "--lab", action="store_true",
+        "--lab",
+        action="store_true",
         help="run every point in the namespace lab (real TCP, thinwan-link, thinwan-mux; needs root) instead of the simulator",
     )
     p.add_argument("--runs", metavar="N", type=_positive_int, help="runs per point (overrides the sweep file)")
@@ -592,7 +593,7 @@ def _parse_sweep(
         if section not in _SECTIONS:
             raise SweepError(f"{where}: {section}: unknown section (expected {', '.join(_SECTIONS)})")
     if "sweep" not in data:
-        raise SweepError(f"{where}: sweep: missing section (it names the base scenario: base = \"….toml\")")
+        raise SweepError(f'{where}: sweep: missing section (it names the base scenario: base = "….toml")')
     head = _validate(_SweepSection, data["sweep"], where, "sweep")
     report = _validate(_ReportSection, data.get("report", {}), where, "report")
 
@@ -639,18 +640,22 @@ def _parse_axes(vary: Mapping[str, Any], where: str, known: set[str]) -> list[Ax
             axes.append(_plain_axis(name, spec, where, here, known))
         elif isinstance(spec, dict):
             if "." in name:
-                raise SweepError(f"{where}: {here}: to vary one key give a list of values; "
-                                 "an axis of named bundles needs a name without dots")
+                raise SweepError(
+                    f"{where}: {here}: to vary one key give a list of values; "
+                    "an axis of named bundles needs a name without dots"
+                )
             axes.append(_named_axis(name, spec, where, here, known))
         else:
-            raise SweepError(f"{where}: {here}: expected a list of values (\"section.key\" = [...]) "
-                             "or a table of named bundles ([vary.NAME])")
+            raise SweepError(
+                f'{where}: {here}: expected a list of values ("section.key" = [...]) '
+                "or a table of named bundles ([vary.NAME])"
+            )
     return axes
 
 
 def _plain_axis(name: str, values: list[Any], where: str, here: str, known: set[str]) -> Axis:
     if "." not in name:
-        raise SweepError(f"{where}: {here}: a list of values varies one key: name it \"section.key\"")
+        raise SweepError(f'{where}: {here}: a list of values varies one key: name it "section.key"')
     _check_key(name, where, "vary", known)
     if not values:
         raise SweepError(f"{where}: {here}: empty list of values")
@@ -671,8 +676,8 @@ def _named_axis(name: str, bundles: Mapping[str, Any], where: str, here: str, kn
         if not isinstance(bundle, dict):
             hint = ""
             if isinstance(bundle, list) and f"{name}.{label}" in known:
-                hint = f"; to vary {name}.{label}, quote it: \"{name}.{label}\" = [...] under [vary]"
-            raise SweepError(f"{where}: {at}: a bundle is a table of overrides {{ \"section.key\" = value }}{hint}")
+                hint = f'; to vary {name}.{label}, quote it: "{name}.{label}" = [...] under [vary]'
+            raise SweepError(f'{where}: {at}: a bundle is a table of overrides {{ "section.key" = value }}{hint}')
         labels.append(label)
         overrides.append(_overrides(bundle, where, at, known))
     return Axis(name, plain=False, labels=tuple(labels), overrides=tuple(overrides))
@@ -779,8 +784,10 @@ def _report_roles(report: _ReportSection, axes: Sequence[Axis], where: str) -> t
     numeric = [a.name for a in axes if a.plain and all(_is_number(v) for v in a.labels)]
     if report.x is not None:
         if report.x not in numeric:
-            raise SweepError(f"{where}: report.x: {report.x!r} is not a plain axis of numbers "
-                             f"(numeric axes: {', '.join(numeric) or 'none'})")
+            raise SweepError(
+                f"{where}: report.x: {report.x!r} is not a plain axis of numbers "
+                f"(numeric axes: {', '.join(numeric) or 'none'})"
+            )
         x = report.x
     else:
         x = _DEFAULT_X if _DEFAULT_X in numeric else (numeric[0] if numeric else None)
@@ -985,9 +992,7 @@ def _write_row(path: Path, row: Mapping[str, Any]) -> None:
             columns[key] = pa.array([value], type=pa.float64())
         else:
             columns[key] = pa.array([value])
-    table = pa.table(columns).replace_schema_metadata(
-        {_GRID_METADATA_KEY: json.dumps(CCDF_GRID_S.tolist()).encode()}
-    )
+    table = pa.table(columns).replace_schema_metadata({_GRID_METADATA_KEY: json.dumps(CCDF_GRID_S.tolist()).encode()})
     path.parent.mkdir(parents=True, exist_ok=True)
     # Not mkstemp: its files are private (0600); results are for sharing, so the umask rules.
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}-{secrets.token_hex(4)}")

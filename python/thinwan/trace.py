@@ -32,7 +32,15 @@ import dpkt
 __all__ = ["TraceError", "Flow", "read_flows", "stream_writes"]
 
 # (link type → how to get the IP packet out of a frame)
-_DLT_NULL, _DLT_EN10MB, _DLT_RAW, _DLT_RAW_ALT, _DLT_LOOP, _DLT_LINUX_SLL, _DLT_LINUX_SLL2 = 0, 1, 101, 12, 108, 113, 276
+_DLT_NULL, _DLT_EN10MB, _DLT_RAW, _DLT_RAW_ALT, _DLT_LOOP, _DLT_LINUX_SLL, _DLT_LINUX_SLL2 = (
+    0,
+    1,
+    101,
+    12,
+    108,
+    113,
+    276,
+)
 
 
 class TraceError(ValueError):
@@ -98,7 +106,7 @@ def read_flows(path: str | Path, server_port: int = 0) -> list[Flow]:
     seen_from: dict[frozenset, tuple[str, int]] = {}  # conversation → its server endpoint
     n = 0
     try:
-        for n, (ts, linktype, frame) in enumerate(_packets(path), start=1):
+        for n, (ts, linktype, frame) in enumerate(_packets(path), start=1):  # noqa: B007 (n names the bad packet below)
             try:
                 ip = _ip_of(linktype, frame)
             except TraceError:

@@ -26,7 +26,12 @@ def _have_binaries() -> str | None:
             return str(e)
     env = {**os.environ, "CARGO_TARGET_DIR": str(REPO / "target" / "net")}
     done = subprocess.run(
-        ["cargo", "build", "--release", "-p", "thinwan-net"], cwd=REPO, env=env, capture_output=True, text=True, timeout=900
+        ["cargo", "build", "--release", "-p", "thinwan-net"],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
     )
     return None if done.returncode == 0 else f"cargo build -p thinwan-net failed:\n{done.stderr[-2000:]}"
 

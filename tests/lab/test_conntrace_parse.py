@@ -26,7 +26,11 @@ def test_parse_ss_fields() -> None:
 
 
 def test_conn_trace_maps_ports_and_units() -> None:
-    conns = [{"conn": 0, "local": "198.18.1.1:40000"}, {"conn": 1, "local": "198.18.1.1:40001"}, {"conn": 2, "local": "198.18.1.1:40002"}]
+    conns = [
+        {"conn": 0, "local": "198.18.1.1:40000"},
+        {"conn": 1, "local": "198.18.1.1:40001"},
+        {"conn": 2, "local": "198.18.1.1:40002"},
+    ]
     t = conn_trace([(1_500_000_000, SS)], conns, t0_ns=1_000_000_000)
     assert list(t.conn) == [0, 1]  # the SYN-SENT socket has no real MSS or RTT yet
     r0, r1 = t.iloc[0], t.iloc[1]

@@ -44,12 +44,39 @@ def spec(**kwargs) -> LabSpec:
 
 
 def probes(lab: Lab, net_bin: str, out: Path, count: int, interval: str = "2ms", size: int = 64) -> pd.DataFrame:
-    recv = lab.popen("client", [net_bin, "probe-recv", "--listen", f"{CLIENT_ADDR}:6000", "--count", str(count),
-                                "--timeout", "1s", "--out", str(out)], stdout=subprocess.PIPE)
+    recv = lab.popen(
+        "client",
+        [
+            net_bin,
+            "probe-recv",
+            "--listen",
+            f"{CLIENT_ADDR}:6000",
+            "--count",
+            str(count),
+            "--timeout",
+            "1s",
+            "--out",
+            str(out),
+        ],
+        stdout=subprocess.PIPE,
+    )
     assert recv.stdout is not None
     assert b"ready" in recv.stdout.readline()
-    lab.run("server", [net_bin, "probe-send", "--to", f"{CLIENT_ADDR}:6000", "--count", str(count),
-                       "--interval", interval, "--size", str(size)])
+    lab.run(
+        "server",
+        [
+            net_bin,
+            "probe-send",
+            "--to",
+            f"{CLIENT_ADDR}:6000",
+            "--count",
+            str(count),
+            "--interval",
+            interval,
+            "--size",
+            str(size),
+        ],
+    )
     recv.wait(timeout=30)
     return pd.read_csv(out)
 
@@ -65,7 +92,9 @@ def test_up_down_leaves_nothing(tmp_path: Path) -> None:
 
 
 def test_tcp_settings_are_applied(tmp_path: Path) -> None:
-    tcp = TcpSettings(congestion_control="reno", sack=False, slow_start_after_idle=False, min_rto_ms=50.0, quickack=True)
+    tcp = TcpSettings(
+        congestion_control="reno", sack=False, slow_start_after_idle=False, min_rto_ms=50.0, quickack=True
+    )
     with Lab(LabSpec(link=LinkSpec.symmetric(), tcp=tcp), workdir=tmp_path) as lab:
         for side in ("server", "client"):
             ns = lab.netns[side]
@@ -100,8 +129,13 @@ def test_ctrl_c_and_sigterm_clean_up(tmp_path: Path) -> None:
 def test_killed_run_is_removed_by_clean(tmp_path: Path) -> None:
     # A detached lab (as `thinwan lab up` makes) whose emulator is killed, and an
     # in-process lab whose owner is killed: both are dead; `clean` removes them.
-    up = subprocess.run([PY, "-m", "thinwan.lab.cli", "lab", "up", "--delay", "1ms", "--json", "--no-events"],
-                        capture_output=True, text=True, timeout=60, check=True)
+    up = subprocess.run(
+        [PY, "-m", "thinwan.lab.cli", "lab", "up", "--delay", "1ms", "--json", "--no-events"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
     detached = json.loads(up.stdout)
     script = textwrap.dedent(
         f"""
@@ -144,15 +178,48 @@ def test_delay_is_accurate(tmp_path: Path, net_bin: str) -> None:
 
 def test_rate_is_accurate(tmp_path: Path, net_bin: str) -> None:
     # One TCP flow, 10 Mbit/s, 10 ms each way, a BDP-sized buffer (25 kB ≈ 17 packets).
-    s = LabSpec(link=LinkSpec.symmetric(rate_bps=10_000_000, delay_ms=10.0, queue_packets=0, queue_bytes=50_000),
-                tcp=TcpSettings(congestion_control="cubic"))
+    s = LabSpec(
+        link=LinkSpec.symmetric(rate_bps=10_000_000, delay_ms=10.0, queue_packets=0, queue_bytes=50_000),
+        tcp=TcpSettings(congestion_control="cubic"),
+    )
     with Lab(s, workdir=tmp_path) as lab:
-        sink = lab.popen("client", [net_bin, "sink", "--listen", f"{CLIENT_ADDR}:5001", "--out", str(tmp_path / "sink.csv"),
-                                    "--timeout-s", "30"], stdout=subprocess.PIPE)
+        sink = lab.popen(
+            "client",
+            [
+                net_bin,
+                "sink",
+                "--listen",
+                f"{CLIENT_ADDR}:5001",
+                "--out",
+                str(tmp_path / "sink.csv"),
+                "--timeout-s",
+                "30",
+            ],
+            stdout=subprocess.PIPE,
+        )
         assert sink.stdout is not None and b"ready" in sink.stdout.readline()
-        lab.run("server", [net_bin, "pump", "--connect", f"{CLIENT_ADDR}:5001", "--model", "bulk", "--duration-s", "5",
-                           "--drain-s", "0.5", "--cc", "cubic", "--out", str(tmp_path / "pump.csv"),
-                           "--conns-out", str(tmp_path / "conns.json")], timeout=30)
+        lab.run(
+            "server",
+            [
+                net_bin,
+                "pump",
+                "--connect",
+                f"{CLIENT_ADDR}:5001",
+                "--model",
+                "bulk",
+                "--duration-s",
+                "5",
+                "--drain-s",
+                "0.5",
+                "--cc",
+                "cubic",
+                "--out",
+                str(tmp_path / "pump.csv"),
+                "--conns-out",
+                str(tmp_path / "conns.json"),
+            ],
+            timeout=30,
+        )
         sink.wait(timeout=30)
         stats = lab.down()
     r = pd.read_csv(tmp_path / "sink.csv")

@@ -34,17 +34,19 @@ def mux_built() -> None:
 
 def small(**values: object):
     """The grid's base shrunk to a few streams for a few seconds, with 2 % loss both ways."""
-    return load_scenario(BASE).with_values({
-        "topology.pairs": 3,
-        "scenario.duration_s": 4.0,
-        "scenario.drain_s": 30.0,
-        "scenario.runs": 1,
-        "topology.bottleneck_delay_ms": WAN_MS,
-        "topology.last_hop_delay_ms": LAST_HOP_MS,
-        "topology.bottleneck_loss": 0.02,
-        "topology.bottleneck_loss_rev": 0.02,
-        **values,
-    })
+    return load_scenario(BASE).with_values(
+        {
+            "topology.pairs": 3,
+            "scenario.duration_s": 4.0,
+            "scenario.drain_s": 30.0,
+            "scenario.runs": 1,
+            "topology.bottleneck_delay_ms": WAN_MS,
+            "topology.last_hop_delay_ms": LAST_HOP_MS,
+            "topology.bottleneck_loss": 0.02,
+            "topology.bottleneck_loss_rev": 0.02,
+            **values,
+        }
+    )
 
 
 def test_tunnel_carries_every_byte_through_the_daemons(tmp_path: Path) -> None:
@@ -91,7 +93,9 @@ mux-1 = {{ "mux.mode" = "mux", "mux.trunks" = 1 }}
     out = tmp_path / "out"
     done = subprocess.run(
         [sys.executable, "-m", "thinwan", "sweep", str(sweep), "--lab", "--duration", "4", "--out", str(out), "--json"],
-        capture_output=True, text=True, timeout=240,
+        capture_output=True,
+        text=True,
+        timeout=240,
     )
     assert done.returncode == 0, done.stderr
     doc = json.loads(done.stdout)

@@ -40,8 +40,12 @@ def test_lab_run_writes_records_like_the_simulator(tmp_path: Path) -> None:
     scn = tmp_path / "s.toml"
     scn.write_text(SCENARIO)
     out = tmp_path / "out"
-    done = subprocess.run([sys.executable, "-m", "thinwan.lab.cli", "lab", "run", str(scn), "--out", str(out), "--json", "--quiet"],
-                          capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        [sys.executable, "-m", "thinwan.lab.cli", "lab", "run", str(scn), "--out", str(out), "--json", "--quiet"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 0, done.stderr
     doc = json.loads(done.stdout)
     assert doc["substrate"] == "lab" and doc["summary"]["runs"] == 1
@@ -91,8 +95,24 @@ def test_lab_run_with_priority_queue(tmp_path: Path, classifier: str) -> None:
     scn = tmp_path / "s.toml"
     scn.write_text(PRIORITY.format(classifier=classifier))
     out = tmp_path / "out"
-    done = subprocess.run([sys.executable, "-m", "thinwan.lab.cli", "lab", "run", str(scn), "--out", str(out), "--json", "--quiet",
-                           "--no-report"], capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "thinwan.lab.cli",
+            "lab",
+            "run",
+            str(scn),
+            "--out",
+            str(out),
+            "--json",
+            "--quiet",
+            "--no-report",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 0, done.stderr
     rec = RunRecords.read(out / "runs" / "run-0")
     q = rec.meta["lab"]["link"]["fwd"]["queue"]
@@ -112,10 +132,28 @@ def test_lab_run_with_priority_queue(tmp_path: Path, classifier: str) -> None:
 
 def test_lab_run_samples_conn_trace(tmp_path: Path) -> None:
     scn = tmp_path / "s.toml"
-    scn.write_text(SCENARIO.replace("duration_s = 4.0", "duration_s = 2.0") + "\n[records]\ntrace_interval_ms = 100.0\n")
+    scn.write_text(
+        SCENARIO.replace("duration_s = 4.0", "duration_s = 2.0") + "\n[records]\ntrace_interval_ms = 100.0\n"
+    )
     out = tmp_path / "out"
-    done = subprocess.run([sys.executable, "-m", "thinwan.lab.cli", "lab", "run", str(scn), "--out", str(out), "--json", "--quiet",
-                           "--no-report"], capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "thinwan.lab.cli",
+            "lab",
+            "run",
+            str(scn),
+            "--out",
+            str(out),
+            "--json",
+            "--quiet",
+            "--no-report",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 0, done.stderr
     rec = RunRecords.read(out / "runs" / "run-0")
     ct = rec.conn_trace
@@ -139,15 +177,26 @@ def test_lab_run_replays_a_capture(tmp_path: Path) -> None:
 
     write_capture(tmp_path / "game.pcap")
     scn = tmp_path / "s.toml"
-    scn.write_text(SCENARIO.replace('name = "lab-small"', 'name = "lab-pcap"')
-                   + '\n[traffic]\nmodel = "pcap"\npcap_file = "game.pcap"\npcap_server_port = 7777\n')
+    scn.write_text(
+        SCENARIO.replace('name = "lab-small"', 'name = "lab-pcap"')
+        + '\n[traffic]\nmodel = "pcap"\npcap_file = "game.pcap"\npcap_server_port = 7777\n'
+    )
     out = tmp_path / "out"
-    done = subprocess.run([sys.executable, "-m", "thinwan.lab.cli", "lab", "run", str(scn), "--out", str(out), "--json", "--quiet"],
-                          capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        [sys.executable, "-m", "thinwan.lab.cli", "lab", "run", str(scn), "--out", str(out), "--json", "--quiet"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 0, done.stderr
     m = RunRecords.read(out / "runs" / "run-0").messages.sort_values(["conn", "t_write"])
     # The capture's writes before duration_s = 4 s (the one at 2.49 s included).
     assert list(zip(m.conn, np.round(m.t_write, 2), m.bytes)) == [
-        (0, 0.0, 100), (0, 0.3, 30), (0, 2.49, 7), (1, 0.04, 40), (1, 0.41, 60), (2, 0.39, 12)
+        (0, 0.0, 100),
+        (0, 0.3, 30),
+        (0, 2.49, 7),
+        (1, 0.04, 40),
+        (1, 0.41, 60),
+        (2, 0.39, 12),
     ]
     assert m.t_read.notna().all()

@@ -5,10 +5,10 @@ are a prefix of what was sent (never duplicated or reordered — checked by hash
 stream either completes exactly or ends with an error at the client; new streams work
 after the restart. Needs the release binary (scripts/setup.sh builds it; THINWAN_MUX_BIN overrides).
 """
+
 from __future__ import annotations
 
 import hashlib
-import os
 import signal
 import socket
 import subprocess
@@ -192,7 +192,9 @@ def test_kill9_and_restart(tmp_path: Path, victim: str) -> None:
 
 def test_bad_config_names_the_key(tmp_path: Path) -> None:
     cfg = tmp_path / "core.toml"
-    cfg.write_text('[trunk]\nlisten = "127.0.0.1:1"\n[auth]\npsk = "short"\n[[target]]\nname="a"\nconnect="127.0.0.1:2"\n')
+    cfg.write_text(
+        '[trunk]\nlisten = "127.0.0.1:1"\n[auth]\npsk = "short"\n[[target]]\nname="a"\nconnect="127.0.0.1:2"\n'
+    )
     r = subprocess.run([str(BIN), "core", "--config", str(cfg), "--check"], capture_output=True, text=True)
     assert r.returncode == 2
     assert "auth.psk" in r.stderr
@@ -200,10 +202,20 @@ def test_bad_config_names_the_key(tmp_path: Path) -> None:
 
 def test_thinwan_mux_runs_the_daemon_with_its_exit_codes(tmp_path: Path) -> None:
     cfg = tmp_path / "core.toml"
-    cfg.write_text('[trunk]\nlisten = "127.0.0.1:1"\n[auth]\npsk = "short"\n[[target]]\nname="a"\nconnect="127.0.0.1:2"\n')
-    r = subprocess.run([sys.executable, "-m", "thinwan", "mux", "core", "--config", str(cfg), "--check"],
-                       capture_output=True, text=True, timeout=60)
+    cfg.write_text(
+        '[trunk]\nlisten = "127.0.0.1:1"\n[auth]\npsk = "short"\n[[target]]\nname="a"\nconnect="127.0.0.1:2"\n'
+    )
+    r = subprocess.run(
+        [sys.executable, "-m", "thinwan", "mux", "core", "--config", str(cfg), "--check"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert r.returncode == 2 and "auth.psk" in r.stderr
-    ok = subprocess.run([sys.executable, "-m", "thinwan", "mux", "core", "--config",
-                         str(ROOT / "scenarios/mux/core.toml"), "--check"], capture_output=True, text=True, timeout=60)
+    ok = subprocess.run(
+        [sys.executable, "-m", "thinwan", "mux", "core", "--config", str(ROOT / "scenarios/mux/core.toml"), "--check"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert ok.returncode == 0, ok.stderr

@@ -38,12 +38,26 @@ CLIENT_NET = "198.18.2.0/24"
 class Chain(Namespaces):
     """``<id>-srv`` ─ WAN ─ ``<id>-mid`` ─ last hop ─ ``<id>-cli``, one emulator per link."""
 
-    def __init__(self, wan: LinkSpec, last_hop: LinkSpec, tcp: TcpSettings, workdir: str | Path | None = None,
-                 notes: tuple[str, ...] = (), events: bool = True) -> None:
+    def __init__(
+        self,
+        wan: LinkSpec,
+        last_hop: LinkSpec,
+        tcp: TcpSettings,
+        workdir: str | Path | None = None,
+        notes: tuple[str, ...] = (),
+        events: bool = True,
+    ) -> None:
         super().__init__(workdir, notes)
         self.wan, self.last_hop, self.tcp, self.events = wan, last_hop, tcp, events
-        self.netns = {side: f"{self.id}-{suffix}" for side, suffix in (("server", "srv"), ("middle", "mid"), ("client", "cli"))}
-        self.tun = {"server": f"{self.id}-s", "wan": f"{self.id}-w", "last_hop": f"{self.id}-l", "client": f"{self.id}-c"}
+        self.netns = {
+            side: f"{self.id}-{suffix}" for side, suffix in (("server", "srv"), ("middle", "mid"), ("client", "cli"))
+        }
+        self.tun = {
+            "server": f"{self.id}-s",
+            "wan": f"{self.id}-w",
+            "last_hop": f"{self.id}-l",
+            "client": f"{self.id}-c",
+        }
 
     def __enter__(self) -> Chain:
         super().__enter__()
@@ -60,16 +74,31 @@ class Chain(Namespaces):
         tun, ns = self.tun, self.netns
         self._add_netns(ns["server"], self.tcp, [(tun["server"], f"{SERVER_ADDR}/24")], [(LAB_NET, tun["server"])])
         self._add_netns(
-            ns["middle"], self.tcp,
+            ns["middle"],
+            self.tcp,
             [(tun["wan"], f"{MID_WAN_ADDR}/32"), (tun["last_hop"], f"{EDGE_ADDR}/32")],
             [(SERVER_NET, tun["wan"]), (CLIENT_NET, tun["last_hop"])],
         )
         netns.sysctl(ns["middle"], "net.ipv4.ip_forward", 1)
         self._add_netns(ns["client"], self.tcp, [(tun["client"], f"{CLIENT_ADDR}/24")], [(LAB_NET, tun["client"])])
-        self._start_emulator("wan", f"{ns['server']}:{tun['server']}", f"{ns['middle']}:{tun['wan']}",
-                             self.wan, self.events, False, detach)
-        self._start_emulator("lasthop", f"{ns['middle']}:{tun['last_hop']}", f"{ns['client']}:{tun['client']}",
-                             self.last_hop, False, False, detach)
+        self._start_emulator(
+            "wan",
+            f"{ns['server']}:{tun['server']}",
+            f"{ns['middle']}:{tun['wan']}",
+            self.wan,
+            self.events,
+            False,
+            detach,
+        )
+        self._start_emulator(
+            "lasthop",
+            f"{ns['middle']}:{tun['last_hop']}",
+            f"{ns['client']}:{tun['client']}",
+            self.last_hop,
+            False,
+            False,
+            detach,
+        )
         self._save_state(owner=os.getpid())
         self._wait_ready()
 

@@ -4,7 +4,6 @@ Each handler returns an exit status; user mistakes raise :class:`~thinwan.scenar
 or :class:`~thinwan.lab.LabError`, which ``thinwan``'s main prints as ``thinwan: error: …``.
 """
 
-
 from __future__ import annotations
 
 import argparse
@@ -18,7 +17,7 @@ from typing import Any
 from ..scenario import ScenarioError
 from . import netns
 from .netns import LabError
-from .spec import JITTER_HELP, DirLink, LabOptions, LabSpec, LinkSpec, TcpSettings, lab_spec, load_lab_scenario
+from .spec import JITTER_HELP, LabOptions, LabSpec, LinkSpec, TcpSettings, lab_spec, load_lab_scenario
 
 __all__ = ["add_lab_subcommands", "add_validate_subcommand", "main"]
 
@@ -57,7 +56,9 @@ def add_lab_subcommands(subparsers: Any) -> argparse.ArgumentParser:
     st.set_defaults(func=_cmd_status)
 
     rn = cmds.add_parser("run", help="run a scenario on the lab; same summary and report as 'thinwan run'")
-    rn.add_argument("scenario", metavar="SCENARIO.toml", help="scenario file (docs/scenario.md; [lab] keys: docs/lab.md)")
+    rn.add_argument(
+        "scenario", metavar="SCENARIO.toml", help="scenario file (docs/scenario.md; [lab] keys: docs/lab.md)"
+    )
     rn.add_argument("--runs", type=int, help="number of runs (overrides scenario.runs)")
     rn.add_argument("--seed", type=int, help="base seed (overrides scenario.seed)")
     rn.add_argument("--duration", type=float, metavar="S", help="override scenario.duration_s")
@@ -117,8 +118,11 @@ def _link_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--queue-packets", type=int, help="queue limit, packets (0 = none)")
     g.add_argument("--queue-bytes", type=int, help="queue limit, bytes (0 = none)")
     g.add_argument("--queue", choices=["droptail", "priority"], help="queue discipline")
-    g.add_argument("--classifier", metavar="label|gap[:MS]",
-                   help="priority classifier: label (IP DSCP ≠ 0 is interactive) or gap with its threshold (default 6.31 ms)")
+    g.add_argument(
+        "--classifier",
+        metavar="label|gap[:MS]",
+        help="priority classifier: label (IP DSCP ≠ 0 is interactive) or gap with its threshold (default 6.31 ms)",
+    )
     g.add_argument("--cc", help="congestion control in both namespaces (default reno)")
     g.add_argument("--seed", type=int, help="seed of loss and jitter")
     g.add_argument("--pcap", action="store_true", help="capture both sides to pcap")
@@ -233,7 +237,9 @@ def _cmd_status(args: argparse.Namespace) -> int:
     if not labs:
         print("no labs")
     for s in labs:
-        print(f"{s['id']}  {'up' if s['alive'] else 'dead (thinwan lab clean removes it)'}  owner pid {s.get('owner_pid')}  {s.get('workdir', '')}")
+        print(
+            f"{s['id']}  {'up' if s['alive'] else 'dead (thinwan lab clean removes it)'}  owner pid {s.get('owner_pid')}  {s.get('workdir', '')}"
+        )
     return 0
 
 

@@ -124,4 +124,6 @@ def conn_trace(samples: Sequence[tuple[int, str]], conns: Sequence[Mapping[str, 
     if not cols["conn"]:
         return empty_table("conn_trace")
     frame = pd.DataFrame(cols).sort_values(["conn", "t"], kind="stable")
-    return table_from_columns("conn_trace", {k: frame[k].to_numpy(dtype=np.float64 if k != "conn" else np.uint32) for k in cols})
+    return table_from_columns(
+        "conn_trace", {k: frame[k].to_numpy(dtype=np.float64 if k != "conn" else np.uint32) for k in cols}
+    )

@@ -47,7 +47,16 @@ assert EVENT_DTYPE.itemsize == 64
 # Codes of the `event` and `reason` columns.
 EVENTS = {0: "arrival", 1: "enqueue", 2: "dequeue", 3: "drop", 4: "deliver"}
 ARRIVAL, ENQUEUE, DEQUEUE, DROP, DELIVER = range(5)
-REASONS = {0: "", 1: "overflow", 2: "pushed_out", 3: "loss", 4: "burst_loss", 5: "malformed", 6: "shutdown", 7: "write_error"}
+REASONS = {
+    0: "",
+    1: "overflow",
+    2: "pushed_out",
+    3: "loss",
+    4: "burst_loss",
+    5: "malformed",
+    6: "shutdown",
+    7: "write_error",
+}
 FWD, REV = 0, 1
 SYN = 0x02
 

@@ -48,7 +48,11 @@ def lab_records(
     ev["t"] = (ev["t_ns"].astype(np.int64) - t0) / 1e9
 
     messages, per_conn = _messages(pump, sink, ev, conns["conns"], t0)
-    msg_table = table_from_columns("messages", _complete("messages", messages)) if len(messages["conn"]) else empty_table("messages")
+    msg_table = (
+        table_from_columns("messages", _complete("messages", messages))
+        if len(messages["conn"])
+        else empty_table("messages")
+    )
     connections = _connections(conns["conns"], pump, sink, per_conn, scenario)
     ports = _ports(ev, pump, conns["conns"], link, link_stats, scenario)
     queue_trace = _queue_trace(ev, scenario) if scenario.records.traces else empty_table("queue_trace")
@@ -107,7 +111,23 @@ def _messages(
 ) -> tuple[dict[str, np.ndarray], dict[int, dict[str, int]]]:
     flows = _flows(ev, conn_list)
     read = ((sink["t_read_ns"].astype(np.int64) - t0) / 1e9).set_axis(pd.MultiIndex.from_frame(sink[["conn", "msg"]]))
-    cols: dict[str, list[Any]] = {k: [] for k in ("conn", "pair", "kind", "bytes", "t_write", "t_first_tx", "t_tx", "t_enq", "t_deq", "t_arrive", "t_read", "retx")}
+    cols: dict[str, list[Any]] = {
+        k: []
+        for k in (
+            "conn",
+            "pair",
+            "kind",
+            "bytes",
+            "t_write",
+            "t_first_tx",
+            "t_tx",
+            "t_enq",
+            "t_deq",
+            "t_arrive",
+            "t_read",
+            "retx",
+        )
+    }
     per_conn: dict[int, dict[str, int]] = {}
     for c in conn_list:
         conn = c["conn"]
@@ -182,8 +202,29 @@ def _retransmission_episodes(f: pd.DataFrame | None) -> dict[str, int]:
     return {"retransmitted_segments": int(is_retx.sum()), "episodes": int(starts.sum())}
 
 
-def _connections(conn_list: list[dict[str, Any]], pump: pd.DataFrame, sink: pd.DataFrame, per_conn: Mapping[int, Mapping[str, int]], scenario: Scenario) -> pd.DataFrame:
-    rows: dict[str, list[Any]] = {k: [] for k in ("conn", "pair", "timeouts", "spurious_timeouts", "fast_retransmits", "sack_recoveries", "bytes_written", "bytes_delivered", "bytes_sent", "bytes_retransmitted", "segments_sent")}
+def _connections(
+    conn_list: list[dict[str, Any]],
+    pump: pd.DataFrame,
+    sink: pd.DataFrame,
+    per_conn: Mapping[int, Mapping[str, int]],
+    scenario: Scenario,
+) -> pd.DataFrame:
+    rows: dict[str, list[Any]] = {
+        k: []
+        for k in (
+            "conn",
+            "pair",
+            "timeouts",
+            "spurious_timeouts",
+            "fast_retransmits",
+            "sack_recoveries",
+            "bytes_written",
+            "bytes_delivered",
+            "bytes_sent",
+            "bytes_retransmitted",
+            "segments_sent",
+        )
+    }
     for c in conn_list:
         info = c.get("tcp_info", {})
         conn = c["conn"]
@@ -201,7 +242,11 @@ def _connections(conn_list: list[dict[str, Any]], pump: pd.DataFrame, sink: pd.D
         rows["bytes_sent"].append(int(info.get("bytes_sent", 0)))
         rows["bytes_retransmitted"].append(int(info.get("bytes_retrans", 0)))
         rows["segments_sent"].append(int(info.get("data_segs_out", 0)))
-    return table_from_columns("connections", _complete("connections", rows)) if rows["conn"] else empty_table("connections")
+    return (
+        table_from_columns("connections", _complete("connections", rows))
+        if rows["conn"]
+        else empty_table("connections")
+    )
 
 
 def _interactive_packet_mask(f: pd.DataFrame, m: pd.DataFrame) -> np.ndarray:
@@ -221,10 +266,29 @@ def _interactive_packet_mask(f: pd.DataFrame, m: pd.DataFrame) -> np.ndarray:
     return has & (f["payload"].to_numpy() > 0) & (rel_end > starts[0])
 
 
-def _ports(ev: pd.DataFrame, pump: pd.DataFrame, conn_list: list[dict[str, Any]], link: Mapping[str, Any], stats: Mapping[str, Any] | None, scenario: Scenario) -> pd.DataFrame:
+def _ports(
+    ev: pd.DataFrame,
+    pump: pd.DataFrame,
+    conn_list: list[dict[str, Any]],
+    link: Mapping[str, Any],
+    stats: Mapping[str, Any] | None,
+    scenario: Scenario,
+) -> pd.DataFrame:
     window = scenario.scenario.duration_s
     flows = _flows(ev, conn_list)
-    rows: dict[str, list[Any]] = {k: [] for k in ("port", "rate_bps", "window_s", "bytes_tx", "bytes_tx_interactive", "packets_tx", "drops_overflow", "max_queue_bytes")}
+    rows: dict[str, list[Any]] = {
+        k: []
+        for k in (
+            "port",
+            "rate_bps",
+            "window_s",
+            "bytes_tx",
+            "bytes_tx_interactive",
+            "packets_tx",
+            "drops_overflow",
+            "max_queue_bytes",
+        )
+    }
     for d, name in PORTS.items():
         cfg = link["fwd" if d == FWD else "rev"]
         overhead = int(cfg.get("overhead_bytes", 0))
@@ -263,5 +327,9 @@ def _queue_trace(ev: pd.DataFrame, scenario: Scenario) -> pd.DataFrame:
         have = i >= 0
         qb = np.where(have, e["q_bytes"].to_numpy()[np.clip(i, 0, None)] if len(e) else 0, 0)
         qp = np.where(have, e["q_pkts"].to_numpy()[np.clip(i, 0, None)] if len(e) else 0, 0)
-        frames.append(pd.DataFrame({"port": name, "t": grid, "bytes": qb.astype(np.uint64), "packets": qp.astype(np.uint64)}))
-    return table_from_columns("queue_trace", {c: pd.concat(frames)[c].to_numpy() for c in ("port", "t", "bytes", "packets")})
+        frames.append(
+            pd.DataFrame({"port": name, "t": grid, "bytes": qb.astype(np.uint64), "packets": qp.astype(np.uint64)})
+        )
+    return table_from_columns(
+        "queue_trace", {c: pd.concat(frames)[c].to_numpy() for c in ("port", "t", "bytes", "packets")}
+    )

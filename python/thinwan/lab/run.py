@@ -37,14 +37,27 @@ from .records import lab_records
 from .spec import LabOptions, TcpSettings, lab_spec
 from .topology import CLIENT_ADDR, Lab, find_binary
 
-__all__ = ["run_lab_scenario", "run_lab_once", "print_result", "validate", "sink_argv", "pump_argv", "lab_meta",
-           "wait_line", "wait_exit", "write_traffic", "run_limit_s"]
+__all__ = [
+    "run_lab_scenario",
+    "run_lab_once",
+    "print_result",
+    "validate",
+    "sink_argv",
+    "pump_argv",
+    "lab_meta",
+    "wait_line",
+    "wait_exit",
+    "write_traffic",
+    "run_limit_s",
+]
 
 # Slack on top of duration + drain before a pump or sink is declared stuck.
 STUCK_S = 30.0
 
 
-def run_lab_scenario(scenario: Scenario, opts: LabOptions, out: str | Path, progress: bool = True, report: bool = True) -> dict[str, Any]:
+def run_lab_scenario(
+    scenario: Scenario, opts: LabOptions, out: str | Path, progress: bool = True, report: bool = True
+) -> dict[str, Any]:
     """Run every run of ``scenario`` on the lab; write records, summary.json, report.html."""
     netns.require_root()
     out = Path(out)
@@ -59,7 +72,10 @@ def run_lab_scenario(scenario: Scenario, opts: LabOptions, out: str | Path, prog
     digests = []
     for k in range(runs):
         if progress:
-            print(f"thinwan: lab run {k + 1}/{runs} ({scenario.scenario.duration_s + scenario.scenario.drain_s:g} s)…", file=sys.stderr)
+            print(
+                f"thinwan: lab run {k + 1}/{runs} ({scenario.scenario.duration_s + scenario.scenario.drain_s:g} s)…",
+                file=sys.stderr,
+            )
         records = run_lab_once(scenario, opts, k, out / "lab-raw" / f"run-{k}")
         records.write(out / "runs" / f"run-{k}")
         digests.append(digest_run(records, scenario))
@@ -77,35 +93,49 @@ def run_lab_once(scenario: Scenario, opts: LabOptions, run: int, raw: Path) -> R
         shutil.rmtree(raw)
     raw.mkdir(parents=True)
     spec = lab_spec(scenario, opts, run)
-    sc = scenario.scenario
     write_traffic(scenario, raw)
     started = time.monotonic()
     limit = run_limit_s(scenario)
     with Lab(spec, workdir=raw, events=True, pcap=opts.pcap) as lab:
-        sink = lab.popen("client", sink_argv(scenario, raw, ["--listen", f"{CLIENT_ADDR}:{opts.port}"]),
-                         stdout=subprocess.PIPE, stderr=open(raw / "sink.err", "wb"))  # noqa: SIM115
+        sink = lab.popen(
+            "client",
+            sink_argv(scenario, raw, ["--listen", f"{CLIENT_ADDR}:{opts.port}"]),
+            stdout=subprocess.PIPE,
+            stderr=open(raw / "sink.err", "wb"),
+        )  # noqa: SIM115
         wait_line(sink, b'"ready":true', 10.0, "sink")
         rec = scenario.records
         sampler = None
         if rec.traces and rec.trace_connections == "all":
             sampler = SsSampler(lab.netns["server"], opts.port, rec.trace_interval_ms / 1000.0).start()
-        pump = lab.popen("server", pump_argv(scenario, opts, run, raw, ["--connect", f"{CLIENT_ADDR}:{opts.port}"]),
-                         stderr=open(raw / "pump.err", "wb"))  # noqa: SIM115
+        pump = lab.popen(
+            "server",
+            pump_argv(scenario, opts, run, raw, ["--connect", f"{CLIENT_ADDR}:{opts.port}"]),
+            stderr=open(raw / "pump.err", "wb"),
+        )  # noqa: SIM115
         try:
             wait_exit(pump, limit, "pump", raw / "pump.err")
         finally:
             samples = sampler.stop() if sampler else []
         wait_exit(sink, STUCK_S, "sink", raw / "sink.err")
         if not lab.emulator_alive():
-            raise LabError(f"thinwan-link died during the run: {(raw / 'link.err').read_text(errors='replace').strip()}")
+            raise LabError(
+                f"thinwan-link died during the run: {(raw / 'link.err').read_text(errors='replace').strip()}"
+            )
         stats = lab.down()
         notes = list(lab.notes)
         link = spec.link.to_json()
     events = read_events(raw / "events.bin")
-    meta = lab_meta(scenario, opts, run, raw, started, len(events), spec.tcp, notes,
-                    {"link": link, "link_stats": stats})
+    meta = lab_meta(
+        scenario, opts, run, raw, started, len(events), spec.tcp, notes, {"link": link, "link_stats": stats}
+    )
     if sampler:
-        meta["lab"]["conn_trace"] = {"source": "ss -tin", "interval_s": sampler.interval, "samples": len(samples), "errors": sampler.errors}
+        meta["lab"]["conn_trace"] = {
+            "source": "ss -tin",
+            "interval_s": sampler.interval,
+            "samples": len(samples),
+            "errors": sampler.errors,
+        }
     records = lab_records(scenario, events, raw / "pump.csv", raw / "sink.csv", raw / "conns.json", link, stats, meta)
     if samples:
         conns = json.loads((raw / "conns.json").read_text())
@@ -130,8 +160,17 @@ def run_limit_s(scenario: Scenario) -> float:
 def sink_argv(scenario: Scenario, raw: Path, peer: list[str]) -> list[str]:
     """``thinwan-net sink`` for ``scenario``; ``peer`` is ``--listen ADDR`` or ``--connect ADDR``."""
     tcp = scenario.tcp
-    argv = [str(find_binary("thinwan-net")), "sink", *peer, "--conns", str(scenario.topology.pairs),
-            "--out", str(raw / "sink.csv"), "--timeout-s", str(run_limit_s(scenario))]
+    argv = [
+        str(find_binary("thinwan-net")),
+        "sink",
+        *peer,
+        "--conns",
+        str(scenario.topology.pairs),
+        "--out",
+        str(raw / "sink.csv"),
+        "--timeout-s",
+        str(run_limit_s(scenario)),
+    ]
     if not tcp.delayed_ack:
         argv.append("--quickack")
     if tcp.rwnd_bytes:
@@ -142,11 +181,27 @@ def sink_argv(scenario: Scenario, raw: Path, peer: list[str]) -> list[str]:
 def pump_argv(scenario: Scenario, opts: LabOptions, run: int, raw: Path, peer: list[str]) -> list[str]:
     """``thinwan-net pump`` for run ``run``; ``peer`` is ``--connect ADDR`` or ``--listen ADDR``."""
     sc, tcp = scenario.scenario, scenario.tcp
-    argv = [str(find_binary("thinwan-net")), "pump", *peer, "--conns", str(scenario.topology.pairs),
-            "--traffic", str(raw / "traffic.json"), "--seed", str(sc.seed + run),
-            "--duration-s", str(sc.duration_s), "--drain-s", str(sc.drain_s),
-            "--stagger", f"{sc.start_stagger_ms}ms",
-            "--out", str(raw / "pump.csv"), "--conns-out", str(raw / "conns.json")]
+    argv = [
+        str(find_binary("thinwan-net")),
+        "pump",
+        *peer,
+        "--conns",
+        str(scenario.topology.pairs),
+        "--traffic",
+        str(raw / "traffic.json"),
+        "--seed",
+        str(sc.seed + run),
+        "--duration-s",
+        str(sc.duration_s),
+        "--drain-s",
+        str(sc.drain_s),
+        "--stagger",
+        f"{sc.start_stagger_ms}ms",
+        "--out",
+        str(raw / "pump.csv"),
+        "--conns-out",
+        str(raw / "conns.json"),
+    ]
     if not tcp.nagle:
         argv.append("--nodelay")
     if opts.notsent_lowat:
@@ -158,8 +213,17 @@ def pump_argv(scenario: Scenario, opts: LabOptions, run: int, raw: Path, peer: l
     return argv
 
 
-def lab_meta(scenario: Scenario, opts: LabOptions, run: int, raw: Path, started: float, events: int,
-             tcp: TcpSettings, notes: list[str], links: dict[str, Any]) -> dict[str, Any]:
+def lab_meta(
+    scenario: Scenario,
+    opts: LabOptions,
+    run: int,
+    raw: Path,
+    started: float,
+    events: int,
+    tcp: TcpSettings,
+    notes: list[str],
+    links: dict[str, Any],
+) -> dict[str, Any]:
     """The run metadata of a lab run (``meta``, docs/records.md); ``links`` describes the
     emulated link(s) and their counters."""
     sc = scenario.scenario
@@ -198,7 +262,9 @@ def print_result(document: dict[str, Any], scenario: Scenario, as_json: bool, ou
     print(f"report: {out / 'report.html'}" if report else f"results: {out}")
 
 
-def validate(scenario: Scenario, opts: LabOptions, out: Path, as_json: bool = False, progress: bool = True) -> dict[str, Any]:
+def validate(
+    scenario: Scenario, opts: LabOptions, out: Path, as_json: bool = False, progress: bool = True
+) -> dict[str, Any]:
     """Run ``scenario`` in the simulator and on the lab; print the summaries side by side."""
     from ..runner import run_scenario
 
@@ -206,7 +272,13 @@ def validate(scenario: Scenario, opts: LabOptions, out: Path, as_json: bool = Fa
     sim = summarize_runs(run_scenario(scenario, out / "sim", progress=progress, report=True))
     lab = run_lab_scenario(scenario, opts, out / "lab", progress=progress, report=True)["summary"]
     keys = [k for k in sim if isinstance(sim.get(k), (int, float)) and k in lab]
-    doc = {"scenario": scenario.name, "sim": sim, "lab": lab, "out": str(out), "config": scenario.model_dump(mode="json")}
+    doc = {
+        "scenario": scenario.name,
+        "sim": sim,
+        "lab": lab,
+        "out": str(out),
+        "config": scenario.model_dump(mode="json"),
+    }
     write_text_atomic(out / "validate.json", dumps_json(doc) + "\n")
     if as_json:
         print(dumps_json(doc))

@@ -17,7 +17,16 @@ from typing import Any
 
 from ..scenario import Scenario, ScenarioError, read_scenario_data, scenario_from_dict
 
-__all__ = ["DirLink", "LinkSpec", "TcpSettings", "LabOptions", "LabSpec", "load_lab_scenario", "lab_spec", "last_hop_link"]
+__all__ = [
+    "DirLink",
+    "LinkSpec",
+    "TcpSettings",
+    "LabOptions",
+    "LabSpec",
+    "load_lab_scenario",
+    "lab_spec",
+    "last_hop_link",
+]
 
 JITTER_HELP = "none | uniform:10% | uniform:2ms | normal:1ms"
 
@@ -124,7 +133,14 @@ class TcpSettings:
         # congctl as well as the sysctl: a namespace's default may only be an algorithm
         # of the root namespace's tcp_allowed_congestion_control (EPERM otherwise), the
         # per-route choice has no such limit.
-        opts = ["initcwnd", str(self.initcwnd), "rto_min", f"{int(self.min_rto_ms)}ms", "congctl", self.congestion_control]
+        opts = [
+            "initcwnd",
+            str(self.initcwnd),
+            "rto_min",
+            f"{int(self.min_rto_ms)}ms",
+            "congctl",
+            self.congestion_control,
+        ]
         if self.quickack:
             opts += ["quickack", "1"]
         return opts
@@ -161,7 +177,9 @@ class LabOptions:
                 raise ScenarioError(f"{source}: lab.{key}: unknown key (known: {', '.join(known)})")
             default = getattr(cls(), key)
             if key == "ge":
-                if not (isinstance(value, list) and len(value) in (2, 4) and all(isinstance(x, (int, float)) for x in value)):
+                if not (
+                    isinstance(value, list) and len(value) in (2, 4) and all(isinstance(x, (int, float)) for x in value)
+                ):
                     raise ScenarioError(f"{source}: lab.ge: expected [p, r] or [p, r, loss_good, loss_bad]")
                 v = [float(x) for x in value] + ([0.0, 1.0] if len(value) == 2 else [])
                 values[key] = (v[0], v[1], v[2], v[3])
@@ -248,8 +266,12 @@ def last_hop_link(scenario: Scenario, run: int = 0) -> LinkSpec:
     """The clean last hop of ``topology.kind = "mux"`` (edge → clients): its rate and
     delay both ways, the scenario's queue limits, no loss or jitter."""
     t, q = scenario.topology, scenario.queue
-    d = DirLink(rate_bps=int(round(t.last_hop_rate_mbps * 1e6)), delay_ms=t.last_hop_delay_ms,
-                queue_packets=q.limit_packets, queue_bytes=q.limit_bytes)
+    d = DirLink(
+        rate_bps=int(round(t.last_hop_rate_mbps * 1e6)),
+        delay_ms=t.last_hop_delay_ms,
+        queue_packets=q.limit_packets,
+        queue_bytes=q.limit_bytes,
+    )
     return LinkSpec(fwd=d, rev=d, seed=scenario.scenario.seed + run)
 
 
@@ -265,7 +287,9 @@ def tcp_settings(scenario: Scenario, opts: LabOptions) -> tuple[TcpSettings, lis
     if tcp.clock_granularity_ms != 1.0:
         notes.append("tcp.clock_granularity_ms: Linux uses its own timer granularity (not settable)")
     if tcp.delayed_ack and tcp.delayed_ack_ms != 40.0:
-        notes.append(f"tcp.delayed_ack_ms={tcp.delayed_ack_ms:g}: Linux's delayed-ACK timer is adaptive (40–200 ms), not settable")
+        notes.append(
+            f"tcp.delayed_ack_ms={tcp.delayed_ack_ms:g}: Linux's delayed-ACK timer is adaptive (40–200 ms), not settable"
+        )
     if not tcp.sack and tcp.recovery == "reno":
         notes.append("tcp.recovery=reno: Linux always uses NewReno recovery without SACK")
     if tcp.header_bytes != (52 if opts.timestamps else 40):
@@ -274,7 +298,9 @@ def tcp_settings(scenario: Scenario, opts: LabOptions) -> tuple[TcpSettings, lis
             f"(timestamps {'on' if opts.timestamps else 'off'}) plus SACK blocks when present"
         )
     if tcp.rto_formula != "linux":
-        notes.append(f"tcp.rto_formula={tcp.rto_formula}: Linux puts rto_min on the variance term (rto_formula = \"linux\")")
+        notes.append(
+            f'tcp.rto_formula={tcp.rto_formula}: Linux puts rto_min on the variance term (rto_formula = "linux")'
+        )
     if tcp.thin_linear_timeouts:
         notes.append("tcp.thin_linear_timeouts: not set in the lab (Linux: per socket, TCP_THIN_LINEAR_TIMEOUTS)")
     if tcp.nagle:

@@ -120,7 +120,9 @@ class Namespaces(ABC):
         self._procs.append(p)
         return p
 
-    def run(self, side: str, argv: Sequence[str], timeout: float = 60.0, check: bool = True) -> subprocess.CompletedProcess[str]:
+    def run(
+        self, side: str, argv: Sequence[str], timeout: float = 60.0, check: bool = True
+    ) -> subprocess.CompletedProcess[str]:
         """Run ``argv`` inside ``side``'s namespace to completion."""
         done = subprocess.run(
             ["ip", "netns", "exec", self.netns[side], *argv], capture_output=True, text=True, timeout=timeout
@@ -138,7 +140,9 @@ class Namespaces(ABC):
 
     # -- building blocks -------------------------------------------------------------
 
-    def _add_netns(self, ns: str, tcp: TcpSettings, tuns: Sequence[tuple[str, str]], routes: Sequence[tuple[str, str]]) -> None:
+    def _add_netns(
+        self, ns: str, tcp: TcpSettings, tuns: Sequence[tuple[str, str]], routes: Sequence[tuple[str, str]]
+    ) -> None:
         """Namespace ``ns`` with TUN devices ``(name, address/prefix)`` and routes ``(net,
         device)`` that carry the TCP route options; TCP sysctls applied, IPv6 off."""
         netns.ip("netns", "add", ns)
@@ -173,8 +177,17 @@ class Namespaces(ABC):
         log ``<name>-events.bin`` (``events.bin`` for the one emulator of :class:`Lab`)."""
         config = self.workdir / f"{name}.json"
         config.write_text(json.dumps(link.to_json(), indent=2) + "\n")
-        argv = [str(find_binary("thinwan-link")), "--server", server, "--client", client,
-                "--config", str(config), "--stats", str(self.workdir / f"{name}-stats.json")]
+        argv = [
+            str(find_binary("thinwan-link")),
+            "--server",
+            server,
+            "--client",
+            client,
+            "--config",
+            str(config),
+            "--stats",
+            str(self.workdir / f"{name}-stats.json"),
+        ]
         if events:
             argv += ["--events", str(self.events_file(name))]
         if pcap:
@@ -224,7 +237,9 @@ class Namespaces(ABC):
 class Lab(Namespaces):
     """One lab: ``<id>-srv`` and ``<id>-cli`` namespaces joined by ``thinwan-link``."""
 
-    def __init__(self, spec: LabSpec, workdir: str | Path | None = None, events: bool = True, pcap: bool = False) -> None:
+    def __init__(
+        self, spec: LabSpec, workdir: str | Path | None = None, events: bool = True, pcap: bool = False
+    ) -> None:
         super().__init__(workdir, spec.notes)
         self.spec = spec
         self.netns = {"server": f"{self.id}-srv", "client": f"{self.id}-cli"}
@@ -250,10 +265,20 @@ class Lab(Namespaces):
         # State first, so a crash at any later point leaves something `clean` can find.
         self._save_state(owner=os.getpid())
         for side, other_net in (("server", CLIENT_NET), ("client", SERVER_NET)):
-            self._add_netns(self.netns[side], self.spec.tcp, [(self.tun[side], f"{self.addr[side]}/24")], [(other_net, self.tun[side])])
+            self._add_netns(
+                self.netns[side],
+                self.spec.tcp,
+                [(self.tun[side], f"{self.addr[side]}/24")],
+                [(other_net, self.tun[side])],
+            )
         emulator = self._start_emulator(
-            "link", f"{self.netns['server']}:{self.tun['server']}", f"{self.netns['client']}:{self.tun['client']}",
-            self.spec.link, self.events, self.pcap, detach,
+            "link",
+            f"{self.netns['server']}:{self.tun['server']}",
+            f"{self.netns['client']}:{self.tun['client']}",
+            self.spec.link,
+            self.events,
+            self.pcap,
+            detach,
         )
         self.emulator_pid = emulator.pid
         self._save_state(owner=emulator.pid if detach else os.getpid())
@@ -345,7 +370,9 @@ def _fmt_dir(d: Any) -> str:
     limits = [f"{d.queue_packets} pkts" if d.queue_packets else "", f"{d.queue_bytes} B" if d.queue_bytes else ""]
     disc = d.discipline
     if disc == "priority":
-        disc += f" ({d.priority_classifier}" + (f" {d.classifier_gap_ms:g} ms)" if d.priority_classifier == "gap" else ")")
+        disc += f" ({d.priority_classifier}" + (
+            f" {d.classifier_gap_ms:g} ms)" if d.priority_classifier == "gap" else ")"
+        )
     parts.append(disc + " " + " / ".join(x for x in limits if x))
     return ", ".join(parts)
 

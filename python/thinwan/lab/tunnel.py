@@ -34,7 +34,7 @@ from .events import read_events
 from .netns import LabError
 from .records import lab_records
 from .run import STUCK_S, lab_meta, pump_argv, run_limit_s, sink_argv, wait_exit, wait_line, write_traffic
-from .spec import LabOptions, last_hop_link, lab_spec
+from .spec import LabOptions, lab_spec, last_hop_link
 from .topology import CLIENT_ADDR, SERVER_ADDR
 
 __all__ = ["run_tunnel_once", "TRUNK_PORT"]
@@ -47,7 +47,7 @@ DAEMON_READY_S = 20.0
 def run_tunnel_once(scenario: Scenario, opts: LabOptions, run: int, raw: Path) -> RunRecords:
     """Run ``run`` of the mux-topology ``scenario`` on a fresh chain; raw logs go to ``raw``."""
     if scenario.topology.kind != "mux":
-        raise LabError(f"{scenario.name}: topology.kind = {scenario.topology.kind!r}: the chain runs \"mux\" scenarios")
+        raise LabError(f'{scenario.name}: topology.kind = {scenario.topology.kind!r}: the chain runs "mux" scenarios')
     if raw.exists():
         shutil.rmtree(raw)
     raw.mkdir(parents=True)
@@ -55,24 +55,42 @@ def run_tunnel_once(scenario: Scenario, opts: LabOptions, run: int, raw: Path) -
     notes = list(spec.notes)
     tunnel = scenario.mux.mode == "mux"
     if tunnel:
-        notes.append("mux: per-hop times and connection stats of tunnelled messages are unknown (they travel in trunks)")
+        notes.append(
+            "mux: per-hop times and connection stats of tunnelled messages are unknown (they travel in trunks)"
+        )
     write_traffic(scenario, raw)
     started = time.monotonic()
     port = f"{opts.port}"
     with Chain(spec.link, last_hop_link(scenario, run), spec.tcp, workdir=raw, notes=tuple(notes)) as chain:
         if tunnel:
-            pump = chain.popen("server", pump_argv(scenario, opts, run, raw, ["--listen", f"{SERVER_ADDR}:{port}"]),
-                               stdout=subprocess.PIPE, stderr=open(raw / "pump.err", "wb"))  # noqa: SIM115
+            pump = chain.popen(
+                "server",
+                pump_argv(scenario, opts, run, raw, ["--listen", f"{SERVER_ADDR}:{port}"]),
+                stdout=subprocess.PIPE,
+                stderr=open(raw / "pump.err", "wb"),
+            )  # noqa: SIM115
             wait_line(pump, b'"ready":true', 10.0, "pump")
             _start_daemons(chain, scenario, opts, raw)
-            sink = chain.popen("client", sink_argv(scenario, raw, ["--connect", f"{EDGE_ADDR}:{port}"]),
-                               stdout=subprocess.DEVNULL, stderr=open(raw / "sink.err", "wb"))  # noqa: SIM115
+            sink = chain.popen(
+                "client",
+                sink_argv(scenario, raw, ["--connect", f"{EDGE_ADDR}:{port}"]),
+                stdout=subprocess.DEVNULL,
+                stderr=open(raw / "sink.err", "wb"),
+            )  # noqa: SIM115
         else:
-            sink = chain.popen("client", sink_argv(scenario, raw, ["--listen", f"0.0.0.0:{port}"]),
-                               stdout=subprocess.PIPE, stderr=open(raw / "sink.err", "wb"))  # noqa: SIM115
+            sink = chain.popen(
+                "client",
+                sink_argv(scenario, raw, ["--listen", f"0.0.0.0:{port}"]),
+                stdout=subprocess.PIPE,
+                stderr=open(raw / "sink.err", "wb"),
+            )  # noqa: SIM115
             wait_line(sink, b'"ready":true', 10.0, "sink")
-            pump = chain.popen("server", pump_argv(scenario, opts, run, raw, ["--connect", f"{CLIENT_ADDR}:{port}"]),
-                               stdout=subprocess.DEVNULL, stderr=open(raw / "pump.err", "wb"))  # noqa: SIM115
+            pump = chain.popen(
+                "server",
+                pump_argv(scenario, opts, run, raw, ["--connect", f"{CLIENT_ADDR}:{port}"]),
+                stdout=subprocess.DEVNULL,
+                stderr=open(raw / "pump.err", "wb"),
+            )  # noqa: SIM115
         wait_exit(pump, run_limit_s(scenario), "pump", raw / "pump.err")
         wait_exit(sink, STUCK_S, "sink", raw / "sink.err")
         if not chain.emulator_alive():
@@ -95,20 +113,30 @@ def run_tunnel_once(scenario: Scenario, opts: LabOptions, run: int, raw: Path) -
             "streams_reset": sum(e.get("message") == "stream reset" for e in edge),
         }
     meta = lab_meta(scenario, opts, run, raw, started, len(events), spec.tcp, notes, links)
-    return lab_records(scenario, events, raw / "pump.csv", raw / "sink.csv", raw / "conns.json",
-                       spec.link.to_json(), stats.get("wan"), meta)
+    return lab_records(
+        scenario,
+        events,
+        raw / "pump.csv",
+        raw / "sink.csv",
+        raw / "conns.json",
+        spec.link.to_json(),
+        stats.get("wan"),
+        meta,
+    )
 
 
 def _start_daemons(chain: Chain, scenario: Scenario, opts: LabOptions, raw: Path) -> None:
     """Core next to the pump, edge in the middle; back when every trunk lane is up."""
     binary = mux_binary()
     if not binary.is_file():
-        raise LabError(f"{binary}: thinwan-mux is not built (cargo build --release -p thinwan-mux, or scripts/setup.sh)")
+        raise LabError(
+            f"{binary}: thinwan-mux is not built (cargo build --release -p thinwan-mux, or scripts/setup.sh)"
+        )
     psk = raw / "psk.txt"
     psk.write_text(secrets.token_hex(24) + "\n")
     psk.chmod(0o600)
     mux = scenario.mux
-    trunk = f'notsent_lowat = {mux.notsent_lowat_bytes}\n'
+    trunk = f"notsent_lowat = {mux.notsent_lowat_bytes}\n"
     limits = f"[limits]\nmax_frame_payload = {mux.frame_payload_bytes}\n"
     (raw / "core.toml").write_text(
         f'[trunk]\nlisten = "{SERVER_ADDR}:{TRUNK_PORT}"\n{trunk}\n[auth]\npsk_file = "psk.txt"\n\n{limits}\n'
@@ -121,7 +149,9 @@ def _start_daemons(chain: Chain, scenario: Scenario, opts: LabOptions, raw: Path
     )
     for role, side in (("core", "server"), ("edge", "middle")):
         log = open(raw / f"{role}.log", "wb")  # noqa: SIM115 (owned by the child)
-        chain.popen(side, [str(binary), role, "--config", str(raw / f"{role}.toml")], stdout=log, stderr=subprocess.STDOUT)
+        chain.popen(
+            side, [str(binary), role, "--config", str(raw / f"{role}.toml")], stdout=log, stderr=subprocess.STDOUT
+        )
         log.close()
         _wait_ready(chain, raw / f"{role}.log", role, mux.trunks)
 
