@@ -42,4 +42,9 @@ VIRTUAL_ENV="$PWD/.venv" PATH="$PWD/.venv/bin:$PATH" .venv/bin/maturin develop -
   || { cat .venv/maturin.log >&2; echo "setup: building the native module failed" >&2; exit 1; }
 echo "setup: building the lab and tunnel binaries (thinwan-link, thinwan-net, thinwan-mux)" >&2
 cargo build --release -q -p thinwan-net -p thinwan-mux
+# Beside the interpreter, where thinwan looks for them (then $PATH): an installed
+# package finds its binaries without knowing where the source tree is.
+for bin in thinwan-link thinwan-net thinwan-mux; do
+  install -m 0755 "target/release/$bin" .venv/bin/
+done
 echo "setup: ready (.venv/bin/thinwan)" >&2
