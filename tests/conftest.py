@@ -8,8 +8,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from thinwan.records import RunRecords
-from thinwan.scenario import Scenario, scenario_from_dict
+from thinwan.config.scenario import Scenario, scenario_from_dict
+from thinwan.records.schema import RunRecords
 
 
 def fake_native_output(

@@ -9,9 +9,10 @@ from pathlib import Path
 import pytest
 import thinwan._native as native
 
-from thinwan.anatomy import TIMEOUT, anatomy
-from thinwan.records import RunRecords
-from thinwan.scenario import ScenarioError, scenario_from_dict
+from thinwan.analysis.anatomy import TIMEOUT
+from thinwan.config.scenario import ScenarioError, scenario_from_dict
+from thinwan.records.schema import RunRecords
+from thinwan.substrates.sim import timeout_anatomy as anatomy
 
 LOSSY = {
     "scenario": {"name": "lossy", "duration_s": 20.0, "drain_s": 5.0},
@@ -49,7 +50,7 @@ def test_cli_writes_the_picture(tmp_path: Path) -> None:
         "[scenario]\nduration_s = 20.0\n[topology]\npairs = 20\nbottleneck_rate_mbps = 2.0\n"
         '[queue]\nlimit_packets = 0\nlimit_bytes = 8000\n[tcp]\nrecovery = "reno"\nsack = false\n'
     )
-    out = tmp_path / "a.png"
+    out = tmp_path / "a.html"
     done = subprocess.run(
         [sys.executable, "-m", "thinwan", "anatomy", str(toml), "--out", str(out)],
         capture_output=True,
@@ -57,7 +58,8 @@ def test_cli_writes_the_picture(tmp_path: Path) -> None:
         timeout=120,
     )
     assert done.returncode == 0, done.stderr
-    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    page = out.read_text()
+    assert page.startswith("<!DOCTYPE html>") and 'id="fig-anatomy"' in page and "Plotly.newPlot" in page
     assert "retransmission timeout" in done.stdout
     bad = subprocess.run(
         [sys.executable, "-m", "thinwan", "anatomy", str(toml), "--timeout", "999"],

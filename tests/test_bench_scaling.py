@@ -3,13 +3,9 @@ BENCHMARKS.md reports for the "cost grows about linearly" criterion."""
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
-bench_scaling = pytest.importorskip("bench_scaling", reason="needs the built simulator")
+bench_scaling = pytest.importorskip("bench.bench_scaling", reason="needs the built simulator")
 
 
 def rows(cost):

@@ -12,7 +12,7 @@ import thinwan._native
 
 import thinwan
 from thinwan.cli import main
-from thinwan.records import TABLES, RunRecords
+from thinwan.records.schema import TABLES, RunRecords
 
 TINY = """
 [scenario]
@@ -146,3 +146,124 @@ def test_run_without_report_and_traces(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["summary"]["runs"] == 1
     assert not (tmp_path / "o" / "report.html").exists()
+
+
+# --- every --help, and what the CLI imports --------------------------------------------
+
+HELP_COMMANDS = [
+    [],
+    ["run"],
+    ["sweep"],
+    ["anatomy"],
+    ["validate"],
+    ["mux"],
+    ["lab"],
+    ["lab", "up"],
+    ["lab", "exec"],
+    ["lab", "down"],
+    ["lab", "clean"],
+    ["lab", "status"],
+    ["lab", "run"],
+]
+# Modules `thinwan --help` must not load (speed lives in bench/, not in a timed test).
+HEAVY = (
+    "pandas",
+    "numpy",
+    "pyarrow",
+    "plotly",
+    "jinja2",
+    "dask",
+    "distributed",
+    "pydantic",
+    "tqdm",
+    "dpkt",
+    "thinwan._native",
+    "thinwan.substrates.lab.topology",
+    "thinwan.substrates.lab.labrun",
+    "thinwan.report.run_page",
+    "thinwan.report.sweep_page",
+    "thinwan.execute.runs",
+    "thinwan.execute.sweeps",
+)
+
+
+@pytest.mark.parametrize("command", HELP_COMMANDS, ids=lambda c: " ".join(c) or "thinwan")
+def test_every_help_answers(command: list[str]) -> None:
+    done = thinwan_module(*command, "--help")
+    assert done.returncode == 0, done.stderr
+    assert "usage: thinwan" in done.stdout
+    assert "Traceback" not in done.stderr and done.stderr == ""
+
+
+def test_help_imports_nothing_heavy() -> None:
+    probe = (
+        "import sys\n"
+        "from thinwan.cli import main\n"
+        "try:\n"
+        "    main(['--help'])\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        f"print(sorted(m for m in {HEAVY!r} if m in sys.modules))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().splitlines()[-1] == "[]"
+
+
+def test_lab_exec_takes_id_before_the_command() -> None:
+    from thinwan.cli import parser
+    from thinwan.cli.lab_cmds import exec_command
+
+    for argv in (
+        ["lab", "exec", "server", "--id", "tw-abcdef", "--", "ip", "-br", "addr"],
+        ["lab", "exec", "--id", "tw-abcdef", "server", "--", "ip", "-br", "addr"],
+        ["lab", "exec", "server", "--id=tw-abcdef", "ip", "-br", "addr"],
+    ):
+        args = parser().parse_args(argv)
+        assert (args.side, *exec_command(args)) == ("server", "tw-abcdef", ["ip", "-br", "addr"]), argv
+    args = parser().parse_args(["lab", "exec", "client", "--", "sh", "-c", "echo --id"])
+    assert (args.side, *exec_command(args)) == ("client", None, ["sh", "-c", "echo --id"])
+
+
+def test_lab_up_collects_link_options_unparsed_in_order() -> None:
+    from thinwan.cli import parser
+
+    args = parser().parse_args(
+        ["lab", "up", "--delay", "20ms", "--reorder", "--jitter", "uniform:10%", "--cc", "cubic"]
+    )
+    assert args.link_args == ["--delay", "20ms", "--reorder", "--jitter", "uniform:10%"]
+    assert args.cc == "cubic"
+
+
+def _link_check_available() -> bool:
+    from thinwan.substrates.binaries import MissingBinary, find_binary
+
+    try:
+        binary = find_binary("thinwan-link")
+    except MissingBinary:
+        return False
+    done = subprocess.run([str(binary), "--check"], capture_output=True, text=True, timeout=30)
+    return done.returncode == 0
+
+
+needs_link_check = pytest.mark.skipif(
+    not _link_check_available(), reason="thinwan-link has no --check yet (the link flags then go to it unchecked)"
+)
+
+
+@needs_link_check
+def test_lab_up_refuses_a_bad_link_option_before_creating_anything() -> None:
+    done = thinwan_module("lab", "up", "--rate", "fast")
+    assert done.returncode == 2
+    assert done.stderr.startswith("thinwan: error: lab up: --rate:"), done.stderr
+    assert "Traceback" not in done.stderr
+
+
+@needs_link_check
+def test_link_options_are_resolved_by_thinwan_link() -> None:
+    from thinwan.substrates.lab.linkspec import LinkSpec, check_link_args
+
+    link = check_link_args(LinkSpec.symmetric(), ["--rate", "10mbit", "--delay", "20ms", "--classifier", "gap:5ms"])
+    assert link is not None
+    for d in (link.fwd, link.rev):
+        assert (d.rate_bps, d.delay_ms, d.priority_classifier, d.classifier_gap_ms) == (10_000_000, 20.0, "gap", 5.0)

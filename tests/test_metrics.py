@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from thinwan.metrics import (
+from thinwan.analysis.metrics import (
     BULK,
     COMPONENTS,
     DELAY_QUANTILES,
@@ -24,8 +24,8 @@ from thinwan.metrics import (
     utilisation,
     violation_ratio,
 )
-from thinwan.records import RunRecords, empty_table, table_from_columns
-from thinwan.scenario import TrafficSection, scenario_from_dict
+from thinwan.config.scenario import TrafficSection, scenario_from_dict
+from thinwan.records.schema import RunRecords, empty_table, table_from_columns
 
 NAN = math.nan
 COLUMNS = ["kind", "t_write", "t_first_tx", "t_tx", "t_enq", "t_deq", "t_arrive", "t_read"]

@@ -1,4 +1,4 @@
-"""The simulated thin-stream mux test grid (spec thin-stream-mux.md): scenario files,
+"""The simulated thin-stream mux test grid (Carlmar, docs/sources.md): scenario files,
 records of the mux topology, and the box-plot statistics of the sweep rows."""
 
 from __future__ import annotations
@@ -10,10 +10,11 @@ import numpy as np
 import pytest
 
 from thinwan import _native
-from thinwan.metrics import DELAY_QUANTILES, summarize_run
-from thinwan.records import RunRecords
-from thinwan.scenario import Scenario, load_scenario
-from thinwan.sweep import SweepTask, load_sweep, run_task
+from thinwan.analysis.metrics import DELAY_QUANTILES, summarize_run
+from thinwan.config.scenario import Scenario, load_scenario
+from thinwan.config.sweepfile import load_sweep
+from thinwan.execute.sweeps import SweepTask, run_task
+from thinwan.records.schema import RunRecords
 
 ROOT = Path(__file__).resolve().parent.parent
 GRID = ROOT / "scenarios" / "carlmar2011"
@@ -100,7 +101,8 @@ def test_sweep_rows_carry_box_plot_statistics() -> None:
 
 
 def test_sweep_report_has_box_plots_when_the_tunnel_is_compared(tmp_path: Path) -> None:
-    from thinwan.sweep import run_sweep
+    from thinwan.execute.sweeps import run_sweep
+    from thinwan.report.sweep_page import write_sweep_report
 
     sweep_file = tmp_path / "mini.toml"
     sweep_file.write_text(
@@ -118,6 +120,8 @@ direct = {{ "mux.mode" = "direct" }}
 mux-2 = {{ "mux.mode" = "mux", "mux.trunks" = 2 }}
 """
     )
-    run_sweep(load_sweep(sweep_file), tmp_path / "out", jobs=1, progress=False, report=True)
+    sweep = load_sweep(sweep_file)
+    result = run_sweep(sweep, tmp_path / "out", jobs=1, progress=False)
+    write_sweep_report(tmp_path / "out", sweep, result.frame, result.document)
     html = (tmp_path / "out" / "report.html").read_text()
     assert "per grid point (box plots)" in html

@@ -75,7 +75,7 @@ def native() -> Any:
 
 def _run_both(native: Any, data: dict[str, Any], tmp_path: Path) -> tuple[dict, dict]:
     """(thinwan summary, ns-3 summary); ns-3 runs in a subprocess alongside ours."""
-    from thinwan.scenario import scenario_from_dict
+    from thinwan.config.scenario import scenario_from_dict
 
     sc = scenario_from_dict(data, source=data["scenario"]["name"])
     config = sc.to_native_json()

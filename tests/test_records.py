@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from thinwan.records import SCHEMA, TABLES, RunRecords, write_text_atomic
+from thinwan.records.schema import SCHEMA, TABLES, RunRecords, write_text_atomic
 
 
 def test_from_native_uses_documented_columns_and_dtypes(records: RunRecords) -> None:

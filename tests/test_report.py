@@ -8,10 +8,12 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from thinwan.metrics import summarize_runs
-from thinwan.records import RunRecords
-from thinwan.report import FIGURE_TITLES, digest_run, html_report, summary_table
-from thinwan.scenario import Scenario
+from thinwan.analysis.digest import digest_run
+from thinwan.analysis.metrics import summarize_runs
+from thinwan.config.scenario import Scenario
+from thinwan.records.schema import RunRecords
+from thinwan.report.run_page import FIGURE_TITLES, html_report
+from thinwan.report.text import summary_table
 
 
 def digests(fake_native: Callable[..., Any], scenario: Scenario, traces: bool, runs: int = 2) -> list:

@@ -1,6 +1,7 @@
-"""The runner: output layout and reruns with the real simulator in real worker processes;
-failure handling with an injected failing simulator (threads stand in for processes
-there, since a spawned process would import the real, not the patched, module)."""
+"""``thinwan run``'s execution (thinwan.execute.runs): output layout and reruns with the
+real simulator in real worker processes; failure handling with an injected failing
+simulator (threads stand in for processes there, since a spawned process would import
+the real, not the patched, module)."""
 
 from __future__ import annotations
 
@@ -12,12 +13,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import thinwan._native
 import tomllib
 
 import thinwan
-from thinwan import runner
-from thinwan.records import RunRecords
-from thinwan.scenario import Scenario
+from thinwan.config.scenario import Scenario
+from thinwan.execute import executors, runs
+from thinwan.execute.errors import RunError
+from thinwan.records.meta import dumps_json, git_revision
+from thinwan.records.schema import RunRecords
+from thinwan.report.run_page import write_run_report
 
 
 @pytest.fixture
@@ -32,32 +37,35 @@ def fake_simulator(monkeypatch: pytest.MonkeyPatch, fake_native: Callable[..., A
         del out["meta"]["seed"]  # let the runner fill it in
         return out
 
-    monkeypatch.setattr(runner._native, "simulate", simulate, raising=False)
-    monkeypatch.setattr(runner, "ProcessPoolExecutor", lambda max_workers, mp_context: ThreadPoolExecutor(max_workers))
+    monkeypatch.setattr(thinwan._native, "simulate", simulate, raising=False)
+    monkeypatch.setattr(executors.LocalProcesses, "_pool", lambda self, workers: ThreadPoolExecutor(workers))
     return calls
 
 
 def test_run_scenario_writes_the_documented_layout(tmp_path: Path, scenario: Scenario) -> None:
     scenario = scenario.with_overrides(runs=3, seed=10)
-    summaries = runner.run_scenario(scenario, tmp_path, progress=False)
+    result = runs.run_scenario(scenario, tmp_path, progress=False)
+    write_run_report(tmp_path, scenario, result.digests, result.document["summary"])
+    summaries = result.summaries
     assert len(summaries) == 3
     for k in range(3):
         meta = RunRecords.read(tmp_path / "runs" / f"run-{k}").meta
         assert (meta["run"], meta["seed"], meta["scenario"]) == (k, 10 + k, "fake")
         assert meta["version"] == thinwan.__version__
-        assert meta["git_rev"] == runner.git_revision()
+        assert meta["git_rev"] == git_revision()
         assert meta["config"] == scenario.model_dump(mode="json")
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["seeds"] == [10, 11, 12]
-    assert summary["runs"] == json.loads(runner.dumps_json(summaries))
+    assert summary["runs"] == json.loads(dumps_json(summaries))
     assert summary["summary"]["runs"] == 3
     assert "CCDF of end-to-end delay" in (tmp_path / "report.html").read_text()
     assert Scenario.model_validate(tomllib.loads((tmp_path / "scenario.toml").read_text())) == scenario
 
 
 def test_a_smaller_rerun_removes_stale_results(tmp_path: Path, scenario: Scenario) -> None:
-    runner.run_scenario(scenario.with_overrides(runs=3), tmp_path, progress=False)
-    runner.run_scenario(scenario.with_overrides(runs=1), tmp_path, progress=False, report=False)
+    result = runs.run_scenario(scenario.with_overrides(runs=3), tmp_path, progress=False)
+    write_run_report(tmp_path, scenario, result.digests, result.document["summary"])
+    runs.run_scenario(scenario.with_overrides(runs=1), tmp_path, progress=False)
     assert sorted(p.name for p in (tmp_path / "runs").iterdir()) == ["run-0"]
     assert not (tmp_path / "report.html").exists()
 
@@ -68,17 +76,17 @@ def test_a_failing_run_raises_run_error(
     def broken(config_json: str, run: int) -> dict[str, Any]:
         raise ValueError("unsupported option")
 
-    monkeypatch.setattr(runner._native, "simulate", broken)
-    with pytest.raises(runner.RunError, match="run 0 failed: ValueError: unsupported option"):
-        runner.run_scenario(scenario, tmp_path, progress=False)
+    monkeypatch.setattr(thinwan._native, "simulate", broken)
+    with pytest.raises(RunError, match="run 0 failed: ValueError: unsupported option"):
+        runs.run_scenario(scenario, tmp_path, progress=False)
     assert not (tmp_path / "summary.json").exists()
 
 
 def test_dumps_json_writes_non_finite_numbers_as_null() -> None:
-    text = runner.dumps_json({"T": math.inf, "r": [0.5, math.nan], "n": 3})
+    text = dumps_json({"T": math.inf, "r": [0.5, math.nan], "n": 3})
     assert json.loads(text) == {"T": None, "r": [0.5, None], "n": 3}
 
 
 def test_git_revision_is_a_hash_or_unknown() -> None:
-    rev = runner.git_revision()
+    rev = git_revision()
     assert rev == "unknown" or (len(rev) == 40 and int(rev, 16) >= 0)

@@ -9,7 +9,7 @@ import pydantic
 import pytest
 import tomllib
 
-from thinwan.scenario import MuxSection, Scenario, ScenarioError, load_scenario, scenario_from_dict
+from thinwan.config.scenario import MuxSection, Scenario, ScenarioError, load_scenario, scenario_from_dict
 
 ROOT = Path(__file__).resolve().parent.parent
 SCENARIOS = ROOT / "scenarios"
@@ -363,3 +363,28 @@ def test_lab_section_is_checked_but_not_part_of_the_simulated_scenario(tmp_path:
     bad = write(tmp_path, "[lab]\nfoo = 1\n", name="bad.toml")
     with pytest.raises(ScenarioError, match="bad.toml: lab.foo: unknown key"):
         load_scenario(bad)
+
+
+def test_lab_section_is_part_of_the_model_and_overrides_the_topology(tmp_path: Path) -> None:
+    from thinwan.substrates.lab.linkspec import lab_spec
+
+    lossy = "[topology]\nbottleneck_loss = 0.02\nbottleneck_loss_rev = 0.01\n"
+    plain = load_scenario(write(tmp_path, lossy, name="lossy.toml"))
+    assert plain.lab.loss is None  # unset: the topology's loss applies
+    assert (lab_spec(plain).link.fwd.loss, lab_spec(plain).link.rev.loss) == (0.02, 0.01)
+    off = load_scenario(write(tmp_path, lossy + "[lab]\nloss = 0\nloss_rev = 0.0\n", name="off.toml"))
+    assert (lab_spec(off).link.fwd.loss, lab_spec(off).link.rev.loss) == (0.0, 0.0)
+    ge = load_scenario(write(tmp_path, '[lab]\nge = [0.01, 0.5]\ncongestion_control = "cubic"\n', name="ge.toml"))
+    assert ge.lab.ge == (0.01, 0.5, 0.0, 1.0) and ge.lab.congestion_control == "cubic"
+    # The [lab] section is not part of what is simulated or recorded.
+    assert "lab" not in ge.model_dump() and "[lab]" not in ge.to_toml()
+    assert ge.with_values({"tcp.sack": False}).lab == ge.lab
+    with pytest.raises(ScenarioError, match=r"bad\.toml: lab\.loss: Input should be less than or equal to 1"):
+        load_scenario(write(tmp_path, "[lab]\nloss = 2\n", name="bad.toml"))
+
+
+def test_a_file_that_is_not_utf8_names_the_file(tmp_path: Path) -> None:
+    path = tmp_path / "latin1.toml"
+    path.write_bytes(b'[scenario]\ndescription = "caf\xe9"\n')
+    with pytest.raises(ScenarioError, match=r"latin1\.toml: not UTF-8"):
+        load_scenario(path)

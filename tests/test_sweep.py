@@ -19,19 +19,14 @@ import pyarrow.dataset as ds
 import pytest
 
 import thinwan
-from thinwan import sweep as sweep_module
-from thinwan.compare import figure_titles
-from thinwan.records import RunRecords
-from thinwan.scenario import ScenarioError, load_scenario
-from thinwan.sweep import (
-    CCDF_COLUMNS,
-    CCDF_GRID_S,
-    SweepError,
-    ccdf_on_grid,
-    load_sweep,
-    run_sweep,
-    task_result,
-)
+from thinwan.analysis.aggregate import CCDF_COLUMNS, CCDF_GRID_S, ccdf_on_grid, check_column_names, task_result
+from thinwan.cli import main as thinwan_main
+from thinwan.cli.sweep_cmd import add_sweep_subcommand
+from thinwan.config.scenario import ScenarioError, load_scenario
+from thinwan.config.sweepfile import SweepError, load_sweep
+from thinwan.execute.sweeps import run_sweep, sweep_tasks
+from thinwan.records.schema import RunRecords
+from thinwan.report.sweep_page import figure_titles
 
 REPO = Path(__file__).resolve().parents[1]
 DELAY_SWEEP = REPO / "scenarios" / "ogawa2011" / "delay-sweep.toml"
@@ -96,7 +91,7 @@ def test_a_good_file_loads_into_the_cartesian_product(tmp_path: Path) -> None:
     assert reno50.scenario.topology.pairs == 3  # from the base
     assert len({p.id for p in sweep.points}) == 4
     assert (sweep.x_axis, sweep.line_axis, sweep.panel_axes) == ("topology.bottleneck_delay_ms", "config", ())
-    assert len(sweep.tasks()) == 8
+    assert len(sweep_tasks(sweep)) == 8
 
 
 def test_set_and_nested_keys_and_report_roles(tmp_path: Path) -> None:
@@ -171,7 +166,8 @@ def test_errors_name_the_file_and_the_key(tmp_path: Path, text: str, expected: s
     if not text.startswith("[sweep") and text:
         text = '[sweep]\nbase = "base.toml"\n' + text
     with pytest.raises(SweepError) as info:
-        load_sweep(write_sweep(tmp_path, text, name="bad.toml"))
+        # Result column names are the analysis stage's: checked before anything runs.
+        check_column_names(load_sweep(write_sweep(tmp_path, text, name="bad.toml")))
     assert expected in str(info.value)
     assert str(info.value).startswith(str(tmp_path / "bad.toml"))
 
@@ -250,9 +246,9 @@ def _comparable(frame: pd.DataFrame) -> pd.DataFrame:
 def test_local_and_dask_give_identical_rows(tmp_path: Path) -> None:
     distributed = pytest.importorskip("distributed")
     sweep = load_sweep(write_sweep(tmp_path))
-    local = run_sweep(sweep, tmp_path / "local", jobs=2, progress=False, report=False)
+    local = run_sweep(sweep, tmp_path / "local", jobs=2, progress=False)
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
-        remote = run_sweep(sweep, tmp_path / "dask", scheduler=cluster.scheduler_address, progress=False, report=False)
+        remote = run_sweep(sweep, tmp_path / "dask", scheduler=cluster.scheduler_address, progress=False)
     assert len(local.ran) == len(remote.ran) == 8
     a, b = local.frame.sort_values(["point_id", "run"]), remote.frame.sort_values(["point_id", "run"])
     pd.testing.assert_frame_equal(_comparable(a), _comparable(b))
@@ -265,7 +261,7 @@ def test_local_and_dask_give_identical_rows(tmp_path: Path) -> None:
 
 def test_one_dataset_one_row_per_point_and_run(tmp_path: Path) -> None:
     sweep = load_sweep(write_sweep(tmp_path))
-    result = run_sweep(sweep, tmp_path / "out", jobs=1, progress=False, report=False)
+    result = run_sweep(sweep, tmp_path / "out", jobs=1, progress=False)
     table = ds.dataset(tmp_path / "out" / "runs.parquet", format="parquet").to_table()
     assert table.num_rows == 8
     frame = table.to_pandas()
@@ -288,7 +284,7 @@ def test_one_dataset_one_row_per_point_and_run(tmp_path: Path) -> None:
 def test_an_interrupted_sweep_resumes_without_redoing_finished_runs(tmp_path: Path) -> None:
     path = write_sweep(tmp_path)
     out = tmp_path / "out"
-    first = run_sweep(load_sweep(path), out, jobs=1, progress=False, report=False)
+    first = run_sweep(load_sweep(path), out, jobs=1, progress=False)
     assert len(first.ran) == 8
     files = sorted((out / "runs.parquet").glob("*.parquet"))
     mtimes = {f.name: f.stat().st_mtime_ns for f in files}
@@ -296,7 +292,7 @@ def test_an_interrupted_sweep_resumes_without_redoing_finished_runs(tmp_path: Pa
     lost.unlink()  # as if the sweep had been stopped before this task finished
     (out / "runs.parquet" / f".{files[0].name}.tmp-123-abcd").write_bytes(b"half")  # a crash's leftover
 
-    second = run_sweep(load_sweep(path), out, jobs=1, progress=False, report=False)
+    second = run_sweep(load_sweep(path), out, jobs=1, progress=False)
     point_id, _, run = lost.stem.partition("-run")
     assert second.ran == [(point_id, int(run))]
     assert second.reused == 7
@@ -307,14 +303,12 @@ def test_an_interrupted_sweep_resumes_without_redoing_finished_runs(tmp_path: Pa
 
     # Edit one bundle: only its two points run again; the old rows are set aside ...
     edited = SWEEP.replace('"tcp.recovery" = "reno"', '"tcp.recovery" = "newreno"')
-    third = run_sweep(
-        load_sweep(write_sweep(tmp_path, edited, name="edited.toml")), out, jobs=1, progress=False, report=False
-    )
+    third = run_sweep(load_sweep(write_sweep(tmp_path, edited, name="edited.toml")), out, jobs=1, progress=False)
     assert len(third.ran) == 4 and third.reused == 4
     assert len(list((out / "runs.parquet").glob("*.parquet"))) == 8
     assert len(list((out / "unused").glob("*.parquet"))) == 4
     # ... and come back when the edit is undone.
-    fourth = run_sweep(load_sweep(path), out, jobs=1, progress=False, report=False)
+    fourth = run_sweep(load_sweep(path), out, jobs=1, progress=False)
     assert fourth.ran == []
     assert sorted(f.name for f in (out / "unused").glob("*.parquet")) == sorted(
         f"{point_id}-run{run}.parquet" for point_id, run in third.ran
@@ -357,12 +351,14 @@ def test_json_output_and_report(tmp_path: Path) -> None:
     assert titles["t_vs_x"] == "T_I150 and T_I1000 against WAN delay"
     for title in titles.values():
         assert title in html, title
-    assert html.count('src="data:image/png;base64,') == 2 + 2  # T and r plots, one CCDF overlay per delay
+    # T and r plots, one CCDF overlay per delay: Plotly figures, like the run report's.
+    assert html.count('<div class="plot" id="fig-') == 2 + 2
+    assert "Plotly.newPlot" in html
 
 
 def test_table_without_json_and_quiet(tmp_path: Path) -> None:
     path = write_sweep(tmp_path)
-    done = as_module("thinwan.sweep", str(path), "--quiet", "--jobs", "1", "--no-report", cwd=tmp_path)
+    done = as_module("thinwan", "sweep", str(path), "--quiet", "--jobs", "1", "--no-report", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert done.stderr == ""
     lines = done.stdout.splitlines()
@@ -388,7 +384,7 @@ def test_user_errors_exit_2_without_traceback(
     write_sweep(tmp_path, '[sweep]\nbase = "base.toml"\n[vary.config]\nb = { "tcp.sackk" = 1 }\n', name="bad.toml")
     argv = [str(tmp_path / f"{args[0]}.toml"), *args[1:]]
     try:
-        status = sweep_module.main(argv)
+        status = thinwan_main(["sweep", *argv])
     except SystemExit as e:  # argparse's own errors
         status = e.code
     assert status == 2
@@ -403,8 +399,8 @@ def test_an_unreachable_scheduler_is_a_user_error(tmp_path: Path, capsys: pytest
     path = write_sweep(tmp_path)
     # A port nothing listens on: connection refused, retried until the connect timeout.
     with dask.config.set({"distributed.comm.timeouts.connect": "1s"}):
-        status = sweep_module.main(
-            [str(path), "--scheduler", "tcp://127.0.0.1:9", "--quiet", "--out", str(tmp_path / "o")]
+        status = thinwan_main(
+            ["sweep", str(path), "--scheduler", "tcp://127.0.0.1:9", "--quiet", "--out", str(tmp_path / "o")]
         )
     assert status == 2
     assert "cannot connect to the Dask scheduler at tcp://127.0.0.1:9" in capsys.readouterr().err
@@ -414,7 +410,7 @@ def test_add_sweep_subcommand_plugs_into_a_parser() -> None:
     import argparse
 
     parser = argparse.ArgumentParser(prog="thinwan")
-    sweep_module.add_sweep_subcommand(parser.add_subparsers(dest="command"))
+    add_sweep_subcommand(parser.add_subparsers(dest="command"))
     args = parser.parse_args(["sweep", "s.toml", "--scheduler", "tcp://h:8786", "--json"])
     assert (args.sweep, args.scheduler, args.json, args.jobs, args.out) == ("s.toml", "tcp://h:8786", True, None, None)
     assert callable(args.func)

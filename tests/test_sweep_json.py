@@ -13,10 +13,13 @@ import numpy as np
 import pytest
 
 from thinwan import _native
-from thinwan.delay_hist import QUANTILES, delay_histogram, pooled_delay_stats_ms
-from thinwan.metrics import message_delays
-from thinwan.records import RunRecords
-from thinwan.sweep import load_sweep, point_entries, run_sweep
+from thinwan.analysis.aggregate import point_entries
+from thinwan.analysis.delay_hist import QUANTILES, delay_histogram, pooled_delay_stats_ms
+from thinwan.analysis.metrics import message_delays
+from thinwan.config.sweepfile import load_sweep
+from thinwan.execute.sweeps import run_sweep
+from thinwan.records.schema import RunRecords
+from thinwan.report.sweep_page import write_sweep_report
 
 ROOT = Path(__file__).resolve().parent.parent
 GRID = ROOT / "scenarios" / "carlmar2011"
@@ -82,7 +85,9 @@ mux-2 = {{ "mux.mode" = "mux", "mux.trunks" = 2 }}
 
 def test_tunnel_sweep_document_pools_every_run_per_configuration(tmp_path: Path) -> None:
     sweep = load_sweep(write_tunnel_sweep(tmp_path))
-    doc = run_sweep(sweep, tmp_path / "out", jobs=1, progress=False, report=True).document
+    result = run_sweep(sweep, tmp_path / "out", jobs=1, progress=False)
+    write_sweep_report(tmp_path / "out", sweep, result.frame, result.document)
+    doc = result.document
     assert doc["configurations"]["axis"] == "config"
     assert [p["params"] for p in doc["points"]] == [
         {"topology.bottleneck_delay_ms": 100.0},

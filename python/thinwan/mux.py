@@ -1,61 +1,20 @@
-"""``thinwan mux core|edge|gen-certs``: the thin-stream multiplexing tunnel.
-
-The daemons are the Rust binary ``thinwan-mux`` (crates/mux; docs/mux.md): ``core`` runs
-next to the servers, ``edge`` is the regional proxy next to the clients. This module only
-finds the binary and hands over to it, so signals (SIGTERM for a graceful stop) and exit
-codes (2 = bad configuration, naming the key) are the daemon's own.
-"""
+"""Where ``tests/mux`` finds the tunnel daemon (``mux_binary``); kept only until that test
+imports :func:`thinwan.substrates.binaries.find_binary` itself. Counts as a substrate
+module in the import order (tests/test_layout.py)."""
 
 from __future__ import annotations
 
-import argparse
-import os
 from pathlib import Path
-from typing import Any
 
-from .scenario import ScenarioError
+from .substrates.binaries import MissingBinary, find_binary
 
-__all__ = ["add_mux_subcommand", "mux_binary"]
-
-ROOT = Path(__file__).resolve().parents[2]
+__all__ = ["mux_binary"]
 
 
 def mux_binary() -> Path:
-    """``$THINWAN_MUX_BIN``, else the release build of this checkout (scripts/setup.sh)."""
-    if "THINWAN_MUX_BIN" in os.environ:
-        return Path(os.environ["THINWAN_MUX_BIN"])
-    for candidate in (ROOT / "target/release/thinwan-mux", ROOT / "target/mux/release/thinwan-mux"):
-        if candidate.exists():
-            return candidate
-    return ROOT / "target/release/thinwan-mux"
-
-
-def add_mux_subcommand(subparsers: Any) -> argparse.ArgumentParser:
-    """Add ``mux`` to the ``thinwan`` command."""
-    p = subparsers.add_parser(
-        "mux",
-        help="thin-stream multiplexing tunnel daemons (core / edge)",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    p.add_argument(
-        "role",
-        choices=["core", "edge", "gen-certs"],
-        help="core: next to the servers; edge: the regional proxy; gen-certs: test certificates",
-    )
-    p.add_argument(
-        "args",
-        nargs=argparse.REMAINDER,
-        help="passed to thinwan-mux, e.g. --config FILE [--check] (see `thinwan mux core --help`)",
-    )
-    p.set_defaults(func=_cmd_mux)
-    return p
-
-
-def _cmd_mux(args: argparse.Namespace) -> int:
-    """Replace this process with the daemon."""
-    binary = mux_binary()
-    if not binary.exists():
-        raise ScenarioError(f"{binary}: thinwan-mux is not built (run scripts/setup.sh)")
-    os.execv(binary, [str(binary), args.role, *args.args])
-    return 0  # not reached
+    """``thinwan-mux`` as :func:`~thinwan.substrates.binaries.find_binary` finds it, else
+    the bare name (a path that does not exist, for a test to skip on)."""
+    try:
+        return find_binary("thinwan-mux")
+    except MissingBinary:
+        return Path("thinwan-mux")

@@ -10,8 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from thinwan.lab.netns import LabError
-from thinwan.lab.topology import find_binary
+from thinwan.substrates.binaries import MissingBinary, find_binary
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -21,7 +20,7 @@ def _have_binaries() -> str | None:
         find_binary("thinwan-link")
         find_binary("thinwan-net")
         return None
-    except LabError as e:
+    except MissingBinary as e:
         if shutil.which("cargo") is None:
             return str(e)
     env = {**os.environ, "CARGO_TARGET_DIR": str(REPO / "target" / "net")}

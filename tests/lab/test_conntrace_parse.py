@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from thinwan.lab.conntrace import conn_trace, parse_ss
+from thinwan.substrates.lab.conntrace import conn_trace, parse_ss
 
 SS = """\
 ESTAB 0      0      198.18.1.1:40000 198.18.2.1:5001

@@ -20,11 +20,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from thinwan.lab import netns
-from thinwan.lab.events import DELIVER, DROP, read_events
-from thinwan.lab.netns import LabError
-from thinwan.lab.spec import LabSpec, LinkSpec, TcpSettings
-from thinwan.lab.topology import CLIENT_ADDR, Lab
+from thinwan.records.evlog import DELIVER, DROP, read_events
+from thinwan.substrates.lab import netns
+from thinwan.substrates.lab.linkspec import LabSpec, LinkSpec, TcpSettings
+from thinwan.substrates.lab.netns import LabError
+from thinwan.substrates.lab.topology import CLIENT_ADDR, Lab
 
 pytestmark = pytest.mark.usefixtures("lab_env")
 PY = sys.executable
@@ -109,8 +109,8 @@ def test_ctrl_c_and_sigterm_clean_up(tmp_path: Path) -> None:
     script = textwrap.dedent(
         f"""
         import sys, time
-        from thinwan.lab.spec import LabSpec, LinkSpec, TcpSettings
-        from thinwan.lab.topology import Lab
+        from thinwan.substrates.lab.linkspec import LabSpec, LinkSpec, TcpSettings
+        from thinwan.substrates.lab.topology import Lab
         with Lab(LabSpec(link=LinkSpec.symmetric(), tcp=TcpSettings()), workdir={str(tmp_path)!r}) as lab:
             print(lab.id, flush=True)
             time.sleep(60)
@@ -130,7 +130,7 @@ def test_killed_run_is_removed_by_clean(tmp_path: Path) -> None:
     # A detached lab (as `thinwan lab up` makes) whose emulator is killed, and an
     # in-process lab whose owner is killed: both are dead; `clean` removes them.
     up = subprocess.run(
-        [PY, "-m", "thinwan.lab.cli", "lab", "up", "--delay", "1ms", "--json", "--no-events"],
+        [PY, "-m", "thinwan", "lab", "up", "--delay", "1ms", "--json", "--no-events"],
         capture_output=True,
         text=True,
         timeout=60,
@@ -140,8 +140,8 @@ def test_killed_run_is_removed_by_clean(tmp_path: Path) -> None:
     script = textwrap.dedent(
         f"""
         import time
-        from thinwan.lab.spec import LabSpec, LinkSpec, TcpSettings
-        from thinwan.lab.topology import Lab
+        from thinwan.substrates.lab.linkspec import LabSpec, LinkSpec, TcpSettings
+        from thinwan.substrates.lab.topology import Lab
         lab = Lab(LabSpec(link=LinkSpec.symmetric(), tcp=TcpSettings()), workdir={str(tmp_path)!r})
         lab.up()
         print(lab.id, flush=True)
@@ -157,7 +157,7 @@ def test_killed_run_is_removed_by_clean(tmp_path: Path) -> None:
     time.sleep(0.2)
     dead = {s["id"] for s in netns.list_labs() if not s["alive"]}
     assert {detached["id"], owned} <= dead
-    done = subprocess.run([PY, "-m", "thinwan.lab.cli", "lab", "clean"], capture_output=True, text=True, timeout=60)
+    done = subprocess.run([PY, "-m", "thinwan", "lab", "clean"], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert leftovers(detached["id"]) == [] and leftovers(owned) == []
 

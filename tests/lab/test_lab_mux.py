@@ -11,12 +11,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from thinwan.lab.netns import list_netns
-from thinwan.lab.spec import LabOptions
-from thinwan.lab.tunnel import run_tunnel_once
-from thinwan.metrics import message_delays
-from thinwan.mux import mux_binary
-from thinwan.scenario import load_scenario
+from thinwan.analysis.metrics import message_delays
+from thinwan.config.scenario import LabSection, load_scenario
+from thinwan.substrates.binaries import MissingBinary, find_binary
+from thinwan.substrates.lab.netns import list_netns
+from thinwan.substrates.lab.tunnel import run_tunnel_once
 
 pytestmark = pytest.mark.usefixtures("lab_env")
 
@@ -28,8 +27,10 @@ STATS = ("min", "q1", "median", "q3", "max", "p99", "p999")
 
 @pytest.fixture(scope="module", autouse=True)
 def mux_built() -> None:
-    if not mux_binary().is_file():
-        pytest.fail(f"{mux_binary()} missing: cargo build --release -p thinwan-mux (scripts/setup.sh)")
+    try:
+        find_binary("thinwan-mux")
+    except MissingBinary as e:
+        pytest.fail(str(e))
 
 
 def small(**values: object):
@@ -53,7 +54,7 @@ def test_tunnel_carries_every_byte_through_the_daemons(tmp_path: Path) -> None:
     before = set(list_netns())
     scenario = small(**{"mux.mode": "mux", "mux.trunks": 2})
     raw = tmp_path / "raw"
-    records = run_tunnel_once(scenario, LabOptions(), 0, raw)
+    records = run_tunnel_once(scenario, LabSection(), 0, raw)
     assert set(list_netns()) == before  # namespaces, devices and processes are gone
     m = records.messages
     assert len(m) > 10 and set(m.conn) == {0, 1, 2}

@@ -10,8 +10,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from thinwan.metrics import message_delays
-from thinwan.records import SCHEMA, RunRecords
+from tests.captures import write_capture
+from thinwan.analysis.metrics import message_delays
+from thinwan.records.schema import SCHEMA, RunRecords
 
 pytestmark = pytest.mark.usefixtures("lab_env")
 
@@ -41,7 +42,7 @@ def test_lab_run_writes_records_like_the_simulator(tmp_path: Path) -> None:
     scn.write_text(SCENARIO)
     out = tmp_path / "out"
     done = subprocess.run(
-        [sys.executable, "-m", "thinwan.lab.cli", "lab", "run", str(scn), "--out", str(out), "--json", "--quiet"],
+        [sys.executable, "-m", "thinwan", "lab", "run", str(scn), "--out", str(out), "--json", "--quiet"],
         capture_output=True,
         text=True,
         timeout=60,
@@ -90,7 +91,7 @@ priority_classifier = "{classifier}"
 
 @pytest.mark.parametrize("classifier", ["label", "gap"])
 def test_lab_run_with_priority_queue(tmp_path: Path, classifier: str) -> None:
-    from thinwan.lab.events import ARRIVAL, FWD, read_events
+    from thinwan.records.evlog import ARRIVAL, FWD, read_events
 
     scn = tmp_path / "s.toml"
     scn.write_text(PRIORITY.format(classifier=classifier))
@@ -99,7 +100,7 @@ def test_lab_run_with_priority_queue(tmp_path: Path, classifier: str) -> None:
         [
             sys.executable,
             "-m",
-            "thinwan.lab.cli",
+            "thinwan",
             "lab",
             "run",
             str(scn),
@@ -140,7 +141,7 @@ def test_lab_run_samples_conn_trace(tmp_path: Path) -> None:
         [
             sys.executable,
             "-m",
-            "thinwan.lab.cli",
+            "thinwan",
             "lab",
             "run",
             str(scn),
@@ -172,9 +173,6 @@ def test_lab_run_samples_conn_trace(tmp_path: Path) -> None:
 def test_lab_run_replays_a_capture(tmp_path: Path) -> None:
     """traffic.model = "pcap": the pump writes the capture's flows with their timing and
     sizes, the same writes the simulator replays."""
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-    from test_trace import write_capture
-
     write_capture(tmp_path / "game.pcap")
     scn = tmp_path / "s.toml"
     scn.write_text(
@@ -183,7 +181,7 @@ def test_lab_run_replays_a_capture(tmp_path: Path) -> None:
     )
     out = tmp_path / "out"
     done = subprocess.run(
-        [sys.executable, "-m", "thinwan.lab.cli", "lab", "run", str(scn), "--out", str(out), "--json", "--quiet"],
+        [sys.executable, "-m", "thinwan", "lab", "run", str(scn), "--out", str(out), "--json", "--quiet"],
         capture_output=True,
         text=True,
         timeout=60,

@@ -1,0 +1,389 @@
+"""Scenario files: load, validate and hand a complete scenario to the simulator.
+
+The contract is ``docs/scenario.md``: one pydantic model per TOML section, every key with
+the documented type, default and range. Validation is strict on types (TOML has real
+booleans and integers, so ``sack = "yes"`` or ``pairs = 2.5`` is a mistake, not something
+to coerce; an integer is still accepted where a float is expected) and rejects unknown
+keys, so a typo never silently falls back to a default.
+
+Every problem surfaces as a :class:`ScenarioError` whose message names the source and the
+dotted key, one line per problem::
+
+    scenarios/x.toml: tcp.min_rto_ms: Input should be greater than 0
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
+
+from .files import ScenarioError, read_scenario_data
+
+__all__ = [
+    "ScenarioError",
+    "Scenario",
+    "ScenarioSection",
+    "TopologySection",
+    "QueueSection",
+    "TcpSection",
+    "TrafficSection",
+    "RecordsSection",
+    "MuxSection",
+    "LabSection",
+    "MUX_FRAME_PAYLOAD_BYTES",
+    "load_scenario",
+    "scenario_from_dict",
+    "read_scenario_data",
+]
+
+
+def load_scenario(path: str | Path) -> Scenario:
+    """Read and validate a scenario TOML file; ``scenario.name`` defaults to its stem.
+
+    ``inherits`` is resolved first (:func:`thinwan.config.files.read_scenario_data`); the
+    optional ``[lab]`` section is validated with the rest (:class:`LabSection`).
+    """
+    path = Path(path)
+    return scenario_from_dict(read_scenario_data(path), source=str(path))
+
+
+def scenario_from_dict(data: Mapping[str, Any], source: str = "<dict>") -> Scenario:
+    """Validate a scenario given as nested dicts (sections → keys → values).
+
+    ``source`` is used in error messages. The default ``scenario.name`` is its stem when
+    it is a path (so a file path behaves like :func:`load_scenario`), else "scenario".
+    """
+    default_name = "scenario" if source.startswith("<") else Path(source).stem
+    data = _with_default_name(dict(data), default_name)
+    try:
+        return Scenario.model_validate(data)
+    except ValidationError as e:
+        raise ScenarioError(_describe(e, source)) from None
+
+
+# ---------------------------------------------------------------------------------------
+# Sections. Field order matters where a check compares with an earlier key: pydantic
+# validates in declaration order, so the earlier value is in ``info.data``.
+
+
+class _Section(BaseModel):
+    # validate_default: cross-key checks must also run when only one of the keys is set
+    # (e.g. min_rto_ms = 90000 with max_rto_ms left at its default of 60000).
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True, allow_inf_nan=False, validate_default=True)
+
+
+class ScenarioSection(_Section):
+    """``[scenario]``: what to run and for how long."""
+
+    name: str = ""
+    description: str = ""
+    duration_s: float = Field(60.0, gt=0)
+    drain_s: float = Field(10.0, ge=0)
+    runs: int = Field(1, ge=1)
+    seed: int = Field(1, ge=0)
+    start_stagger_ms: float = Field(0.25, ge=0)
+
+
+class TopologySection(_Section):
+    """``[topology]``: the dumbbell (servers — R1 — bottleneck — R2 — clients), or the
+    mux topology (the same with a last hop proxy → client, and the tunnel of ``[mux]``)."""
+
+    kind: Literal["dumbbell", "mux"] = "dumbbell"
+    pairs: int = Field(10, ge=1)
+    access_rate_mbps: float = Field(100.0, gt=0)
+    access_delay_ms: float = Field(1.0, ge=0)
+    access_queue_packets: int = Field(1000, ge=1)
+    bottleneck_rate_mbps: float = Field(10.0, gt=0)
+    bottleneck_delay_ms: float = Field(20.0, ge=0)
+    bottleneck_loss: float = Field(0.0, ge=0, le=1)
+    bottleneck_loss_rev: float = Field(0.0, ge=0, le=1)
+    bottleneck_jitter_pct: float = Field(0.0, ge=0, le=100)
+    last_hop_delay_ms: float = Field(50.0, ge=0)
+    last_hop_rate_mbps: float = Field(100.0, gt=0)
+
+
+class QueueSection(_Section):
+    """``[queue]``: the bottleneck port R1→R2 (and, with the same limits, R2→R1)."""
+
+    discipline: Literal["droptail", "priority"] = "droptail"
+    limit_bytes: int = Field(0, ge=0)
+    limit_packets: int = Field(1000, ge=0)
+    priority_classifier: Literal["label", "gap"] = "label"
+    classifier_gap_ms: float = Field(6.31, gt=0)
+
+    @field_validator("limit_packets")
+    @classmethod
+    def _some_limit(cls, v: int, info: ValidationInfo) -> int:
+        if v == 0 and info.data.get("limit_bytes") == 0:
+            raise ValueError("limit_bytes and limit_packets are both 0; set at least one > 0")
+        return v
+
+
+class TcpSection(_Section):
+    """``[tcp]``: every connection (sender = server, receiver = client)."""
+
+    recovery: Literal["reno", "newreno"] = "newreno"
+    sack: bool = True
+    mss: int = Field(1460, ge=100, le=9000)
+    header_bytes: int = Field(40, ge=0)
+    initial_cwnd_segments: int = Field(10, ge=1)
+    nagle: bool = False
+    delayed_ack: bool = True
+    delayed_ack_ms: float = Field(40.0, gt=0)
+    slow_start_restart: bool = True
+    min_rto_ms: float = Field(200.0, gt=0)
+    max_rto_ms: float = 60000.0
+    initial_rto_ms: float = Field(1000.0, gt=0)
+    clock_granularity_ms: float = Field(1.0, ge=0)
+    rwnd_bytes: int = 4194304
+    send_buffer_bytes: int = Field(0, ge=0)
+    dupthresh: int = Field(3, ge=1)
+    rtt_gain: Literal["rfc6298", "asymmetric"] = "rfc6298"
+    rto_formula: Literal["rfc6298", "linux"] = "rfc6298"
+    rto_reset_after_idle: bool = False
+    sack_off_after_timeout: bool = False
+    rack_tlp: bool = False
+    thin_linear_timeouts: bool = False
+
+    @field_validator("max_rto_ms")
+    @classmethod
+    def _max_rto_at_least_min(cls, v: float, info: ValidationInfo) -> float:
+        return _at_least(v, info, "min_rto_ms")
+
+    @field_validator("rwnd_bytes")
+    @classmethod
+    def _rwnd_at_least_mss(cls, v: int, info: ValidationInfo) -> int:
+        return _at_least(v, info, "mss")
+
+    @field_validator("sack_off_after_timeout", "rack_tlp")
+    @classmethod
+    def _needs_sack(cls, v: bool, info: ValidationInfo) -> bool:
+        if v and not info.data.get("sack"):
+            raise ValueError("needs tcp.sack = true")
+        return v
+
+
+class TrafficSection(_Section):
+    """``[traffic]``: one independent source per server (Ogawa §1, docs/sources.md)."""
+
+    model: Literal["thin-client", "bulk", "game", "pcap"] = "thin-client"
+    p_interactive_to_bulk: float = Field(0.09, ge=0, le=1)
+    p_bulk_to_interactive: float = Field(0.42, ge=0, le=1)
+    gap_ii_s: float = Field(0.27, gt=0)
+    gap_ib_s: float = Field(0.22, gt=0)
+    gap_bi_s: float = Field(0.24, gt=0)
+    gap_bb_s: float = Field(0.11, gt=0)
+    gap_distribution: Literal["lognormal", "exponential", "constant"] = "lognormal"
+    gap_lognormal_sigma: float = Field(1.0, gt=0)
+    interactive_bytes_mean: float = Field(137.2, gt=0)
+    bulk_bytes_mean: float = Field(936.2, gt=0)
+    size_spread: float = Field(0.5, ge=0, le=1)
+    bulk_packets_mean: float = Field(7.4, ge=2)
+    bulk_packets_max: int = Field(1000, ge=2)
+    bulk_pareto_shape: float = Field(1.5, gt=1)
+    intra_bulk_gap_ms: float = Field(0.36, ge=0)
+    separate_connections: bool = False
+    # model = "pcap": the capture (relative to the scenario file) and the server's port
+    # (0: the side that sends a flow's first payload). thinwan.trace says how it is read.
+    pcap_file: str = ""
+    pcap_server_port: int = Field(0, ge=0, le=65535)
+
+    @model_validator(mode="after")
+    def _pcap_needs_a_file(self) -> TrafficSection:
+        if self.model == "pcap" and not self.pcap_file:
+            raise ValueError('traffic.pcap_file: traffic.model = "pcap" needs a capture file')
+        return self
+
+    @field_validator("bulk_packets_max")
+    @classmethod
+    def _max_above_mean(cls, v: int, info: ValidationInfo) -> int:
+        mean = info.data.get("bulk_packets_mean")
+        if mean is not None and v <= mean:
+            raise ValueError(f"must be greater than traffic.bulk_packets_mean ({mean})")
+        return v
+
+
+class RecordsSection(_Section):
+    """``[records]``: which optional traces to keep."""
+
+    traces: bool = True
+    trace_interval_ms: float = Field(10.0, gt=0)
+    trace_connections: Literal["all", "none"] = "all"
+    # A tuple keeps the frozen model hashable; TOML arrays are accepted (strict=False).
+    packet_log_conns: tuple[int, ...] = Field((), strict=False)
+
+
+# The tunnel session's largest frame payload by default (crates/proto/src/mux/session.rs,
+# the daemons' `limits.max_frame_payload`); tests/test_scenario.py checks it against the
+# native module.
+MUX_FRAME_PAYLOAD_BYTES = 16384
+
+
+class MuxSection(_Section):
+    """``[mux]``: the thin-stream tunnel of ``topology.kind = "mux"`` (ignored otherwise)."""
+
+    mode: Literal["direct", "mux"] = "direct"
+    trunks: int = Field(1, ge=1)
+    frame_payload_bytes: int = Field(MUX_FRAME_PAYLOAD_BYTES, ge=512, le=1 << 20)
+    # The daemons' `trunk.notsent_lowat` default (crates/mux/src/config.rs).
+    notsent_lowat_bytes: int = Field(32768, ge=1)
+
+
+class LabSection(_Section):
+    """``[lab]``: settings only the namespace lab reads (docs/lab.md); the simulator
+    ignores them. ``loss``, ``loss_rev`` and ``jitter`` left unset take the
+    ``[topology]`` values; set, they replace them (``loss = 0`` turns loss off)."""
+
+    congestion_control: str = "reno"
+    ecn: bool = False
+    timestamps: bool = True
+    rack: bool = False
+    tlp: bool = False
+    frto: bool = False
+    jitter: str = "none"
+    reorder: bool = False
+    loss: float | None = Field(None, ge=0, le=1)  # server → client
+    loss_rev: float | None = Field(None, ge=0, le=1)  # client → server
+    # Gilbert–Elliott loss server → client: [p, r] or [p, r, loss_good, loss_bad].
+    ge: tuple[float, float, float, float] | None = Field(None, strict=False)
+    access_in_delay: bool = True
+    overhead_bytes: int = Field(0, ge=0)
+    notsent_lowat: int = Field(0, ge=0)  # 0 = not set
+    pcap: bool = False
+    port: int = Field(5001, ge=1, le=65535)
+
+    @field_validator("ge", mode="before")
+    @classmethod
+    def _ge_defaults(cls, v: Any) -> Any:
+        if isinstance(v, (list, tuple)) and len(v) == 2:
+            return (*v, 0.0, 1.0)
+        if isinstance(v, (list, tuple)) and len(v) != 4:
+            raise ValueError("expected [p, r] or [p, r, loss_good, loss_bad]")
+        return v
+
+
+class Scenario(_Section):
+    """A complete, validated scenario: one attribute per TOML section."""
+
+    scenario: ScenarioSection = Field(default_factory=ScenarioSection)
+    topology: TopologySection = Field(default_factory=TopologySection)
+    queue: QueueSection = Field(default_factory=QueueSection)
+    tcp: TcpSection = Field(default_factory=TcpSection)
+    traffic: TrafficSection = Field(default_factory=TrafficSection)
+    records: RecordsSection = Field(default_factory=RecordsSection)
+    mux: MuxSection = Field(default_factory=MuxSection)
+    # Lab-only settings: validated with the rest, but not part of what is simulated, of a
+    # run's recorded config or of a sweep point's id (so excluded from model_dump).
+    lab: LabSection = Field(default_factory=LabSection, exclude=True)
+
+    @model_validator(mode="after")
+    def _mux_topology_needs_thin_streams(self) -> Scenario:
+        if self.topology.kind == "mux" and (self.traffic.model == "bulk" or self.traffic.separate_connections):
+            raise ValueError(
+                'topology.kind: "mux" carries one thin stream per pair: needs traffic.model '
+                '"game", "thin-client" or "pcap" and traffic.separate_connections = false'
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _capture_has_the_streams(self) -> Scenario:
+        if self.traffic.model == "pcap":
+            self.trace_writes()  # read (and cache) the capture now, so errors come early
+        return self
+
+    def trace_writes(self) -> list[list[tuple[float, int]]]:
+        """``traffic.model = "pcap"``: each stream's writes (seconds, bytes)."""
+        from .capture import TraceError, stream_writes
+
+        t = self.traffic
+        try:
+            return stream_writes(t.pcap_file, t.pcap_server_port, self.topology.pairs, self.scenario.duration_s)
+        except TraceError as e:
+            raise ValueError(f"traffic.pcap_file: {t.pcap_file}: {e}") from None
+
+    @property
+    def name(self) -> str:
+        """``scenario.name``: the label written into results."""
+        return self.scenario.name
+
+    def to_native_json(self) -> str:
+        """The complete scenario (every section and key) as the simulator reads it; with
+        ``traffic.model = "pcap"`` also the streams' writes (``traffic.trace``)."""
+        if self.traffic.model != "pcap":
+            return self.model_dump_json()
+        data = self.model_dump()
+        data["traffic"]["trace"] = self.trace_writes()
+        return json.dumps(data)
+
+    def to_toml(self) -> str:
+        """The complete scenario as a TOML file that loads back to an equal scenario."""
+        lines = []
+        for section, keys in self.model_dump().items():
+            lines.append(f"[{section}]")
+            # JSON scalars (strings, numbers, true/false) are valid TOML values.
+            lines += [f"{key} = {json.dumps(value)}" for key, value in keys.items()]
+            lines.append("")
+        return "\n".join(lines)
+
+    def with_overrides(self, runs: int | None = None, seed: int | None = None) -> Scenario:
+        """A copy with ``scenario.runs`` / ``scenario.seed`` replaced where given."""
+        values = {"scenario.runs": runs, "scenario.seed": seed}
+        return self.with_values({k: v for k, v in values.items() if v is not None})
+
+    def with_values(self, values: Mapping[str, Any], source: str = "<overrides>") -> Scenario:
+        """A copy with ``{"section.key": value}`` replaced, validated like a file.
+
+        Errors name ``source``: where the new values came from (e.g. a sweep file), since
+        the scenario's own file is not at fault.
+        """
+        data = {**self.model_dump(), "lab": self.lab.model_dump()}
+        for dotted, value in values.items():
+            section, _, key = dotted.partition(".")
+            if not key or "." in key:
+                raise ScenarioError(f"{source}: {dotted}: expected a 'section.key' name")
+            data.setdefault(section, {})[key] = value
+        return scenario_from_dict(data, source=source)
+
+
+# ---------------------------------------------------------------------------------------
+# Helpers
+
+
+def _at_least(v: Any, info: ValidationInfo, other: str) -> Any:
+    """Check ``v ≥`` the already validated key ``other`` (skipped if that one failed)."""
+    bound = info.data.get(other)
+    if bound is not None and v < bound:
+        raise ValueError(f"must be ≥ {other} ({bound})")
+    return v
+
+
+def _with_default_name(data: dict[str, Any], default: str) -> dict[str, Any]:
+    section = data.get("scenario", {})
+    # A non-table [scenario] is left alone so that validation reports it.
+    if isinstance(section, Mapping) and "name" not in section:
+        data["scenario"] = {**section, "name": default}
+    return data
+
+
+def _describe(error: ValidationError, source: str) -> str:
+    """One ``source: dotted.key: problem`` line per validation error."""
+    # Whole-scenario checks have no location; their message starts with the key.
+    return "\n".join(
+        f"{source}: {'.'.join(map(str, e['loc'])) + ': ' if e['loc'] else ''}{_problem(e)}" for e in error.errors()
+    )
+
+
+def _problem(e: Any) -> str:
+    kind = e["type"]
+    if kind == "extra_forbidden":
+        return "unknown section" if len(e["loc"]) == 1 else "unknown key"
+    if kind == "model_type":
+        return "expected a table ([section] or {...})"
+    if kind == "value_error":
+        # Our own checks: drop pydantic's "Value error, " prefix.
+        return str(e["ctx"]["error"])
+    return e["msg"]

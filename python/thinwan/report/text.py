@@ -1,0 +1,221 @@
+"""Terminal tables: a run's summary, a sweep's comparison, simulator vs lab."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from ..analysis.aggregate import point_entries
+from ..analysis.metrics import thresholds_s
+from ..config.scenario import Scenario
+from ..config.sweepfile import Point, Sweep, label
+
+__all__ = [
+    "summary_table",
+    "summary_rows",
+    "comparison_table",
+    "display_axes",
+    "display_order",
+    "TABLE_METRICS",
+    "metric_cell",
+    "validation_table",
+    "validation_rows",
+    "fmt",
+    "fmt_pct",
+    "fmt_seconds",
+    "fmt_plain",
+    "number",
+    "short_axis",
+]
+
+
+def summary_table(summary: Mapping[str, Any], scenario: Scenario) -> str:
+    """Aligned plain-text table: metric, mean over runs, min–max over runs."""
+    header = ("metric", "mean", f"min – max ({summary['runs']} runs)")
+    rows = [header, *summary_rows(summary, scenario)]
+    widths = [max(len(r[i]) for r in rows) for i in range(3)]
+    lines = [f"{r[0]:<{widths[0]}}  {r[1]:>{widths[1]}}  {r[2]:<{widths[2]}}".rstrip() for r in rows]
+    lines.insert(1, "-" * len(lines[0]))
+    return "\n".join(lines)
+
+
+def fmt_pct(v: float) -> str:
+    return f"{v * 100:.3g} %"
+
+
+def fmt_seconds(v: float) -> str:
+    return f"{v:.3g} s"
+
+
+def fmt_ms(v: float) -> str:
+    return f"{v:.1f} ms"
+
+
+def fmt_plain(v: float) -> str:
+    return f"{v:.2f}"
+
+
+def fmt_count(v: float) -> str:
+    return f"{v:,.0f}"
+
+
+def _summary_metrics(scenario: Scenario) -> list[tuple[str, str, Callable[[float], str]]]:
+    t150, t1000 = (f"{t * 1000:g} ms" for t in thresholds_s(scenario))
+    return [
+        ("r_I150", f"r_I150 (interactive delay > {t150})", fmt_pct),
+        ("r_I1000", f"r_I1000 (interactive delay > {t1000})", fmt_pct),
+        ("T_I150_s", "T_I150 (mean time between violations)", fmt_seconds),
+        ("T_I1000_s", "T_I1000 (mean time between violations)", fmt_seconds),
+        ("interactive_delay_p50_ms", "interactive delay, median", fmt_ms),
+        ("interactive_delay_p99_ms", "interactive delay, 99th percentile", fmt_ms),
+        ("timeouts_per_conn", "timeouts per connection", fmt_plain),
+        ("spurious_timeouts_per_conn", "spurious timeouts per connection", fmt_plain),
+        ("fast_retransmits_per_conn", "fast retransmits per connection", fmt_plain),
+        ("utilisation", "bottleneck utilisation", fmt_pct),
+        ("utilisation_interactive", "bottleneck utilisation, interactive", fmt_pct),
+        ("messages", "messages", fmt_count),
+        ("undelivered", "messages never read", fmt_count),
+        ("bottleneck_drops", "bottleneck drops", fmt_count),
+    ]
+
+
+def summary_rows(summary: Mapping[str, Any], scenario: Scenario) -> list[tuple[str, str, str]]:
+    """(label, mean, min – max) of every summary metric present."""
+    rows = []
+    for key, name, f in _summary_metrics(scenario):
+        if key not in summary:
+            continue
+        lo, hi = summary["min"][key], summary["max"][key]
+        rows.append((name, fmt(summary[key], f), f"{fmt(lo, f)} – {fmt(hi, f)}"))
+    return rows
+
+
+def fmt(v: float | None, f: Callable[[float], str]) -> str:
+    """``f(v)``, or "n/a" for a missing number and "∞" for an infinite one."""
+    if v is None or math.isnan(v):
+        return "n/a"
+    return "∞" if math.isinf(v) else f(v)
+
+
+# ---------------------------------------------------------------------------------------
+# A sweep's comparison table (thresholds follow each point's WAN delay t0: 150 ms − t0
+# and 1000 ms − t0, analysis.metrics.thresholds_s)
+
+TABLE_METRICS: tuple[tuple[str, str], ...] = (
+    ("r_I150", "r_I150"),
+    ("r_I1000", "r_I1000"),
+    ("T_I150_s", "T_I150"),
+    ("T_I1000_s", "T_I1000"),
+    ("timeouts_per_conn", "timeouts/conn"),
+    ("spurious_timeouts_per_conn", "spurious/conn"),
+)
+
+
+def comparison_table(sweep: Sweep, document: Mapping[str, Any]) -> str:
+    """Aligned plain-text table: one line per point, ``mean (min–max)`` over runs."""
+    columns = display_axes(sweep)
+    header = [*(short_axis(sweep, a) for a in columns), *(h for _, h in TABLE_METRICS), "runs"]
+    summaries = {p["id"]: p["summary"] for p in point_entries(document)}
+    rows = [header]
+    for point in display_order(sweep):
+        s = summaries[point.id]
+        cells = [label(point.params[a]) for a in columns]
+        cells += [_cell(s, key) for key, _ in TABLE_METRICS]
+        rows.append([*cells, str(s.get("runs", 0))])
+    widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
+    n_axes = len(columns)
+    lines = [
+        "  ".join(c.ljust(w) if i < n_axes else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths))).rstrip()
+        for r in rows
+    ]
+    lines.insert(1, "-" * max(len(line) for line in lines))
+    note = "r_I150 / r_I1000: share of interactive writes later than 150 ms / 1000 ms minus the WAN delay"
+    return "\n".join([*lines, "", note])
+
+
+def metric_cell(summary: Mapping[str, Any], key: str) -> tuple[str, str]:
+    """(mean, min – max) of one metric of a point, formatted for the HTML table."""
+    if key not in summary:
+        return "n/a", ""
+    f = _metric_format(key)
+    return _fmt_any(summary[key], f), f"{_fmt_any(summary['min'][key], f)} – {_fmt_any(summary['max'][key], f)}"
+
+
+def display_axes(sweep: Sweep) -> list[str]:
+    """Axes from the outermost grouping to the innermost: panels, lines, x."""
+    roles = [*sweep.panel_axes, sweep.line_axis, sweep.x_axis]
+    return [a for a in roles if a is not None]
+
+
+def display_order(sweep: Sweep) -> list[Point]:
+    """The points sorted by :func:`display_axes`."""
+    pos = {a.name: i for i, a in enumerate(sweep.axes)}
+    order = [pos[a] for a in display_axes(sweep)]
+    return sorted(sweep.points, key=lambda p: tuple(p.index[i] for i in order))
+
+
+def short_axis(sweep: Sweep, axis: str) -> str:
+    """An axis's last key component unless another axis ends the same way."""
+    last = axis.rpartition(".")[2]
+    clash = sum(a.name.rpartition(".")[2] == last for a in sweep.axes) > 1
+    return axis if clash else last
+
+
+def number(v: Any) -> float | None:
+    """A number, or None for a missing/null/nan one (JSON has no nan or inf: null)."""
+    if v is None:
+        return None
+    v = float(v)
+    return None if math.isnan(v) else v
+
+
+def _metric_format(key: str) -> Callable[[float], str]:
+    if key.startswith("r_"):
+        return lambda v: f"{v * 100:.3g}%"
+    if key.endswith("_s"):
+        return lambda v: f"{v:.3g}s"
+    return lambda v: f"{v:.2f}"
+
+
+def _fmt_any(v: Any, f: Callable[[float], str]) -> str:
+    n = number(v)
+    if n is None:
+        return "n/a"
+    return "∞" if math.isinf(n) else f(n)
+
+
+def _cell(summary: Mapping[str, Any], key: str) -> str:
+    if key not in summary:
+        return "n/a"
+    f = _metric_format(key)
+    mean = _fmt_any(summary[key], f)
+    if summary.get("runs", 0) <= 1:
+        return mean
+    return f"{mean} ({_fmt_any(summary['min'][key], f)}–{_fmt_any(summary['max'][key], f)})"
+
+
+# ---------------------------------------------------------------------------------------
+# Simulator vs lab (thinwan validate)
+
+
+def validation_rows(doc: Mapping[str, Any]) -> list[tuple[str, float, float, float]]:
+    """(metric, sim, lab, lab/sim) for every number both summaries have."""
+    sim, lab = doc["sim"], doc["lab"]
+    rows = []
+    for k in sim:
+        if isinstance(sim.get(k), (int, float)) and k in lab:
+            a, b = float(sim[k]), float(lab[k])
+            ratio = b / a if a and math.isfinite(a) and math.isfinite(b) else math.nan
+            rows.append((k, a, b, ratio))
+    return rows
+
+
+def validation_table(doc: Mapping[str, Any], runs: int) -> str:
+    """The summaries of both substrates side by side."""
+    lines = [
+        f"{doc['scenario']}: simulator vs lab ({runs} run(s) each)",
+        f"{'metric':<28}{'sim':>14}{'lab':>14}{'lab/sim':>10}",
+    ]
+    lines += [f"{k:<28}{a:>14.4g}{b:>14.4g}{ratio:>10.3g}" for k, a, b, ratio in validation_rows(doc)]
+    return "\n".join(lines)

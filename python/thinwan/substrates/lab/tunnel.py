@@ -1,0 +1,190 @@
+"""One run of a ``topology.kind = "mux"`` scenario on the three-namespace chain.
+
+``mux.mode = "direct"``: one TCP connection per stream, pump (server namespace) → sink
+(client namespace) across the WAN and the last hop. ``mux.mode = "mux"``: the real
+tunnel daemons — ``thinwan-mux core`` next to the pump, ``thinwan-mux edge`` in the
+middle namespace with ``mux.trunks`` trunk connections — and the sink opening its
+connections to the edge, which the core connects to the listening pump. The daemons'
+configs (TOML, PSK auth with a fresh random key) are written per run into the raw
+directory, with their logs.
+
+The records are those of docs/records.md, built by :func:`thinwan.analysis.lab_join.lab_records`
+from the pump and sink logs (per-message delay = server write → client read, the same in
+both modes) and the WAN emulator's event log. Per-hop times (``t_tx``, ``t_enq``, …) are
+those of the WAN link in direct mode; in mux mode a message travels inside a trunk, so
+they are unknown (NaN), and the connection stats are those of the local pump ↔ core
+sockets, not of the trunks.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import shutil
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+from ...analysis.lab_join import lab_records
+from ...config.scenario import LabSection, Scenario
+from ...records.evlog import read_events
+from ...records.schema import RunRecords
+from ..binaries import find_binary
+from .chain import EDGE_ADDR, Chain
+from .labrun import STUCK_S, lab_meta, pump_argv, read_logs, run_limit_s, sink_argv, wait_exit, wait_line, write_traffic
+from .linkspec import lab_spec, last_hop_link
+from .netns import LabError
+from .topology import CLIENT_ADDR, SERVER_ADDR
+
+__all__ = ["run_tunnel_once", "TRUNK_PORT"]
+
+TRUNK_PORT = 7400
+TARGET = "game"  # the core's name for the pump; the edge forwards to it by name
+DAEMON_READY_S = 20.0
+
+
+def run_tunnel_once(scenario: Scenario, opts: LabSection, run: int, raw: Path) -> RunRecords:
+    """Run ``run`` of the mux-topology ``scenario`` on a fresh chain; raw logs go to ``raw``."""
+    if scenario.topology.kind != "mux":
+        raise LabError(f'{scenario.name}: topology.kind = {scenario.topology.kind!r}: the chain runs "mux" scenarios')
+    if raw.exists():
+        shutil.rmtree(raw)
+    raw.mkdir(parents=True)
+    spec = lab_spec(scenario, run, opts)
+    notes = list(spec.notes)
+    tunnel = scenario.mux.mode == "mux"
+    if tunnel:
+        notes.append(
+            "mux: per-hop times and connection stats of tunnelled messages are unknown (they travel in trunks)"
+        )
+    write_traffic(scenario, raw)
+    started = time.monotonic()
+    port = f"{opts.port}"
+    with Chain(spec.link, last_hop_link(scenario, run), spec.tcp, workdir=raw, notes=tuple(notes)) as chain:
+        if tunnel:
+            pump = chain.popen(
+                "server",
+                pump_argv(scenario, opts, run, raw, ["--listen", f"{SERVER_ADDR}:{port}"]),
+                stdout=subprocess.PIPE,
+                stderr=open(raw / "pump.err", "wb"),
+            )  # noqa: SIM115
+            wait_line(pump, b'"ready":true', 10.0, "pump")
+            _start_daemons(chain, scenario, opts, raw)
+            sink = chain.popen(
+                "client",
+                sink_argv(scenario, raw, ["--connect", f"{EDGE_ADDR}:{port}"]),
+                stdout=subprocess.DEVNULL,
+                stderr=open(raw / "sink.err", "wb"),
+            )  # noqa: SIM115
+        else:
+            sink = chain.popen(
+                "client",
+                sink_argv(scenario, raw, ["--listen", f"0.0.0.0:{port}"]),
+                stdout=subprocess.PIPE,
+                stderr=open(raw / "sink.err", "wb"),
+            )  # noqa: SIM115
+            wait_line(sink, b'"ready":true', 10.0, "sink")
+            pump = chain.popen(
+                "server",
+                pump_argv(scenario, opts, run, raw, ["--connect", f"{CLIENT_ADDR}:{port}"]),
+                stdout=subprocess.DEVNULL,
+                stderr=open(raw / "pump.err", "wb"),
+            )  # noqa: SIM115
+        wait_exit(pump, run_limit_s(scenario), "pump", raw / "pump.err")
+        wait_exit(sink, STUCK_S, "sink", raw / "sink.err")
+        if not chain.emulator_alive():
+            raise LabError(f"thinwan-link died during the run: {_tail(raw / 'wan.err')} {_tail(raw / 'lasthop.err')}")
+        stats = chain.down()
+        notes = list(chain.notes)
+    events = read_events(raw / "wan-events.bin")
+    links = {
+        "link": spec.link.to_json(),
+        "link_stats": stats.get("wan"),
+        "last_hop": {"link": last_hop_link(scenario, run).to_json(), "link_stats": stats.get("lasthop")},
+    }
+    if tunnel:
+        edge = _log_events(raw / "edge.log")
+        links["mux"] = {
+            "trunks": scenario.mux.trunks,
+            "lanes_up": sorted({e["lane"] for e in edge if e.get("message") == "trunk lane up"}),
+            # Every trunk connection after the first of each lane is a reconnect (then a resume).
+            "reconnects": sum(e.get("message") == "trunk connected" for e in edge) - scenario.mux.trunks,
+            "streams_reset": sum(e.get("message") == "stream reset" for e in edge),
+        }
+    meta = lab_meta(scenario, opts, run, raw, started, len(events), spec.tcp, notes, links)
+    pump, sink, conns = read_logs(raw)
+    return lab_records(
+        scenario,
+        events,
+        pump,
+        sink,
+        conns,
+        spec.link.to_json(),
+        stats.get("wan"),
+        meta,
+    )
+
+
+def _start_daemons(chain: Chain, scenario: Scenario, opts: LabSection, raw: Path) -> None:
+    """Core next to the pump, edge in the middle; back when every trunk lane is up."""
+    binary = find_binary("thinwan-mux")
+    psk = raw / "psk.txt"
+    psk.write_text(secrets.token_hex(24) + "\n")
+    psk.chmod(0o600)
+    mux = scenario.mux
+    trunk = f"notsent_lowat = {mux.notsent_lowat_bytes}\n"
+    limits = f"[limits]\nmax_frame_payload = {mux.frame_payload_bytes}\n"
+    (raw / "core.toml").write_text(
+        f'[trunk]\nlisten = "{SERVER_ADDR}:{TRUNK_PORT}"\n{trunk}\n[auth]\npsk_file = "psk.txt"\n\n{limits}\n'
+        f'[log]\nformat = "json"\n\n[[target]]\nname = "{TARGET}"\nconnect = "{SERVER_ADDR}:{opts.port}"\n'
+    )
+    (raw / "edge.toml").write_text(
+        f'[trunk]\nconnect = "{SERVER_ADDR}:{TRUNK_PORT}"\nconnections = {mux.trunks}\n{trunk}\n'
+        f'[auth]\npsk_file = "psk.txt"\n\n{limits}\n[log]\nformat = "json"\n\n'
+        f'[[forward]]\nname = "{TARGET}"\nlisten = "{EDGE_ADDR}:{opts.port}"\n'
+    )
+    for role, side in (("core", "server"), ("edge", "middle")):
+        log = open(raw / f"{role}.log", "wb")  # noqa: SIM115 (owned by the child)
+        chain.popen(
+            side, [str(binary), role, "--config", str(raw / f"{role}.toml")], stdout=log, stderr=subprocess.STDOUT
+        )
+        log.close()
+        _wait_ready(chain, raw / f"{role}.log", role, mux.trunks)
+
+
+def _wait_ready(chain: Chain, log: Path, role: str, trunks: int) -> None:
+    """The core listens; the edge has every lane up."""
+    deadline = time.monotonic() + DAEMON_READY_S
+    while time.monotonic() < deadline:
+        events = _log_events(log)
+        if role == "core" and any(e.get("message") == "core listening" for e in events):
+            return
+        if role == "edge" and len({e["lane"] for e in events if e.get("message") == "trunk lane up"}) >= trunks:
+            return
+        if not chain.processes_alive():
+            break
+        time.sleep(0.05)
+    raise LabError(f"thinwan-mux {role} not ready within {DAEMON_READY_S:g} s: {_tail(log)}")
+
+
+def _log_events(path: Path) -> list[dict[str, Any]]:
+    """The ``fields`` of each JSON log line of a daemon (``[log] format = "json"``)."""
+    events = []
+    try:
+        lines = path.read_text(errors="replace").splitlines()
+    except OSError:
+        return []
+    for line in lines:
+        try:
+            events.append(json.loads(line)["fields"])
+        except (ValueError, KeyError, TypeError):
+            continue  # a line still being written, or not a log record
+    return events
+
+
+def _tail(path: Path, lines: int = 5) -> str:
+    try:
+        return " | ".join(path.read_text(errors="replace").strip().splitlines()[-lines:])
+    except OSError:
+        return ""
