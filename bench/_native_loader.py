@@ -46,13 +46,11 @@ def sizes(text: str) -> list[tuple[int, float]]:
 def child_code(so: str | Path, pairs: int, seconds: float) -> str:
     """A `python -c` program that runs the workload of `pairs` for `seconds` on build
     `so` and prints the packets it created last on stdout (for tools that need a fresh
-    process per run: per-thread counters, valgrind)."""
-    bench = Path(__file__).resolve().parent
+    process per run: per-thread counters, valgrind). Run it from the repository root,
+    where ``bench`` is importable (``python -c`` puts the working directory first)."""
     return f"""
-import sys
-sys.path.insert(0, {str(bench)!r})
-from _native_loader import load_native
-from bench_scaling import scaled
+from bench._native_loader import load_native
+from bench.bench_scaling import scaled
 m = load_native({str(so)!r})
 meta = m.simulate(scaled({pairs}, {seconds}).to_native_json(), 0)["meta"]
 print(meta["packets"]["created"])

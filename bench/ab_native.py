@@ -3,7 +3,7 @@
 The machine is shared and noisy, so a change is measured against the build before it in
 the same process, alternating runs, the fastest of `--repeat` counting for each:
 
-    .venv/bin/python bench/ab_native.py before.so after.so --sizes 1000x60,10000x20
+    .venv/bin/python -m bench.ab_native before.so after.so --sizes 1000x60,10000x20
 
 Sizes are PAIRSxSECONDS of bench_scaling.py's workload (the base thin-client dumbbell,
 bottleneck scaled with the pairs). Prints ns per simulated packet, and for each build
@@ -17,12 +17,10 @@ from __future__ import annotations
 import argparse
 import gc
 import statistics
-import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _native_loader import load_native, sizes  # noqa: E402
-from bench_scaling import scaled  # noqa: E402
+from bench._native_loader import load_native, sizes
+from bench.bench_scaling import scaled
 
 
 def main() -> None:

@@ -1,6 +1,6 @@
 """Where the time of one `thinwan run --runs 1` goes, phase by phase, in one process.
 
-Usage: .venv/bin/python bench/bench_breakdown.py [SCENARIO.toml]  (default: the base
+Usage: .venv/bin/python -m bench.bench_breakdown [SCENARIO.toml]  (default: the base
 large-buffer scenario). Prints seconds per phase; the phases are the ones
 `thinwan.runner.run_scenario` performs for a single run.
 """
@@ -14,10 +14,11 @@ from pathlib import Path
 
 t0 = time.perf_counter()
 from thinwan import _native  # noqa: E402
-from thinwan.metrics import summarize_runs  # noqa: E402
-from thinwan.records import RunRecords  # noqa: E402
-from thinwan.report import digest_run, html_report  # noqa: E402
-from thinwan.scenario import load_scenario  # noqa: E402
+from thinwan.analysis.digest import digest_run  # noqa: E402
+from thinwan.analysis.metrics import summarize_runs  # noqa: E402
+from thinwan.config.scenario import load_scenario  # noqa: E402
+from thinwan.records.schema import RunRecords  # noqa: E402
+from thinwan.report.run_page import html_report  # noqa: E402
 
 phases = {"import thinwan (numpy, pandas, pyarrow, pydantic)": time.perf_counter() - t0}
 

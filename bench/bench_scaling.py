@@ -18,7 +18,7 @@
 Each size runs `--repeat` times (default 3) and the fastest run counts: the machine is
 shared, and a slower run measures the neighbours, not the simulator.
 
-Usage: .venv/bin/python bench/bench_scaling.py [--pairs 100,1000,10000] [--duration 60]
+Usage: .venv/bin/python -m bench.bench_scaling [--pairs 100,1000,10000] [--duration 60]
        [--repeat 3] [--out bench/results/scaling.json] [--skip-memory]
        [--ns3 100,1000] [--ns3-duration 20]
 """
@@ -38,9 +38,9 @@ from pathlib import Path
 
 import thinwan._native as native
 
-import bench_vs_ns3  # beside this script
 import thinwan
-from thinwan.scenario import load_scenario
+from bench import bench_vs_ns3
+from thinwan.config.scenario import load_scenario
 
 ROOT = Path(__file__).resolve().parents[1]
 BASE = ROOT / "scenarios/ogawa2011/large-buffer.toml"

@@ -20,8 +20,8 @@ is recorded with the results.
 Writes one JSON document (``--out``) and prints a summary and a Markdown table fragment
 for BENCHMARKS.md.
 
-    .venv/bin/python bench/bench_vs_ns3.py                       # the real thing (~1 min)
-    .venv/bin/python bench/bench_vs_ns3.py --pairs 10 --duration 30 --out /tmp/quick.json
+    .venv/bin/python -m bench.bench_vs_ns3                       # the real thing (~1 min)
+    .venv/bin/python -m bench.bench_vs_ns3 --pairs 10 --duration 30 --out /tmp/quick.json
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ from typing import Any
 
 import pyarrow.parquet as pq
 
-from thinwan.scenario import load_scenario
+from thinwan.config.scenario import load_scenario
 
 ROOT = Path(__file__).resolve().parent.parent
 DUMBBELL = ROOT / "bench" / "ns3" / "dumbbell.py"

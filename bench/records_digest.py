@@ -3,8 +3,8 @@
 A change meant to make the simulator faster without changing what it computes must give
 the same digests before and after:
 
-    .venv/bin/python bench/records_digest.py before.so
-    .venv/bin/python bench/records_digest.py after.so
+    .venv/bin/python -m bench.records_digest before.so
+    .venv/bin/python -m bench.records_digest after.so
 
 Scenarios: both Ogawa buffers (with a packet log), separate connections, priority queue
 with SACK and RACK-TLP, the proposed TCP fixes, the Carlmar base direct and through a
@@ -16,15 +16,13 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import sys
 from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _native_loader import load_native  # noqa: E402
-from bench_scaling import scaled  # noqa: E402
-from thinwan.scenario import load_scenario  # noqa: E402
+from bench._native_loader import load_native
+from bench.bench_scaling import scaled
+from thinwan.config.scenario import load_scenario
 
 ROOT = Path(__file__).resolve().parents[1]
 CASES = [

@@ -28,7 +28,7 @@ Measures, each on a fresh lab:
    chunks, so an hour-long log fits in memory); drops outside the emulator (sender
    errors, TUN queue, the receiver's UDP buffer, 16 MB here) are counted and fail it.
 
-Usage: ``sudo .venv/bin/python bench/lab/bench_link.py [--json] [--quick] [--only stats,soak] [--soak [SECONDS]]``
+Usage: ``sudo .venv/bin/python -m bench.lab.bench_link [--json] [--quick] [--only stats,soak] [--soak [SECONDS]]``
 """
 
 from __future__ import annotations
@@ -45,9 +45,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from thinwan.lab.events import DELIVER, DEQUEUE, DROP, EVENT_DTYPE, HEADER, REASONS, read_events
-from thinwan.lab.spec import DirLink, LabSpec, LinkSpec, TcpSettings
-from thinwan.lab.topology import CLIENT_ADDR, SERVER_ADDR, Lab, find_binary
+from thinwan.records.evlog import DELIVER, DEQUEUE, DROP, EVENT_DTYPE, HEADER, REASONS, read_events
+from thinwan.substrates.binaries import find_binary
+from thinwan.substrates.lab.linkspec import DirLink, LabSpec, LinkSpec, TcpSettings
+from thinwan.substrates.lab.topology import CLIENT_ADDR, SERVER_ADDR, Lab
 
 NET = str(find_binary("thinwan-net"))
 
