@@ -79,7 +79,6 @@ class BenchApp:
         self.log = open(log, "a", buffering=1) if log else sys.stdout  # noqa: SIM115 (lives as long as the app)
         self.mode = "letter"
         self.letters = 0
-        self.image = None  # keeps the shown PhotoImage alive (Tk would free it)
         root.tk.call("tk", "scaling", TK_SCALING)
         root.title("thinwan-deskapp")
         root.geometry(f"{WIDTH}x{HEIGHT}+{x}+{y}")
@@ -106,6 +105,21 @@ class BenchApp:
             exportselection=False,
             cursor="left_ptr",
         )
+        # One photo image for both JPEGs, made once and kept on the canvas (hidden when not
+        # shown): Tk allocates a photo's colour table when an instance of it is first
+        # displayed — on a TrueColor visual 256 XAllocColor requests, each a round trip to
+        # the X server — and frees it with the last instance. A fresh PhotoImage per click
+        # would pay those 256 round trips on every click (13 s over a 50 ms RTT for plain
+        # remote X), which no real image viewer does; new pixels are pasted in instead.
+        from PIL import ImageTk
+
+        self.photo = ImageTk.PhotoImage("RGB", (WIDTH, HEIGHT))
+        self.photo_item = self.canvas.create_image(0, 0, image=self.photo, anchor="nw", state="hidden")
+        # Likewise the colours: Tk frees a colour with the last item using it and allocates it
+        # again (XAllocColor, a round trip) for the next one; two hidden items keep red and
+        # black allocated for the life of the program.
+        for colour in ("#ff0000", "black"):
+            self.canvas.create_rectangle(0, 0, 1, 1, fill=colour, outline=colour, state="hidden")
         self.text.insert("1.0", "\n".join(text_lines()))
         self.text.configure(state="disabled")
         self.show_canvas()
@@ -125,11 +139,14 @@ class BenchApp:
         self.canvas.place_forget()
         self.text.place(x=0, y=0, width=WIDTH, height=HEIGHT)
 
+    def clear(self) -> None:
+        """White area: delete what was drawn, hide the photo (kept, see __init__)."""
+        self.canvas.delete("drawn")
+        self.canvas.itemconfigure(self.photo_item, state="hidden")
+
     def reset(self, mode: str) -> None:
         self.mode = mode
-        self.canvas.delete("all")
-        self.canvas.configure(bg="white")
-        self.image = None
+        self.clear()
         self.letters = 0
         if mode == "scroll":
             self.text.yview_moveto(0.0)
@@ -146,9 +163,9 @@ class BenchApp:
             # The next A along the line; a full line starts over (cleared) at the left.
             per_row = (WIDTH - 8) // 12
             if self.letters and self.letters % per_row == 0:
-                self.canvas.delete("all")
+                self.clear()
             k = self.letters % per_row
-            self.canvas.create_text(8 + 12 * k, 8, text="A", font=self.font, anchor="nw", fill="black")
+            self.canvas.create_text(8 + 12 * k, 8, text="A", font=self.font, anchor="nw", fill="black", tags="drawn")
             self.letters += 1
             self.note(f"letter {self.letters}")
         elif key in ("Next", "space") and self.mode == "scroll":
@@ -162,17 +179,17 @@ class BenchApp:
 
     def on_click(self, event: tk.Event) -> None:
         if self.mode == "fill":
-            self.canvas.delete("all")
-            self.canvas.create_rectangle(0, 0, WIDTH, HEIGHT, fill="#ff0000", outline="#ff0000")
+            self.clear()
+            self.canvas.create_rectangle(0, 0, WIDTH, HEIGHT, fill="#ff0000", outline="#ff0000", tags="drawn")
         elif self.mode in ("red_bitmap", "image"):
             # Decoded on the click, as a viewer of a picture would; Pillow takes ~2 ms here.
-            from PIL import Image, ImageTk
+            from PIL import Image
 
             path = self.red_path if self.mode == "red_bitmap" else self.photo_path
             with Image.open(path) as im:
-                self.image = ImageTk.PhotoImage(im.convert("RGB"))
-            self.canvas.delete("all")
-            self.canvas.create_image(0, 0, image=self.image, anchor="nw")
+                self.photo.paste(im.convert("RGB"))
+            self.clear()
+            self.canvas.itemconfigure(self.photo_item, state="normal")
         else:
             self.note(f"ignored click at {event.x},{event.y}")
             return

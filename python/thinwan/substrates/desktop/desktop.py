@@ -369,17 +369,27 @@ class Desktop:
         return self.screenshot(region=(s.app_x, s.app_y, APP_W, APP_H))
 
     def _wait_visible(self) -> None:
-        """Up = the application's white area shows on the client's screen."""
+        """Up = the application's white area shows on the client's screen and the screen
+        has stopped changing for a second (TigerVNC's viewer shows a fading "Press F8 for
+        menu" notice over the desktop for a few seconds after it goes fullscreen)."""
         self._target_ready()
         deadline = time.monotonic() + self.settings.ready_timeout_s
+        last: bytes | None = None
+        stable_since = time.monotonic()
         while time.monotonic() < deadline:
             self._check_alive()
-            a = np.asarray(self.grab_app(), dtype=np.int16)
-            if (a.min(axis=2) > 230).mean() > 0.9:
+            screen = self.screenshot()
+            s = self.settings
+            a = np.asarray(screen.crop((s.app_x, s.app_y, s.app_x + APP_W, s.app_y + APP_H)), dtype=np.int16)
+            now = time.monotonic()
+            raw = screen.tobytes()
+            if raw != last:
+                last, stable_since = raw, now
+            elif (a.min(axis=2) > 230).mean() > 0.9 and now - stable_since >= 1.0:
                 return
-            time.sleep(0.3)
+            time.sleep(0.2)
         raise DesktopError(
-            f"the application never showed on the client's screen within {self.settings.ready_timeout_s:g} s; "
+            f"the application never showed (steadily) on the client's screen within {self.settings.ready_timeout_s:g} s; "
             + "; ".join(f"{p.name} log:\n{tail(p.log, 6)}" for p in self.procs)
         )
 
