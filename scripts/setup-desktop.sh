@@ -41,7 +41,14 @@ if [ "${#missing[@]}" -gt 0 ]; then
   fi
 fi
 
-# The Debian packages enable xrdp's systemd units; thinwan starts xrdp itself inside a
-# lab namespace, so a system-wide instance (where systemd runs at all) would only hold
-# port 3389 in the root namespace. Leave that to the administrator: nothing to do here.
+# xrdp logs a *user* in (PAM): a local test user whose desktop session is our benchmark
+# application. Its password stays locked except while a desktop is up (thinwan sets a
+# fresh random one for the login and locks it again at tear-down); it owns no files but
+# its home directory, where Xorg writes its log.
+if ! id thinwan-desk >/dev/null 2>&1; then
+  echo "setup-desktop: creating the xrdp test user thinwan-desk (password locked)" >&2
+  useradd --system --create-home --home-dir /var/lib/thinwan-desk --shell /bin/sh \
+    --comment "thinwan desktop benchmark (xrdp test user)" thinwan-desk
+  passwd -l thinwan-desk >/dev/null
+fi
 echo "setup-desktop: ready" >&2

@@ -139,6 +139,8 @@ class Desktop:
         self._count: dict[str, int] = {}
         self._old_sigterm: Any = None
         self._cleanup_hooks: list[Any] = []
+        self.app_log = Path()  # where the application logs the inputs it handled
+        self.sweep_server_namespace = False
         self.is_up = False
 
     # -- life cycle ------------------------------------------------------------------
@@ -173,6 +175,7 @@ class Desktop:
         os.chmod(self.dir, 0o755)
         shutil.copy(APP_PY, self.dir / "app.py")
         self.images = _images.write_images(self.dir)
+        self.app_log = self.dir / "app-events.log"
         self.xauthority = self.dir / "Xauthority"
         write_xauthority(self.xauthority)
         try:
@@ -194,6 +197,8 @@ class Desktop:
         for x in (self.client_x, self.server_x):
             if x is not None:
                 x.stop()
+        if self.sweep_server_namespace:
+            _sweep_netns(self.lab.netns["server"])
         for hook in reversed(self._cleanup_hooks):
             hook()
         self._cleanup_hooks.clear()
@@ -201,6 +206,10 @@ class Desktop:
             shutil.rmtree(self.dir, ignore_errors=True)
 
     # -- helpers for platforms ---------------------------------------------------------
+
+    def cleanup(self, hook: Any) -> None:
+        """Run ``hook()`` at tear-down (after the programs are stopped)."""
+        self._cleanup_hooks.append(hook)
 
     def display_env(self, display: str) -> dict[str, str]:
         return {"DISPLAY": display, "XAUTHORITY": str(self.xauthority)}
@@ -220,7 +229,7 @@ class Desktop:
             "--photo",
             str(self.images.photo),
             "--log",
-            str(self.dir / "app-events.log"),
+            str(self.app_log),
             "--x",
             str(self.settings.app_x),
             "--y",
@@ -228,18 +237,23 @@ class Desktop:
         ]
         self.app = start_proc(self.lab.netns[side], "app", argv, self.dir / "app.log", env=self.display_env(display))
         self.procs.append(self.app)
+        self.wait_app_ready()
+        return self.app
+
+    def wait_app_ready(self) -> None:
+        """Wait until the application logs that its window is mapped."""
         deadline = time.monotonic() + self.settings.ready_timeout_s
         while time.monotonic() < deadline:
-            if not self.app.alive():
-                raise DesktopError(f"benchmark application: {self.app.describe_exit()}")
+            self._check_alive()
             if "ready" in self.app_events():
-                return self.app
+                return
             time.sleep(0.05)
-        raise DesktopError(f"benchmark application did not map its window; log:\n{tail(self.app.log)}")
+        logs = "; ".join(f"{p.name} log:\n{tail(p.log, 8)}" for p in self.procs)
+        raise DesktopError(f"the benchmark application did not map its window; {logs}")
 
     def app_events(self) -> str:
         try:
-            return (self.dir / "app-events.log").read_text()
+            return self.app_log.read_text()
         except OSError:
             return ""
 
@@ -456,6 +470,45 @@ def _check_update(op: str, before: Image.Image, after: Image.Image, imgs: _image
     if op == "letter" and (a.min(axis=2) < 100).sum() < 10:
         return "no letter drawn"
     return None
+
+
+def _sweep_netns(netns: str, grace: float = 5.0) -> None:
+    """Stop every process left in our lab's ``netns`` (xrdp's sessions: Xorg, the session
+    script, chansrv — children of sesman, which does not stop them): SIGTERM first so each
+    Xorg removes its lock file, SIGKILL after ``grace``; then remove lock files and sockets
+    of X servers that were there and could not."""
+    import subprocess
+
+    def pids() -> list[int]:
+        done = subprocess.run(["ip", "netns", "pids", netns], capture_output=True, text=True, check=False)
+        return [int(p) for p in done.stdout.split() if p.isdigit() and int(p) != os.getpid()]
+
+    from .procs import remove_stale_display_files
+
+    xlocks = {}
+    ours = set(pids())
+    for lock in Path("/tmp").glob(".X*-lock"):
+        try:
+            pid = int(lock.read_text().strip())
+        except (OSError, ValueError):
+            continue
+        if pid in ours:
+            xlocks[int(lock.name[2:-5])] = pid
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        left = pids()
+        for p in left:
+            try:
+                os.kill(p, sig)
+            except ProcessLookupError:
+                pass
+        deadline = time.monotonic() + grace
+        while left and time.monotonic() < deadline:
+            time.sleep(0.1)
+            left = pids()
+        if not left:
+            break
+    for n, pid in xlocks.items():
+        remove_stale_display_files(n, pid)
 
 
 def _raise_interrupt(signum: int, frame: FrameType | None) -> None:

@@ -246,6 +246,145 @@ def _up_x11(d: Desktop) -> None:
     d.server_port = 6000 + n
 
 
+XRDP_USER = "thinwan-desk"  # created (password locked) by scripts/setup-desktop.sh
+
+
+def _ini_set(text: str, section: str, values: dict[str, str]) -> str:
+    """``text`` (an xrdp .ini) with ``values`` set in ``[section]`` (replaced or added)."""
+    out, current, done = [], None, set()
+    lines = text.splitlines()
+    for line in lines:
+        stripped = line.strip()
+        if stripped.startswith("[") and stripped.endswith("]"):
+            if current == section:
+                out += [f"{k}={v}" for k, v in values.items() if k not in done]
+                done |= set(values)
+            current = stripped[1:-1]
+        elif current == section and "=" in stripped and not stripped.startswith((";", "#")):
+            key = stripped.split("=", 1)[0].strip()
+            if key in values:
+                out.append(f"{key}={values[key]}")
+                done.add(key)
+                continue
+        out.append(line)
+    if current == section:
+        out += [f"{k}={v}" for k, v in values.items() if k not in done]
+    return "\n".join(out) + "\n"
+
+
+def _up_xrdp(d: Desktop) -> None:
+    import os
+    import pwd
+    import secrets as _secrets
+    from pathlib import Path
+
+    s = d.settings
+    srv = d.lab.addr["server"]
+    try:
+        user = pwd.getpwnam(XRDP_USER)
+    except KeyError:
+        raise DesktopError(f"xrdp needs the test user {XRDP_USER} (run scripts/setup-desktop.sh as root)") from None
+    # The session: sesman starts this script as the test user on xorgxrdp's Xorg; the
+    # benchmark application *is* the session (Debian's default session exits at once
+    # here, without a desktop environment), so the session lasts as long as it runs.
+    session_dir = d.dir / "session"
+    session_dir.mkdir()
+    os.chown(session_dir, user.pw_uid, user.pw_gid)
+    d.app_log = session_dir / "app-events.log"
+    assert d.images is not None
+    script = d.dir / "session.sh"
+    script.write_text(
+        "#!/bin/sh\n# thinwan: the xrdp session is the benchmark application\n"
+        f"exec /usr/bin/python3 {d.dir / 'app.py'} --red {d.images.red} --photo {d.images.photo} "
+        f"--log {d.app_log} --x {s.app_x} --y {s.app_y} >{session_dir / 'app.log'} 2>&1\n"
+    )
+    script.chmod(0o755)
+    # Our own copies of the configuration: listen on the lab's server address only, log to
+    # our directory (no syslog), log the client straight into an Xorg session (autorun),
+    # and start our session script instead of the user's or Debian's.
+    xrdp_ini = _ini_set(
+        Path("/etc/xrdp/xrdp.ini").read_text(),
+        "Globals",
+        {"port": f"tcp://{srv}:{RDP_PORT}", "autorun": "Xorg", "max_bpp": "32"},
+    )
+    xrdp_ini = _ini_set(xrdp_ini, "Logging", {"LogFile": str(d.dir / "xrdp-core.log"), "EnableSyslog": "false"})
+    (d.dir / "xrdp.ini").write_text(xrdp_ini)
+    sesman_ini = _ini_set(
+        Path("/etc/xrdp/sesman.ini").read_text(),
+        "Globals",
+        {"EnableUserWindowManager": "false", "DefaultWindowManager": str(script)},
+    )
+    sesman_ini = _ini_set(sesman_ini, "Security", {"AllowRootLogin": "false"})
+    sesman_ini = _ini_set(sesman_ini, "Sessions", {"X11DisplayOffset": "200"})
+    sesman_ini = _ini_set(
+        sesman_ini, "Logging", {"LogFile": str(d.dir / "xrdp-sesman-core.log"), "EnableSyslog": "false"}
+    )
+    sesman_ini = _ini_set(sesman_ini, "ChansrvLogging", {"EnableSyslog": "false"})
+    (d.dir / "sesman.ini").write_text(sesman_ini)
+    # xrdp, sesman and xorgxrdp meet in /run/xrdp (pid files, sockdir/xrdp_display_N),
+    # a path compiled in. `ip netns exec` already runs its command in a private mount
+    # namespace, so a tmpfs mounted there gives this desktop its own /run/xrdp: two labs
+    # can each run xrdp, and nothing is left in the real /run/xrdp.
+    wrapper = d.dir / "xrdp-run.sh"
+    wrapper.write_text(
+        "#!/bin/sh\nset -e\n"
+        "mount -t tmpfs -o mode=0755 thinwan-xrdp /run/xrdp\n"
+        "mkdir -m 3777 /run/xrdp/sockdir\n"
+        f"xrdp-sesman -n -c {d.dir / 'sesman.ini'} &\nsesman=$!\n"
+        f"xrdp -n -c {d.dir / 'xrdp.ini'} &\nxrdp=$!\n"
+        "trap 'kill -TERM $xrdp $sesman 2>/dev/null; wait' TERM INT\n"
+        "wait\n"
+    )
+    d.options["server"] = ["xrdp -n", "xrdp-sesman -n", f"session: {script}"]
+    p = start_proc(d.lab.netns["server"], "xrdp", ["sh", str(wrapper)], d.dir / "xrdp.log")
+    d.procs.append(p)
+    d.sweep_server_namespace = True  # sessions are sesman's children: swept at tear-down
+    _wait_port(d, "server", RDP_PORT, "xrdp")
+    _wait_port(d, "server", 3350, "xrdp-sesman")
+    # The session writes into the test user's home (.Xauthority, Xorg's log, chansrv's
+    # thinclient_drives, .local): whatever was not there before goes at tear-down.
+    home = Path(user.pw_dir)
+    before = set(os.listdir(home)) if home.is_dir() else set()
+
+    def clean_home() -> None:
+        import shutil
+
+        for name in set(os.listdir(home)) - before if home.is_dir() else ():
+            path = home / name
+            if path.is_dir() and not path.is_symlink():
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                path.unlink(missing_ok=True)
+
+    d.cleanup(clean_home)
+    # A fresh random password for this login only; locked again at tear-down.
+    password = _secrets.token_urlsafe(18)
+    subprocess.run(["chpasswd"], input=f"{XRDP_USER}:{password}\n", text=True, check=True)
+    d.cleanup(lambda: subprocess.run(["passwd", "-l", XRDP_USER], capture_output=True, check=False))
+    _client_xvfb(d)
+    # Fullscreen at the client's size; no certificate check (a self-signed one in a lab);
+    # no clipboard, sound or drive channels, so only the display crosses between operations.
+    argv = [
+        "xfreerdp",
+        f"/v:{srv}:{RDP_PORT}",
+        f"/u:{XRDP_USER}",
+        f"/p:{password}",
+        "/cert:ignore",
+        "/f",
+        f"/size:{s.width}x{s.height}",
+        f"/bpp:{32 if s.depth == 24 else s.depth}",
+        "-clipboard",
+        "/audio-mode:2",
+        "-grab-keyboard",
+        "/kbd:0x409",
+    ]
+    d.options["viewer"] = [a if not a.startswith("/p:") else "/p:***" for a in argv]
+    d.viewer = start_proc(d.lab.netns["client"], "xfreerdp", argv, d.dir / "xfreerdp.log", env=d.client_env())
+    d.procs.append(d.viewer)
+    d.wait_app_ready()
+    d.server_port = RDP_PORT
+
+
 PLATFORMS: dict[str, Platform] = {
     "tigervnc": Platform(
         "tigervnc",
@@ -264,4 +403,12 @@ PLATFORMS: dict[str, Platform] = {
         "Vncviewer",
     ),
     "x11": Platform("x11", ("xvfb",), ("Xvfb",), "X11", _up_x11, None),
+    "xrdp": Platform(
+        "xrdp",
+        ("xrdp", "xorgxrdp", "freerdp2-x11"),
+        ("xrdp", "xrdp-sesman", "xfreerdp", "chpasswd"),
+        "RDP",
+        _up_xrdp,
+        None,
+    ),
 }
