@@ -16,6 +16,12 @@ if [ "$(id -u)" = 0 ] && ! { command -v ip >/dev/null && command -v pgrep >/dev/
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq iproute2 procps >/dev/null
 fi
 
+# The remote-desktop platforms, viewers, capture tools and the desktops' test user
+# (docs/desktop.md).
+if [ "$(id -u)" = 0 ]; then
+  bash scripts/setup-desktop.sh
+fi
+
 if [ ! -x .venv/bin/python ]; then
   echo "setup: creating .venv" >&2
   python3 -m venv .venv

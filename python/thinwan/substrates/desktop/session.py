@@ -1,0 +1,515 @@
+"""A real remote desktop across a lab's emulated WAN, driven as a user would drive it.
+
+::
+
+    from thinwan.substrates.lab.linkspec import LabSpec
+    from thinwan.substrates.lab.topology import Lab
+    from thinwan.substrates.desktop import Desktop, DesktopSettings
+
+    with Lab(spec) as lab, Desktop("tigervnc", lab, DesktopSettings()) as d:
+        d.start_capture(out / "run.pcap")
+        for _ in range(10):
+            rec = d.do("letter")          # input at the client, then the slow-motion pause
+        cap = d.stop_capture()            # fails if tcpdump dropped a packet
+        d.screenshot(out / "letter.png")
+        d.info()                          # platform, versions, ports, images, settings
+
+``up`` (``__enter__``) raises :class:`PlatformUnavailable` (a :class:`DesktopError`) with
+the reason when the platform's package is missing or it fails to come up; ``down``
+(``__exit__``, also on exceptions, Ctrl-C and SIGTERM) stops every program in order and
+removes the work directory, X lock files and sockets, leaving nothing behind.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import shutil
+import signal
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+import numpy as np
+from PIL import Image
+
+from . import images as _images
+from .platforms import PLATFORMS, package_version, platform_status
+from .procs import DesktopError, Proc, XDisplay, start_proc, tail, write_xauthority
+from .tcpdump import Capture, CaptureResult
+
+__all__ = ["Desktop", "DesktopSettings", "OpRecord", "PlatformUnavailable", "OPERATIONS"]
+
+OPERATIONS = ("letter", "scroll", "fill", "red_bitmap", "image")
+APP_W, APP_H = 320, 240
+# The set-up key of each operation (see app.py): selects the mode and resets the area.
+RESET_KEY = {"letter": "F1", "scroll": "F2", "fill": "F3", "red_bitmap": "F4", "image": "F5"}
+# The measured input of each operation.
+INPUT = {
+    "letter": ("key", "a"),
+    "scroll": ("key", "Next"),
+    "fill": ("click", "1"),
+    "red_bitmap": ("click", "1"),
+    "image": ("click", "1"),
+}
+# Operations whose input changes nothing when repeated from the state it leaves (a second
+# red fill draws the same pixels, which a VNC server may then not send at all): each
+# repetition starts from a fresh reset. letter and scroll keep going (the next A, the next
+# page) and reset only when another operation ran last.
+RESET_EACH_TIME = {"fill", "red_bitmap", "image"}
+APP_PY = Path(__file__).with_name("app.py")
+SYSTEM_PYTHON = "/usr/bin/python3"  # Debian's, with python3-tk and python3-pil
+
+
+class PlatformUnavailable(DesktopError):
+    """The platform cannot run here: its package is missing or it failed to come up."""
+
+
+@dataclass(frozen=True)
+class DesktopSettings:
+    width: int = 1024
+    height: int = 768
+    depth: int = 24  # colour depth of the desktop (and of the client's screen)
+    app_x: int = 64  # where the 320×240 application sits on the remote desktop
+    app_y: int = 64
+    # Slow motion: after each input wait at least pause_s, and (while capturing) until the
+    # capture has not grown for idle_s, but at most max_wait_s — so each update completes
+    # and traffic is idle before the next input (docs/desktop.md: how long that takes).
+    pause_s: float = 1.0
+    idle_s: float = 0.5
+    max_wait_s: float = 15.0
+    verify: bool = True  # check on the client's screen that each operation was displayed
+    ready_timeout_s: float = 30.0
+
+    def __post_init__(self) -> None:
+        if self.depth not in (8, 16, 24):
+            raise ValueError(f"depth: {self.depth} (expected 8, 16 or 24)")
+        if self.width < self.app_x + APP_W or self.height < self.app_y + APP_H:
+            raise ValueError(f"the {APP_W}x{APP_H} application at +{self.app_x}+{self.app_y} does not fit")
+
+
+@dataclass
+class OpRecord:
+    """One operation: wall-clock times (the pcap's clock, CLOCK_REALTIME) of its inputs."""
+
+    op: str
+    index: int  # 0, 1, … per operation
+    t_reset: float | None  # when the set-up key was injected (None: no reset this time)
+    t_input: float  # just before the measured input was injected
+    t_input_done: float  # when xdotool returned
+    t_settled: float  # when the pause ended (traffic idle)
+    waited_s: float  # how long the pause after the input lasted
+    settled: bool  # False if traffic was still flowing after max_wait_s
+    verified: bool | None  # the client's screen showed the expected update (None: not checked)
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+class Desktop:
+    """One platform up across ``lab``; see the module docstring."""
+
+    def __init__(
+        self,
+        platform: str,
+        lab: Any,
+        settings: DesktopSettings | None = None,
+        workdir: str | Path | None = None,
+    ) -> None:
+        self.platform = platform
+        self.lab = lab
+        self.settings = settings or DesktopSettings()
+        self._own_dir = workdir is None
+        self._workdir_arg = Path(workdir) if workdir else None
+        self.dir = Path()
+        self.procs: list[Proc] = []  # in start order; stopped in reverse
+        self.server_x: XDisplay | None = None
+        self.client_x: XDisplay | None = None
+        self.viewer: Proc | None = None
+        self.app: Proc | None = None
+        self.server_port: int = 0
+        self.options: dict[str, Any] = {}
+        self.images: _images.BenchImages | None = None
+        self.xauthority = Path()
+        self._capture: Capture | None = None
+        self._mode: str | None = None
+        self._count: dict[str, int] = {}
+        self._old_sigterm: Any = None
+        self._cleanup_hooks: list[Any] = []
+        self.app_log = Path()  # where the application logs the inputs it handled
+        self.sweep_server_namespace = False
+        self.is_up = False
+
+    # -- life cycle ------------------------------------------------------------------
+
+    def __enter__(self) -> Desktop:
+        self._old_sigterm = signal.signal(signal.SIGTERM, _raise_interrupt)
+        try:
+            self.up()
+        except BaseException:
+            self.down()
+            signal.signal(signal.SIGTERM, self._old_sigterm)
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        try:
+            self.down()
+        finally:
+            signal.signal(signal.SIGTERM, self._old_sigterm)
+
+    def up(self) -> None:
+        reason = platform_status(self.platform)
+        if reason:
+            raise PlatformUnavailable(f"{self.platform}: {reason}")
+        if self._workdir_arg is not None:
+            self._workdir_arg.mkdir(parents=True, exist_ok=True)
+            self.dir = Path(tempfile.mkdtemp(prefix=f"desktop-{self.platform}-", dir=self._workdir_arg))
+        else:
+            self.dir = Path(tempfile.mkdtemp(prefix=f"thinwan-desktop-{self.platform}-"))
+        # Readable by every user: xrdp's session runs as its test user and reads the app,
+        # the images and the Xauthority from here.
+        os.chmod(self.dir, 0o755)
+        shutil.copy(APP_PY, self.dir / "app.py")
+        self.images = _images.write_images(self.dir)
+        self.app_log = self.dir / "app-events.log"
+        self.xauthority = self.dir / "Xauthority"
+        write_xauthority(self.xauthority)
+        try:
+            PLATFORMS[self.platform].up(self)
+            self._wait_visible()
+        except DesktopError as e:
+            raise PlatformUnavailable(f"{self.platform}: failed to come up: {e}") from None
+        self.is_up = True
+
+    def down(self) -> None:
+        """Stop everything in reverse order of start and remove our files. Safe to call
+        twice and on a half-built desktop."""
+        self.is_up = False
+        if self._capture is not None:
+            self._capture.abort()
+            self._capture = None
+        for p in reversed(self.procs):
+            p.stop()
+        for x in (self.client_x, self.server_x):
+            if x is not None:
+                x.stop()
+        if self.sweep_server_namespace:
+            _sweep_netns(self.lab.netns["server"])
+        for hook in reversed(self._cleanup_hooks):
+            hook()
+        self._cleanup_hooks.clear()
+        if self._own_dir and self.dir != Path() and self.dir.exists():
+            shutil.rmtree(self.dir, ignore_errors=True)
+
+    # -- helpers for platforms ---------------------------------------------------------
+
+    def cleanup(self, hook: Any) -> None:
+        """Run ``hook()`` at tear-down (after the programs are stopped)."""
+        self._cleanup_hooks.append(hook)
+
+    def display_env(self, display: str) -> dict[str, str]:
+        return {"DISPLAY": display, "XAUTHORITY": str(self.xauthority)}
+
+    def client_env(self) -> dict[str, str]:
+        assert self.client_x is not None
+        return self.display_env(self.client_x.name)
+
+    def start_app(self, side: str, display: str) -> Proc:
+        """Start the benchmark application on ``side`` showing on ``display``."""
+        assert self.images is not None
+        argv = [
+            SYSTEM_PYTHON,
+            str(self.dir / "app.py"),
+            "--red",
+            str(self.images.red),
+            "--photo",
+            str(self.images.photo),
+            "--log",
+            str(self.app_log),
+            "--x",
+            str(self.settings.app_x),
+            "--y",
+            str(self.settings.app_y),
+        ]
+        self.app = start_proc(self.lab.netns[side], "app", argv, self.dir / "app.log", env=self.display_env(display))
+        self.procs.append(self.app)
+        self.wait_app_ready()
+        return self.app
+
+    def wait_app_ready(self) -> None:
+        """Wait until the application logs that its window is mapped."""
+        deadline = time.monotonic() + self.settings.ready_timeout_s
+        while time.monotonic() < deadline:
+            self._check_alive()
+            if "ready" in self.app_events():
+                return
+            time.sleep(0.05)
+        logs = "; ".join(f"{p.name} log:\n{tail(p.log, 8)}" for p in self.procs)
+        raise DesktopError(f"the benchmark application did not map its window; {logs}")
+
+    def app_events(self) -> str:
+        try:
+            return self.app_log.read_text()
+        except OSError:
+            return ""
+
+    # -- driving -----------------------------------------------------------------------
+
+    def _xdo(self, *args: str, timeout: float = 10.0) -> str:
+        assert self.client_x is not None
+        done = subprocess_run(
+            ["ip", "netns", "exec", self.lab.netns["client"], "env", *_env_args(self.client_env()), "xdotool", *args],
+            timeout,
+        )
+        if done.returncode != 0:
+            raise DesktopError(f"xdotool {' '.join(args)} failed: {done.stderr.strip()}")
+        return str(done.stdout)
+
+    def _target_ready(self) -> None:
+        """Point at the middle of the application (the viewer forwards the pointer, so it is
+        over the application on the remote desktop too) and focus the client window under
+        the pointer, as a user's click would: the viewer, or for x11 the application.
+        (Found by position: TigerVNC's fullscreen window has neither name nor class.)"""
+        s = self.settings
+        self._xdo("mousemove", "--sync", str(s.app_x + APP_W // 2), str(s.app_y + APP_H // 2))
+        loc = self._xdo("getmouselocation", "--shell")
+        window = dict(line.split("=", 1) for line in loc.split() if "=" in line).get("WINDOW")
+        if not window or window == "0":
+            raise DesktopError(f"no window under the pointer on the client's screen ({loc.strip()})")
+        self._xdo("windowfocus", "--sync", window)
+
+    def _inject(self, kind: str, what: str) -> None:
+        if kind == "key":
+            self._xdo("key", what)
+        else:
+            self._xdo("click", what)
+
+    def _pause(self) -> tuple[float, bool]:
+        start = time.monotonic()
+        s = self.settings
+        if self._capture is None:
+            time.sleep(s.pause_s)
+            return time.monotonic() - start, True
+        waited = self._capture.idle_for(s.idle_s, s.max_wait_s)
+        rest = s.pause_s - (time.monotonic() - start)
+        if rest > 0:
+            time.sleep(rest)
+        return time.monotonic() - start, waited is not None
+
+    def do(self, op: str) -> OpRecord:
+        """Run one operation as a user would: if needed the set-up key and a pause, then
+        the measured input and the slow-motion pause; with ``verify`` check on the
+        client's screen that the update was displayed (raises DesktopError if not)."""
+        if op not in OPERATIONS:
+            raise ValueError(f"unknown operation {op!r} (known: {', '.join(OPERATIONS)})")
+        if not self.is_up:
+            raise DesktopError("the desktop is not up")
+        self._check_alive()
+        t_reset = None
+        if self._mode != op or op in RESET_EACH_TIME:
+            t_reset = time.time()
+            self._inject("key", RESET_KEY[op])
+            self._mode = op
+            self._pause()
+        before = self.grab_app() if self.settings.verify else None
+        t_input = time.time()
+        self._inject(*INPUT[op])
+        t_done = time.time()
+        waited, settled = self._pause()
+        verified = None
+        if before is not None:
+            after = self.grab_app()
+            problem = _check_update(op, before, after, self.images)
+            if problem:
+                raise DesktopError(
+                    f"{self.platform}: operation {op} was not displayed on the client's screen: {problem} "
+                    f"(application log: {self.app_events().strip().splitlines()[-1:]})"
+                )
+            verified = True
+        index = self._count.get(op, 0)
+        self._count[op] = index + 1
+        return OpRecord(op, index, t_reset, t_input, t_done, time.time(), waited, settled, verified)
+
+    def _check_alive(self) -> None:
+        for p in self.procs:
+            if not p.alive() and p.name not in self.options.get("may_exit", ()):
+                raise DesktopError(f"{self.platform}: {p.describe_exit()}")
+
+    # -- capture and screenshots -------------------------------------------------------
+
+    def start_capture(self, path: str | Path) -> None:
+        """Start tcpdump on the client's interface, writing ``path`` (one pcap per run)."""
+        if self._capture is not None:
+            raise DesktopError("a capture is already running")
+        self._capture = Capture(self.lab.netns["client"], self.lab.tun["client"], Path(path), self.dir)
+        # Let the traffic of whatever came before (bring-up, an earlier run) die down.
+        self._capture.idle_for(self.settings.idle_s, self.settings.max_wait_s)
+
+    def stop_capture(self) -> CaptureResult:
+        """Stop the capture; fails (DesktopError) if tcpdump dropped any packet."""
+        if self._capture is None:
+            raise DesktopError("no capture is running")
+        cap, self._capture = self._capture, None
+        return cap.stop()
+
+    def screenshot(
+        self, path: str | Path | None = None, region: tuple[int, int, int, int] | None = None
+    ) -> Image.Image:
+        """The client's screen (``region`` = x, y, w, h) as an image; saved as PNG to ``path``."""
+        args = ["import", "-silent", "-window", "root"]
+        if region:
+            x, y, w, h = region
+            args += ["-crop", f"{w}x{h}+{x}+{y}", "+repage"]
+        done = subprocess_run(
+            ["ip", "netns", "exec", self.lab.netns["client"], "env", *_env_args(self.client_env()), *args, "png:-"],
+            30.0,
+            text=False,
+        )
+        if done.returncode != 0:
+            raise DesktopError(f"screenshot (import) failed: {done.stderr.decode(errors='replace').strip()}")
+        img = Image.open(io.BytesIO(done.stdout)).convert("RGB")
+        if path is not None:
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+            img.save(path, "PNG")
+        return img
+
+    def grab_app(self) -> Image.Image:
+        """The application's area on the client's screen."""
+        s = self.settings
+        return self.screenshot(region=(s.app_x, s.app_y, APP_W, APP_H))
+
+    def _wait_visible(self) -> None:
+        """Up = the application's white area shows on the client's screen and the screen
+        has stopped changing for a second (TigerVNC's viewer shows a fading "Press F8 for
+        menu" notice over the desktop for a few seconds after it goes fullscreen)."""
+        self._target_ready()
+        deadline = time.monotonic() + self.settings.ready_timeout_s
+        last: bytes | None = None
+        stable_since = time.monotonic()
+        while time.monotonic() < deadline:
+            self._check_alive()
+            screen = self.screenshot()
+            s = self.settings
+            a = np.asarray(screen.crop((s.app_x, s.app_y, s.app_x + APP_W, s.app_y + APP_H)), dtype=np.int16)
+            now = time.monotonic()
+            raw = screen.tobytes()
+            if raw != last:
+                last, stable_since = raw, now
+            elif (a.min(axis=2) > 230).mean() > 0.9 and now - stable_since >= 1.0:
+                return
+            time.sleep(0.2)
+        raise DesktopError(
+            f"the application never showed (steadily) on the client's screen within {self.settings.ready_timeout_s:g} s; "
+            + "; ".join(f"{p.name} log:\n{tail(p.log, 6)}" for p in self.procs)
+        )
+
+    # -- what the results record -------------------------------------------------------
+
+    def versions(self) -> dict[str, str]:
+        """Package → installed version for this platform (the platform's version)."""
+        p = PLATFORMS[self.platform]
+        return {pkg: package_version(pkg) or "not installed" for pkg in p.packages}
+
+    def info(self) -> dict[str, Any]:
+        return {
+            "platform": self.platform,
+            "protocol": PLATFORMS[self.platform].protocol,
+            "versions": self.versions(),
+            "server_port": self.server_port,
+            "settings": asdict(self.settings),
+            "images": self.images.to_json() if self.images else None,
+            "displays": {
+                "server": self.server_x.name if self.server_x else None,
+                "client": self.client_x.name if self.client_x else None,
+            },
+            "options": {k: v for k, v in self.options.items() if k != "may_exit"},
+            "dir": str(self.dir),
+        }
+
+
+@dataclass
+class _Done:
+    returncode: int
+    stdout: Any
+    stderr: Any = field(default="")
+
+
+def subprocess_run(argv: list[str], timeout: float, text: bool = True) -> Any:
+    import subprocess
+
+    try:
+        return subprocess.run(argv, capture_output=True, text=text, timeout=timeout, check=False)
+    except subprocess.TimeoutExpired:
+        return _Done(124, "" if text else b"", f"{argv[argv.index('env') + 1 :]}: timed out after {timeout:g} s")
+
+
+def _env_args(env: dict[str, str]) -> list[str]:
+    return [f"{k}={v}" for k, v in env.items()]
+
+
+def _check_update(op: str, before: Image.Image, after: Image.Image, imgs: _images.BenchImages | None) -> str | None:
+    """Why the client's screen does not show ``op``'s update, or None if it does."""
+    a = np.asarray(after, dtype=np.int16)
+    b = np.asarray(before, dtype=np.int16)
+    changed = (np.abs(a - b).max(axis=2) > 24).mean()
+    if changed == 0:
+        return "the application's area did not change"
+    red = ((a[..., 0] > 200) & (a[..., 1] < 60) & (a[..., 2] < 60)).mean()
+    if op in ("fill", "red_bitmap") and red < 0.95:
+        return f"only {red:.0%} of the area is red"
+    if op == "image" and imgs is not None:
+        with Image.open(imgs.photo) as ph:
+            ref = np.asarray(ph.convert("RGB"), dtype=np.int16)
+        err = np.abs(a - ref).mean()
+        if err > 20:
+            return f"the area differs from the photograph by {err:.0f} per channel on average"
+    if op == "letter" and (a.min(axis=2) < 100).sum() < 10:
+        return "no letter drawn"
+    return None
+
+
+def _sweep_netns(netns: str, grace: float = 5.0) -> None:
+    """Stop every process left in our lab's ``netns`` (xrdp's sessions: Xorg, the session
+    script, chansrv — children of sesman, which does not stop them): SIGTERM first so each
+    Xorg removes its lock file, SIGKILL after ``grace``; then remove lock files and sockets
+    of X servers that were there and could not."""
+    import subprocess
+
+    def pids() -> list[int]:
+        done = subprocess.run(["ip", "netns", "pids", netns], capture_output=True, text=True, check=False)
+        return [int(p) for p in done.stdout.split() if p.isdigit() and int(p) != os.getpid()]
+
+    from .procs import remove_stale_display_files
+
+    xlocks = {}
+    ours = set(pids())
+    for lock in Path("/tmp").glob(".X*-lock"):
+        try:
+            pid = int(lock.read_text().strip())
+        except (OSError, ValueError):
+            continue
+        if pid in ours:
+            xlocks[int(lock.name[2:-5])] = pid
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        left = pids()
+        for p in left:
+            try:
+                os.kill(p, sig)
+            except ProcessLookupError:
+                pass
+        deadline = time.monotonic() + grace
+        while left and time.monotonic() < deadline:
+            time.sleep(0.1)
+            left = pids()
+        if not left:
+            break
+    for n, pid in xlocks.items():
+        remove_stale_display_files(n, pid)
+
+
+def _raise_interrupt(signum: int, frame: FrameType | None) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
