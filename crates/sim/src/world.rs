@@ -28,23 +28,22 @@ mod output;
 mod prefetch;
 mod tunnel_glue;
 
+pub use build::wan_impairment;
+
 use std::sync::Arc;
 
 use crate::config::Config;
 use crate::engine::{Event, EventQueue};
 use crate::records::RunRecords;
 use crate::tunnel::{FrameSpan, Tunnel};
-use rand::Rng;
-use rand_xoshiro::Xoshiro256PlusPlus;
+use thinwan_proto::link::Impairment;
 use thinwan_proto::mux::session::Event as MuxEvent;
-use thinwan_proto::qdisc::{Classifier, DropTail, Dropped, Limits, Priority, QueueDisc, QueueItem};
+use thinwan_proto::qdisc::{Dropped, Limits, QueueDisc, QueueItem};
 use thinwan_proto::tcp::{
     Ack, DataSegment, Mechanisms, Receiver, ReceiverConfig, Recovery, RtoConfig, SackBlocks, Sender,
     SenderConfig,
 };
-use thinwan_proto::traffic::{
-    stream_rng, Calibrated, GameCalibrated, GameParams, GameSource, Kind, ThinClientSource, Write,
-};
+use thinwan_proto::traffic::{Kind, Source, Write};
 use thinwan_proto::{Duration, Instant};
 
 /// Most hops on a route: sender NIC, a router port, the far router's port to the host.
@@ -166,25 +165,6 @@ struct PortQueue {
     packets_tx: u64,
 }
 
-/// I.i.d. packet loss and delay jitter of one link direction.
-///
-/// A packet that finished serialisation is lost with probability `loss`; otherwise its
-/// propagation delay is `delay · (1 + u)`, `u` uniform in `[−jitter, +jitter]`, but never
-/// earlier than the packet ahead of it on the same link arrives (a link does not reorder:
-/// a packet that would overtake waits for the one ahead).
-struct Impairment {
-    loss: f64,
-    jitter: f64,
-    rng: Xoshiro256PlusPlus,
-    /// Arrival time of the latest packet sent over the link.
-    last_arrive: Instant,
-}
-
-/// Randomness streams of the two WAN link directions: far above the sources' `2·pair`
-/// (and `2·pair + 1`), so they never collide for any realistic pair count.
-const LINK_STREAM_FWD: u64 = 1 << 62;
-const LINK_STREAM_REV: u64 = (1 << 62) + 1;
-
 /// One application write and what happened to its last byte: one cache line (the
 /// rows are cold at 10⁴ connections, and a 72-byte row straddled two lines in eight
 /// of nine). Its size is not kept: it is the offset less the previous row's.
@@ -245,17 +225,6 @@ impl Msg {
     fn set_tx_count(&mut self, n: u64) {
         self.word = (self.word & (END_MASK | KIND_BIT)) | (n.min(TX_MAX) << TX_SHIFT);
     }
-}
-
-enum Source {
-    ThinClient(ThinClientSource),
-    Game(GameSource),
-    /// Writes from a capture, in time order.
-    Trace(std::vec::IntoIter<Write>),
-    /// Greedy: `chunks` writes of BULK_CHUNK at the start.
-    Bulk {
-        chunks: u32,
-    },
 }
 
 /// A server→client pair: one traffic source feeding one connection, or two with
@@ -490,18 +459,9 @@ impl World {
     // ----- sources and senders ----------------------------------------------------
 
     fn on_app_write(&mut self, pair: u32) {
-        let now = self.now;
         let p = &mut self.pairs[pair as usize];
         let Some(w) = p.next_write.take() else { return };
-        p.next_write = match &mut p.source {
-            Source::ThinClient(s) => Some(s.next_write()),
-            Source::Game(s) => Some(s.next_write()),
-            Source::Trace(writes) => writes.next(),
-            Source::Bulk { chunks } => {
-                *chunks -= 1;
-                (*chunks > 0).then_some(Write { at: now, ..w })
-            }
-        };
+        p.next_write = p.source.next_write();
         if let Some(next) = p.next_write.filter(|n| n.at < self.window) {
             self.events.push(next.at, Event::AppWrite { pair });
         }
@@ -849,18 +809,15 @@ impl World {
                 }
             }
             if let Some(imp) = &mut pq.impair {
-                // The lost packet still occupied the link while it was serialised.
-                if imp.loss > 0.0 && imp.rng.gen::<f64>() < imp.loss {
-                    pq.drops_loss += 1;
-                    self.on_drop(item.packet);
-                    return;
+                match imp.transit(done, delay) {
+                    Ok(at) => arrive = at,
+                    Err(_) => {
+                        // The lost packet still occupied the link while it was serialised.
+                        pq.drops_loss += 1;
+                        self.on_drop(item.packet);
+                        return;
+                    }
                 }
-                if imp.jitter > 0.0 {
-                    let u = imp.jitter * (2.0 * imp.rng.gen::<f64>() - 1.0);
-                    arrive = done + Duration::from_secs_f64(delay.as_secs_f64() * (1.0 + u));
-                }
-                arrive = arrive.max(imp.last_arrive);
-                imp.last_arrive = arrive;
             }
         }
         let ev = Event::Arrive { packet: item.packet };

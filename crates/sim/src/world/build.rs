@@ -2,6 +2,10 @@
 //! traffic sources, routes, the tunnel's lanes. Runs once per run: cold.
 
 use super::*;
+use crate::config::{MuxMode, RecoveryName, RtoFormula, RttGain, TopologyKind, TraceConnections};
+use thinwan_proto::link::{Impairment, Jitter, LinkDir, LossModel};
+use thinwan_proto::qdisc::QueueSpec;
+use thinwan_proto::traffic::{Calibrated, GameCalibrated, GameParams, Model, ParamError, TrafficSpec};
 
 impl World {
     /// Build run `run` of a scenario: its seed is `scenario.seed + run`.
@@ -11,11 +15,7 @@ impl World {
         let n = t.pairs;
         let mbps = |x: f64| (x * 1e6).round() as u64;
         let access_limits = Limits { bytes: None, packets: Some(t.access_queue_packets as usize) };
-        let q = &cfg.queue;
-        let bneck_limits = Limits {
-            bytes: (q.limit_bytes > 0).then_some(q.limit_bytes),
-            packets: (q.limit_packets > 0).then_some(q.limit_packets as usize),
-        };
+        let bneck = QueueSpec::try_from(&cfg.queue).map_err(|e| format!("queue.{e}"))?;
         let port =
             |name, rate, delay_ms: f64, queue: Box<dyn QueueDisc<QItem> + Send>, bottleneck, wan: bool| {
                 let link = Port {
@@ -41,46 +41,29 @@ impl World {
             };
         // Port layout: 0 = R1→R2, 1 = R2→R1, then per pair i: server NIC, R2→client,
         // client NIC, R1→server.
-        let droptail = |limits| -> Box<dyn QueueDisc<QItem> + Send> { Box::new(DropTail::new(limits)) };
-        let bneck_queue: Box<dyn QueueDisc<QItem> + Send> = match q.discipline.as_str() {
-            "priority" => {
-                let classifier = match q.priority_classifier.as_str() {
-                    "gap" => Classifier::Gap(Duration::from_millis_f64(q.classifier_gap_ms)),
-                    _ => Classifier::Label,
-                };
-                Box::new(Priority::new(bneck_limits, classifier))
-            }
-            _ => droptail(bneck_limits),
-        };
+        let droptail = |limits| QueueSpec::DropTail { limits }.build::<QItem>();
+        // The scenario's discipline on R1→R2; the ACK direction is a FIFO with its limits.
+        let bneck_queue = bneck.build::<QItem>();
         let (mut ports, mut queues): (Vec<Port>, Vec<PortQueue>) = [
             port("bottleneck", t.bottleneck_rate_mbps, t.bottleneck_delay_ms, bneck_queue, true, true),
             port(
                 "bottleneck-rev",
                 t.bottleneck_rate_mbps,
                 t.bottleneck_delay_ms,
-                droptail(bneck_limits),
+                droptail(bneck.limits()),
                 false,
                 true,
             ),
         ]
         .into_iter()
         .unzip();
-        let impair = |loss: f64, stream| {
-            let jitter = t.bottleneck_jitter_pct / 100.0;
-            (loss > 0.0 || jitter > 0.0).then(|| Impairment {
-                loss,
-                jitter,
-                rng: stream_rng(seed, stream),
-                last_arrive: Instant::ZERO,
-            })
-        };
-        queues[0].impair = impair(t.bottleneck_loss, LINK_STREAM_FWD);
-        queues[1].impair = impair(t.bottleneck_loss_rev, LINK_STREAM_REV);
+        queues[0].impair = wan_impairment(&cfg, seed, LinkDir::Fwd);
+        queues[1].impair = wan_impairment(&cfg, seed, LinkDir::Rev);
         let tcp = &cfg.tcp;
-        let recovery = match (tcp.sack, tcp.recovery.as_str()) {
+        let recovery = match (tcp.sack, tcp.recovery) {
             (true, _) => Recovery::Sack,
-            (false, "reno") => Recovery::Reno,
-            (false, _) => Recovery::NewReno,
+            (false, RecoveryName::Reno) => Recovery::Reno,
+            (false, RecoveryName::Newreno) => Recovery::NewReno,
         };
         // One configuration shared by every sender (read on every ACK: it stays cached).
         let scfg = Arc::new(SenderConfig {
@@ -95,11 +78,11 @@ impl World {
                 max: Duration::from_millis_f64(tcp.max_rto_ms),
                 initial: Duration::from_millis_f64(tcp.initial_rto_ms),
                 granularity: Duration::from_millis_f64(tcp.clock_granularity_ms),
-                min_on_variance: tcp.rto_formula == "linux",
+                min_on_variance: tcp.rto_formula == RtoFormula::Linux,
             },
             send_buffer: (tcp.send_buffer_bytes > 0).then_some(tcp.send_buffer_bytes),
             mechanisms: Mechanisms {
-                asymmetric_rtt_gain: tcp.rtt_gain == "asymmetric",
+                asymmetric_rtt_gain: tcp.rtt_gain == RttGain::Asymmetric,
                 rto_reset_after_idle: tcp.rto_reset_after_idle,
                 sack_off_after_timeout: tcp.sack_off_after_timeout,
                 rack_tlp: tcp.rack_tlp,
@@ -112,12 +95,9 @@ impl World {
             delayed_ack_timeout: Duration::from_millis_f64(tcp.delayed_ack_ms),
             sack: tcp.sack,
         });
-        let params = cfg.traffic.thin_client.params(cfg.tcp.mss).map_err(|e| e.0)?;
-        let model = Arc::new(Calibrated::new(params).map_err(|e| format!("traffic: {}", e.0))?);
-        let game =
-            Arc::new(GameCalibrated::new(GameParams::default()).map_err(|e| format!("traffic: {}", e.0))?);
-        let mux_topology = t.kind == "mux";
-        let tunnel_mode = mux_topology && cfg.mux.mode == "mux";
+        let traffic = traffic_spec(&cfg)?;
+        let mux_topology = t.kind == TopologyKind::Mux;
+        let tunnel_mode = mux_topology && cfg.mux.mode == MuxMode::Mux;
         // Client-side links: the access links, or the last hop of the mux topology.
         let (client_rate, client_delay) = if mux_topology {
             (t.last_hop_rate_mbps, t.last_hop_delay_ms)
@@ -146,40 +126,8 @@ impl World {
                 queues.push(rest);
             }
             let start = Instant::ZERO + stagger.saturating_mul(i as u64);
-            let (source, first) = match cfg.traffic.model.as_str() {
-                "bulk" => {
-                    let horizon = cfg.scenario.duration_s + cfg.scenario.drain_s;
-                    let bytes = t.bottleneck_rate_mbps.min(t.access_rate_mbps) * 1e6 / 8.0 * horizon * 1.1;
-                    let chunks = (bytes / BULK_CHUNK as f64).ceil() as u32 + 1;
-                    let w = Write { at: start, bytes: BULK_CHUNK, kind: Kind::Bulk };
-                    (Source::Bulk { chunks }, w)
-                }
-                "game" => {
-                    let mut s = GameSource::new(&game, stream_rng(seed, 2 * i as u64), start);
-                    let w = s.next_write();
-                    (Source::Game(s), w)
-                }
-                "pcap" => {
-                    // The capture's own timing: no stagger, no randomness.
-                    let mut writes = cfg.traffic.trace[i as usize]
-                        .iter()
-                        .map(|&(t, bytes)| Write {
-                            at: Instant::from_secs_f64(t),
-                            bytes,
-                            kind: Kind::Interactive,
-                        })
-                        .collect::<Vec<_>>()
-                        .into_iter();
-                    let w =
-                        writes.next().unwrap_or(Write { at: duration, bytes: 0, kind: Kind::Interactive });
-                    (Source::Trace(writes), w)
-                }
-                _ => {
-                    let mut s = ThinClientSource::calibrated(&model, stream_rng(seed, 2 * i as u64), start);
-                    let w = s.next_write();
-                    (Source::ThinClient(s), w)
-                }
-            };
+            let mut source = Source::new(&traffic, seed, i, start).map_err(|e| e.0)?;
+            let first = source.next_write();
             // In mux mode the stream's own connection is only the last hop edge → client.
             let (role0, routes) = if tunnel_mode {
                 (ROLE_LAST_HOP, [[base + 1, NO_PORT, NO_PORT], [base + 2, NO_PORT, NO_PORT]])
@@ -197,14 +145,10 @@ impl World {
                 ));
                 conn_routes.push(routes);
             }
-            if first.at < duration {
-                events.push(first.at, Event::AppWrite { pair: i });
+            if let Some(w) = first.filter(|w| w.at < duration) {
+                events.push(w.at, Event::AppWrite { pair: i });
             }
-            pairs.push(Pair {
-                source,
-                next_write: Some(first),
-                conns: [first_conn, first_conn + separate as u32],
-            });
+            pairs.push(Pair { source, next_write: first, conns: [first_conn, first_conn + separate as u32] });
         }
         // Trunk lanes: core host k beside R1 (access link) ↔ R1 ══WAN══ R2 = the edge
         // proxy. Forward connections (core → edge) first, then the reverse ones.
@@ -291,7 +235,7 @@ impl World {
             header: tcp.header_bytes,
             mss: tcp.mss,
             tunnel,
-            trace_tcp: tracing && cfg.records.trace_connections == "all",
+            trace_tcp: tracing && cfg.records.trace_connections == TraceConnections::All,
             trace_interval: Duration::from_millis_f64(cfg.records.trace_interval_ms.max(1e-3)),
             prefetch,
             out: RunRecords::default(),
@@ -303,4 +247,41 @@ impl World {
         }
         Ok(world)
     }
+}
+
+/// The loss and jitter of WAN direction `dir` in a run seeded `seed`: the core's
+/// [`Impairment`] on the stream of [`LinkDir::stream`], as the lab's link emulator has
+/// it (docs/model.md, "Random streams"); `None` when the link has neither, so that an
+/// unimpaired link draws no random numbers.
+pub fn wan_impairment(cfg: &Config, seed: u64, dir: LinkDir) -> Option<Impairment> {
+    let t = &cfg.topology;
+    let loss = match dir {
+        LinkDir::Fwd => t.bottleneck_loss,
+        LinkDir::Rev => t.bottleneck_loss_rev,
+    };
+    let imp =
+        Impairment::new(LossModel::iid(loss), Jitter::uniform_pct(t.bottleneck_jitter_pct), false, seed, dir);
+    (!imp.is_none()).then_some(imp)
+}
+
+/// What every pair's source is built from (calibrated once for all of them).
+fn traffic_spec(cfg: &Config) -> Result<TrafficSpec, String> {
+    let err = |e: ParamError| format!("traffic: {}", e.0);
+    Ok(match cfg.traffic.model {
+        Model::ThinClient => {
+            let params = cfg.traffic.thin_client.params(cfg.tcp.mss).map_err(|e| e.0)?;
+            TrafficSpec::ThinClient(Arc::new(Calibrated::new(params).map_err(err)?))
+        }
+        Model::Game => TrafficSpec::Game(Arc::new(GameCalibrated::new(GameParams::default()).map_err(err)?)),
+        Model::Pcap => TrafficSpec::Trace(cfg.traffic.trace.clone()),
+        Model::Bulk => {
+            // Enough 1 MiB writes to keep the bottleneck busy to the end, and one more.
+            let t = &cfg.topology;
+            let horizon = cfg.scenario.duration_s + cfg.scenario.drain_s;
+            let bytes = t.bottleneck_rate_mbps.min(t.access_rate_mbps) * 1e6 / 8.0 * horizon * 1.1;
+            let chunks = (bytes / BULK_CHUNK as f64).ceil() as u32 + 1;
+            TrafficSpec::Bulk { bytes: BULK_CHUNK, writes: Some(chunks) }
+        }
+        Model::Constant => return Err("traffic.model: \"constant\" is the lab pump's alone".into()),
+    })
 }
