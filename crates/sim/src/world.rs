@@ -24,6 +24,7 @@
 //! [`HOPS`], [`NO_PORT`] ends a shorter one); after the last one it reaches its endpoint.
 
 mod build;
+mod diag;
 mod output;
 mod prefetch;
 mod tunnel_glue;
@@ -36,6 +37,7 @@ use crate::config::Config;
 use crate::engine::{Event, EventQueue};
 use crate::records::RunRecords;
 use crate::tunnel::{FrameSpan, Tunnel};
+use diag::{Cycles, Pad, Section, Stamp};
 use thinwan_proto::link::Impairment;
 use thinwan_proto::mux::session::Event as MuxEvent;
 use thinwan_proto::qdisc::{Dropped, Limits, QueueDisc, QueueItem};
@@ -269,6 +271,8 @@ struct Conn {
     /// A forward trunk: the data frame of each of its messages, parallel to `msgs`.
     frames: Vec<FrameSpan>,
     last_trace: [f64; 6],
+    /// Nothing (zero bytes) unless built with `diag-footprint-pad` ([`diag`]).
+    pad: Pad,
 }
 
 const _: () = assert!(
@@ -361,6 +365,7 @@ impl Conn {
             dropped: Vec::new(),
             spurious_timeouts: 0,
             last_trace: [f64::NAN; 6],
+            pad: Pad::NEW,
         }
     }
 }
@@ -432,14 +437,17 @@ impl World {
 
     /// Run to the end and return the records.
     pub fn run(mut self) -> RunRecords {
+        let mut cycles = Cycles::start();
         while let Some((at, ev)) = self.events.pop() {
             if at > self.end {
                 break;
             }
+            cycles.popped();
             self.now = at;
             if self.prefetch {
                 self.prefetch_ahead();
             }
+            cycles.dispatching(|| self.diag_event_kind(&ev));
             match ev {
                 Event::AppWrite { pair } => self.on_app_write(pair),
                 Event::PortFree { port } => {
@@ -453,18 +461,21 @@ impl World {
                 Event::MuxTimer { edge } => self.on_mux_timer(edge, at),
             }
         }
+        cycles.dump();
         self.finish()
     }
 
     // ----- sources and senders ----------------------------------------------------
 
     fn on_app_write(&mut self, pair: u32) {
+        let mut t = Stamp::now();
         let p = &mut self.pairs[pair as usize];
         let Some(w) = p.next_write.take() else { return };
         p.next_write = p.source.next_write();
         if let Some(next) = p.next_write.filter(|n| n.at < self.window) {
             self.events.push(next.at, Event::AppWrite { pair });
         }
+        t.section(Section::WriteSource);
         if self.tunnel.is_some() {
             self.tunnel_write(pair, w);
             return;
@@ -480,7 +491,9 @@ impl World {
             c.blocked.push_back(Pending { w, tag: Tag::Plain });
             self.flush_writes(conn);
         }
+        t.section(Section::WriteTcp);
         self.transmit(conn);
+        t.section(Section::WriteTransmit);
     }
 
     /// Hand blocked writes to TCP while its send buffer has room. Returns the relayed
@@ -510,12 +523,16 @@ impl World {
     /// Send everything TCP allows now, then re-arm its timer.
     fn transmit(&mut self, conn: u32) {
         let now = self.now;
+        let mut t = Stamp::now();
         while let Some(seg) = self.conns[conn as usize].sender.poll_transmit(now) {
+            t.section(Section::PollTransmit);
             let c = &mut self.conns[conn as usize];
+            c.pad.touch();
             // This copy supersedes any dropped copy of the same bytes.
             c.dropped.retain(|&(s, _)| s < seg.seq || s >= seg.end());
             let (interactive, first) = mark_transmission(&mut c.msgs[c.acked_cursor..], &seg, now, !c.relay);
             let row = (c.acked_cursor + first) as u32;
+            t.section(Section::MarkRows);
             let route0 = self.routes.port(conn, 0, 0);
             self.send(
                 route0,
@@ -532,13 +549,17 @@ impl World {
                     t_deq: NONE,
                 },
             );
+            t.section(Section::Send);
         }
+        t.section(Section::PollTransmit);
         if self.prefetch {
             // Only the prefetching reads it.
             self.rows_at[conn as usize] = self.conns[conn as usize].msgs.as_ptr() as usize;
         }
         self.arm_sender(conn);
+        t.section(Section::ArmTimer);
         self.trace_conn(conn);
+        t.section(Section::Trace);
     }
 
     fn on_sender_timer(&mut self, conn: u32, at: Instant) {
@@ -682,14 +703,20 @@ impl World {
     }
 
     fn on_ack_arrival(&mut self, conn: u32, ack: Ack) {
+        let mut t = Stamp::now();
         let c = &mut self.conns[conn as usize];
+        c.pad.touch();
         c.sender.handle_ack(self.now, &ack);
+        t.section(Section::AckHandle);
         let una = c.sender.snd_una();
         while c.acked_cursor < c.msgs.len() && c.msgs[c.acked_cursor].end() <= una {
             c.acked_cursor += 1;
         }
+        t.section(Section::AckCursor);
         let relayed = self.flush_writes(conn);
+        t.section(Section::AckBlocked);
         self.transmit(conn);
+        t.section(Section::AckTransmit);
         // A trunk's socket drained below the low-water mark, or a last hop took
         // relayed bytes (credit to return): the tunnel end acts.
         match self.tunnel.as_ref().map(|tn| tn.lane_of(conn)) {
@@ -707,11 +734,20 @@ impl World {
     fn send(&mut self, port: u32, p: Packet) {
         let (conn, wire, interactive) = (p.conn, p.wire, p.interactive);
         let event = if matches!(p.body, Body::Data(_)) { LOG_DATA_SENT } else { LOG_ACK_SENT };
+        let mut t = Stamp::now();
         let packet = self.alloc(p);
         if self.logged[conn as usize] {
             self.log_packet(event, packet);
         }
+        t.section(Section::SendSlab);
+        // Only the event-cycles build tells an idle port's direct hand-over apart.
+        let direct = cfg!(feature = "diag-event-cycles") && {
+            let pt = &self.ports[port as usize];
+            pt.plain_fifo && !pt.free_scheduled && pt.busy_until <= self.now
+        };
+        t.section(Section::SendReadPort);
         self.enqueue(port, QItem { packet, wire, interactive, conn });
+        t.section(if direct { Section::SendIdlePort } else { Section::SendQueue });
     }
 
     fn alloc(&mut self, p: Packet) -> u32 {

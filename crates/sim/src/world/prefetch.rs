@@ -68,6 +68,7 @@ impl Conn {
         prefetch_head(&self.sender, Sender::HOT_BYTES);
         prefetch(&self.msgs);
         prefetch(&self.dropped);
+        self.pad.prefetch();
     }
 
     /// [`prefetch`] what a data segment reads at the client: the cursors, the receiver.
@@ -85,7 +86,7 @@ fn prefetch<T>(x: &T) {
 
 /// [`prefetch`] every cache line `x` overlaps.
 #[inline(always)]
-fn prefetch_all<T>(x: &T) {
+pub(super) fn prefetch_all<T>(x: &T) {
     prefetch_head(x, std::mem::size_of::<T>());
 }
 
