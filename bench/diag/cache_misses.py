@@ -8,8 +8,18 @@ build and each size it runs the scaled base workload (bench_scaling.py's) under
 and reports the *difference* divided by the difference in packets, so that start-up
 (building 10⁴ pairs) and the records' conversion at the end cancel out:
 
-    .venv/bin/python bench/diag/cache_misses.py OLD.so NEW.so [--sizes 1000x20,10000x4]
+    .venv/bin/python -m bench.diag.cache_misses OLD.so NEW.so [--sizes 1000x20,10000x4]
         [--ll-kb 4096] [--jobs 2]
+
+(from the repository root). What a larger per-connection state would cost: NEW.so built
+with the simulator's `diag-footprint-pad` feature (six more cache lines per connection,
+touched by every ACK and transmission at the server), OLD.so without:
+
+    VIRTUAL_ENV=$PWD/.venv .venv/bin/maturin develop --release -q --features diag-footprint-pad
+    cp python/thinwan/_native.abi3.so /tmp/pad.so
+    VIRTUAL_ENV=$PWD/.venv .venv/bin/maturin develop --release -q
+    cp python/thinwan/_native.abi3.so /tmp/base.so
+    .venv/bin/python -m bench.diag.cache_misses /tmp/base.so /tmp/pad.so
 
 Columns: instructions (Ir), first-level data misses (D1mr + D1mw) and last-level data
 misses (DLmr + DLmw) per packet. Cachegrind models one first level and one last level
@@ -32,8 +42,7 @@ import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from _native_loader import child_code, sizes  # noqa: E402
+from bench._native_loader import child_code, sizes
 
 # Cachegrind's summary: "==PID== I   refs:      1,234" and "==PID== D1  misses: 12 (10 rd + 2 wr)".
 SUMMARY = {

@@ -1,18 +1,17 @@
 """Where the per-packet cost grows with the pair count: TSC cycles per event kind.
 
-A diagnostic, not a benchmark: it needs a build with `event-cycles.patch` applied (it
-times every event with RDTSC, which itself costs ~10 % and moves the numbers a little),
-and prints, for the scaled base workload at two sizes, the cycles per event of each
-kind and their share per simulated packet:
+A diagnostic, not a benchmark: it needs a build with the simulator's `diag-event-cycles`
+cargo feature (it times every event with RDTSC, which itself costs ~10 % and moves the
+numbers a little), and prints, for the scaled base workload at two sizes, the cycles per
+event of each kind and their share per simulated packet. From the repository root:
 
-    git apply bench/diag/event-cycles.patch
-    VIRTUAL_ENV=$PWD/.venv .venv/bin/maturin develop --release -q
+    VIRTUAL_ENV=$PWD/.venv .venv/bin/maturin develop --release -q --features diag-event-cycles
     cp python/thinwan/_native.abi3.so /tmp/cycles.so
-    git checkout crates/sim/src/world.rs && .venv/bin/maturin develop --release -q
-    .venv/bin/python bench/diag/event_cycles.py /tmp/cycles.so [--sizes 1000x60,10000x60]
+    VIRTUAL_ENV=$PWD/.venv .venv/bin/maturin develop --release -q   # the plain build back
+    .venv/bin/python -m bench.diag.event_cycles /tmp/cycles.so [--sizes 1000x60,10000x60]
 
 A kind's cycles include the pop of the event after it. Arrivals are split by where the
-packet arrives: a router (R1, R2) or its endpoint (client, server). The patch also times
+packet arrives: a router (R1, R2) or its endpoint (client, server). The feature also times
 the parts of a write and of an ACK at the server (`SECTIONS`; a segment's transmission
 and its first port are counted whoever sends it, a write or an ACK), printed per packet
 in a second table.
@@ -24,10 +23,8 @@ import argparse
 import re
 import subprocess
 import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from _native_loader import child_code, sizes  # noqa: E402
+from bench._native_loader import child_code, sizes
 
 KINDS = [
     "write",
@@ -41,7 +38,7 @@ KINDS = [
     "RTO timer",
     "delACK timer",
 ]
-# The patch's `sec(i, ..)` calls, in order of i.
+# The feature's sections (crates/sim/src/world/diag.rs `Section`), in order.
 SECTIONS = [
     "write: source, calendar",
     "write: TCP write, row",
@@ -69,7 +66,7 @@ def measure(so: str, pairs: int, seconds: float) -> tuple[dict[int, list[int]], 
     )
     rows = {int(m[1]): [int(x) for x in m[2].split(",")] for m in re.finditer(r"row(\d) \[(.*)\]", out.stderr)}
     if set(rows) != {0, 1, 2, 3}:
-        sys.exit(f"event_cycles: {so} printed no counters: is event-cycles.patch applied to it?")
+        sys.exit(f"event_cycles: {so} printed no counters: was it built with --features diag-event-cycles?")
     sec = re.search(r"^sec \[(.*)\]", out.stderr, re.M)
     rows[4] = [int(x) for x in sec[1].split(",")] if sec else []
     return rows, int(out.stdout.split()[-1])
@@ -77,7 +74,7 @@ def measure(so: str, pairs: int, seconds: float) -> tuple[dict[int, list[int]], 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("native", help="a _native.abi3.so built with event-cycles.patch")
+    ap.add_argument("native", help="a _native.abi3.so built with --features diag-event-cycles")
     ap.add_argument("--sizes", default="1000x60,10000x60", type=sizes, help="two PAIRSxSECONDS, small then large")
     ap.add_argument("--repeat", type=int, default=2, help="runs per size; the cheapest counts")
     a = ap.parse_args()

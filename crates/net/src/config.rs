@@ -2,17 +2,18 @@
 //! values with units (`10mbit`, `20ms`, `uniform:10%`). A bad value fails at load with
 //! the key named (STYLE.md §11).
 
-use crate::jitter::{Jitter, JitterLaw, JitterSize};
-use crate::loss::LossModel;
 use serde::{Deserialize, Serialize};
-use thinwan_proto::qdisc::{Classifier, Limits};
+use thinwan_proto::link::{Impairment, Jitter, JitterLaw, JitterSize, LinkDir, LossModel};
+pub use thinwan_proto::qdisc::QueueKeys;
+use thinwan_proto::qdisc::QueueSpec;
 use thinwan_proto::Duration;
 
 /// Both directions of the emulated link plus the seed.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct LinkConfig {
-    /// Base seed; direction `d` draws from `stream_rng(seed, STREAM_BASE + 16·d + k)`.
+    /// Base seed; each direction draws its loss and jitter from one stream of it, the
+    /// simulator's for the same direction (`thinwan_proto::link`, docs/model.md).
     pub seed: u64,
     /// Server → client (`fwd`, the data direction, port `bottleneck`).
     pub fwd: DirConfig,
@@ -36,8 +37,8 @@ pub struct DirConfig {
     pub loss: f64,
     /// Gilbert–Elliott burst loss instead of i.i.d. loss; `None` = off.
     pub ge: Option<GeConfig>,
-    /// Queue discipline in front of the link.
-    pub queue: QueueConfig,
+    /// Queue discipline in front of the link (the scenario's `[queue]` keys).
+    pub queue: QueueKeys,
     /// Bytes added to every IP packet when computing its serialisation time (L2 framing).
     pub overhead_bytes: u32,
 }
@@ -51,7 +52,7 @@ impl Default for DirConfig {
             reorder: false,
             loss: 0.0,
             ge: None,
-            queue: QueueConfig::default(),
+            queue: QueueKeys::default(),
             overhead_bytes: 0,
         }
     }
@@ -78,51 +79,9 @@ fn one() -> f64 {
     1.0
 }
 
-/// The queue in front of one direction (the scenario's `[queue]` keys, docs/scenario.md).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct QueueConfig {
-    /// `"droptail"` (`thinwan_proto::qdisc::DropTail`) or `"priority"` (`Priority`:
-    /// two bands sharing the buffer, interactive served first).
-    pub discipline: String,
-    /// Byte limit (IP bytes + overhead), 0 = none.
-    pub limit_bytes: u64,
-    /// Packet limit, 0 = none.
-    pub limit_packets: u64,
-    /// Priority only: `"label"` = a packet is interactive when its IP DSCP is nonzero
-    /// ([`INTERACTIVE_TOS`] is what the pump sets); `"gap"` = per flow (5-tuple), a
-    /// packet more than `classifier_gap_ms` after its flow's previous one is
-    /// interactive.
-    pub priority_classifier: String,
-    /// Priority with the gap classifier: the threshold, ms (10^−2.2 s by default).
-    pub classifier_gap_ms: f64,
-}
-
 /// The TOS byte the pump puts on interactive messages: DSCP CS4 (32), ECN bits clear.
 /// The label classifier accepts any nonzero DSCP, so other marking programs work too.
 pub const INTERACTIVE_TOS: u8 = 32 << 2;
-
-impl Default for QueueConfig {
-    fn default() -> Self {
-        QueueConfig {
-            discipline: "droptail".into(),
-            limit_bytes: 0,
-            limit_packets: 1000,
-            priority_classifier: "label".into(),
-            classifier_gap_ms: 6.31,
-        }
-    }
-}
-
-impl QueueConfig {
-    /// The priority classifier (validated by [`LinkConfig::validate`]).
-    pub fn classifier(&self) -> Classifier {
-        match self.priority_classifier.as_str() {
-            "gap" => Classifier::Gap(Duration::from_millis_f64(self.classifier_gap_ms)),
-            _ => Classifier::Label,
-        }
-    }
-}
 
 /// A configuration value that cannot be used; the message names the key.
 #[derive(Clone, Debug, PartialEq)]
@@ -138,8 +97,9 @@ impl std::error::Error for ConfigError {}
 impl LinkConfig {
     /// Parse JSON and check every value.
     pub fn from_json(text: &str) -> Result<Self, ConfigError> {
-        let cfg: LinkConfig =
-            serde_json::from_str(text).map_err(|e| ConfigError(format!("link config: {e}")))?;
+        // The path names the key of a bad value (`fwd.queue.discipline: unknown variant …`).
+        let de = &mut serde_json::Deserializer::from_str(text);
+        let cfg: LinkConfig = serde_path_to_error::deserialize(de).map_err(|e| ConfigError(e.to_string()))?;
         cfg.validate()?;
         Ok(cfg)
     }
@@ -170,27 +130,7 @@ impl DirConfig {
         if let Err(e) = parse_jitter(&self.jitter) {
             return err("jitter", e);
         }
-        if !matches!(self.queue.discipline.as_str(), "droptail" | "priority") {
-            return err(
-                "queue.discipline",
-                format!("unknown discipline {:?} (known: droptail, priority)", self.queue.discipline),
-            );
-        }
-        if !matches!(self.queue.priority_classifier.as_str(), "label" | "gap") {
-            return err(
-                "queue.priority_classifier",
-                format!("unknown classifier {:?} (known: label, gap)", self.queue.priority_classifier),
-            );
-        }
-        if !(self.queue.classifier_gap_ms.is_finite() && self.queue.classifier_gap_ms > 0.0) {
-            return err(
-                "queue.classifier_gap_ms",
-                format!("must be a finite number > 0, got {}", self.queue.classifier_gap_ms),
-            );
-        }
-        if self.queue.limit_bytes == 0 && self.queue.limit_packets == 0 {
-            return err("queue", "limit_bytes and limit_packets are both 0; set at least one".into());
-        }
+        self.queue_spec().map_err(|e| ConfigError(format!("{name}.{e}")))?;
         Ok(())
     }
 
@@ -199,26 +139,20 @@ impl DirConfig {
         Duration::from_millis_f64(self.delay_ms)
     }
 
-    /// Jitter law (validated by [`LinkConfig::validate`]; an invalid one means none).
-    pub fn jitter(&self) -> Jitter {
-        parse_jitter(&self.jitter).unwrap_or(Jitter::None)
+    /// The queue discipline; an error names the key (`queue.limit_bytes, …`).
+    pub fn queue_spec(&self) -> Result<QueueSpec, ConfigError> {
+        QueueSpec::try_from(&self.queue).map_err(|e| ConfigError(format!("queue.{e}")))
     }
 
-    /// Loss model of this direction.
-    pub fn loss_model(&self) -> LossModel {
-        match self.ge {
+    /// Loss and jitter of this direction (`dir`) in a link seeded `seed`: the core's
+    /// [`Impairment`], on the stream the simulator uses for the same direction.
+    pub fn impairment(&self, seed: u64, dir: LinkDir) -> Result<Impairment, ConfigError> {
+        let jitter = parse_jitter(&self.jitter).map_err(|e| ConfigError(format!("jitter: {e}")))?;
+        let loss = match self.ge {
             Some(ge) => LossModel::gilbert_elliott(ge.p, ge.r, ge.loss_good, ge.loss_bad),
-            None if self.loss > 0.0 => LossModel::Bernoulli { p: self.loss },
-            None => LossModel::None,
-        }
-    }
-
-    /// Queue limits (`None` for a 0 limit).
-    pub fn limits(&self) -> Limits {
-        Limits {
-            bytes: (self.queue.limit_bytes > 0).then_some(self.queue.limit_bytes),
-            packets: (self.queue.limit_packets > 0).then_some(self.queue.limit_packets as usize),
-        }
+            None => LossModel::iid(self.loss),
+        };
+        Ok(Impairment::new(loss, jitter, self.reorder, seed, dir))
     }
 }
 
@@ -331,6 +265,8 @@ mod tests {
         assert!(e.0.starts_with("rev.jitter:"), "{e}");
         let e = LinkConfig::from_json(r#"{"fwd": {"speed": 1}}"#).unwrap_err();
         assert!(e.0.contains("speed"), "{e}");
+        let e = LinkConfig::from_json(r#"{"fwd": {"queue": {"limit_packets": 0}}}"#).unwrap_err();
+        assert!(e.0.starts_with("fwd.queue.limit_bytes, limit_packets:"), "{e}");
         let c = LinkConfig::from_json(
             r#"{"seed": 3, "fwd": {"rate_bps": 10000000, "delay_ms": 20, "ge": {"p": 0.01, "r": 0.3}}}"#,
         )
@@ -345,6 +281,9 @@ mod tests {
         .unwrap_err();
         assert!(e.0.starts_with("fwd.queue.priority_classifier:"), "{e}");
         let c = LinkConfig::from_json(r#"{"fwd": {"queue": {"discipline": "priority", "priority_classifier": "gap", "classifier_gap_ms": 5}}}"#).unwrap();
-        assert_eq!(c.fwd.queue.classifier(), Classifier::Gap(Duration::from_millis(5)));
+        let gap = thinwan_proto::qdisc::Classifier::Gap(Duration::from_millis(5));
+        assert!(
+            matches!(c.fwd.queue_spec(), Ok(QueueSpec::Priority { classifier, .. }) if classifier == gap)
+        );
     }
 }

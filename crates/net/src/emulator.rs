@@ -22,6 +22,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::sync::Arc;
 use std::thread;
+use thinwan_proto::link::LinkDir;
 use thinwan_proto::{Duration, Instant};
 
 /// Longest single wait, so a stop request is seen promptly.
@@ -88,7 +89,8 @@ pub fn run(opts: &Options, server: Tun, client: Tun, stop: Arc<AtomicBool>) -> i
     for (index, (input, output, cfg)) in
         [(&server, &client, &opts.link.fwd), (&client, &server, &opts.link.rev)].into_iter().enumerate()
     {
-        let d = Direction::new(cfg, opts.link.seed, index as u64);
+        let dir = if index == 0 { LinkDir::Fwd } else { LinkDir::Rev };
+        let d = Direction::new(cfg, opts.link.seed, dir).map_err(io::Error::other)?;
         let worker = Worker {
             index: index as u8,
             input: Arc::clone(input),

@@ -30,6 +30,7 @@
 
 use crate::link::Event;
 use std::io::{self, Write};
+use thinwan_proto::DropReason;
 
 /// File magic.
 pub const MAGIC: &[u8; 8] = b"TWEVLOG\0";
@@ -83,7 +84,7 @@ pub fn encode(dir: u8, e: &Event) -> [u8; RECORD] {
     b[52..54].copy_from_slice(&(e.q_pkts.min(u16::MAX as u64) as u16).to_le_bytes());
     b[54] = dir;
     b[55] = e.kind as u8;
-    b[56] = e.reason as u8;
+    b[56] = e.reason.map_or(0, DropReason::code);
     b[57] = h.flags;
     b[58] = h.proto;
     b[59] = h.version;
@@ -94,8 +95,9 @@ pub fn encode(dir: u8, e: &Event) -> [u8; RECORD] {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::link::{EventKind, Reason};
+    use crate::link::EventKind;
     use crate::packet::Summary;
+    use thinwan_proto::DropReason;
     use thinwan_proto::Instant;
 
     #[test]
@@ -103,7 +105,7 @@ mod tests {
         let e = Event {
             t: Instant::from_nanos(0x0102_0304_0506_0708),
             kind: EventKind::Drop,
-            reason: Reason::Overflow,
+            reason: Some(DropReason::Overflow),
             pkt: 9,
             hdr: Summary {
                 src: 0xc612_0101,

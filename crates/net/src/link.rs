@@ -17,9 +17,9 @@
 //!
 //! ```
 //! use thinwan_net::{config::DirConfig, link::Direction};
-//! use thinwan_proto::{Duration, Instant};
+//! use thinwan_proto::{link::LinkDir, Duration, Instant};
 //! let cfg = DirConfig { rate_bps: 10_000_000, delay_ms: 20.0, ..Default::default() };
-//! let mut d = Direction::new(&cfg, 1, 0);
+//! let mut d = Direction::new(&cfg, 1, LinkDir::Fwd).expect("a valid configuration");
 //! let (mut events, mut out) = (Vec::new(), Vec::new());
 //! let ip = [0x45, 0, 0, 20, 0, 0, 0, 0, 64, 253, 0, 0, 198, 18, 1, 1, 198, 18, 2, 1];
 //! d.arrive(Instant::ZERO, ip.to_vec(), &mut events);
@@ -30,21 +30,14 @@
 //! assert_eq!(out[0].due, Instant::ZERO + Duration::from_micros(16) + Duration::from_millis(20));
 //! ```
 
-use crate::config::DirConfig;
-use crate::jitter::Jitter;
-use crate::loss::{LossKind, LossModel};
+use crate::config::{ConfigError, DirConfig};
 use crate::packet::{self, Summary};
-use rand_xoshiro::Xoshiro256PlusPlus;
 use serde::Serialize;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
-use thinwan_proto::qdisc::{DropReason, DropTail, Dropped, Priority, QueueDisc, QueueItem};
-use thinwan_proto::traffic::stream_rng;
-use thinwan_proto::{Duration, Instant};
-
-/// Streams of `stream_rng` used by the emulator start here (the simulator uses small
-/// stream numbers for its sources), so link randomness never correlates with traffic.
-pub const STREAM_BASE: u64 = 1 << 32;
+use thinwan_proto::link::{Impairment, LinkDir};
+use thinwan_proto::qdisc::{Dropped, QueueDisc, QueueItem};
+use thinwan_proto::{DropReason, Duration, Instant};
 
 /// A packet inside the emulator.
 #[derive(Debug)]
@@ -96,48 +89,10 @@ pub enum EventKind {
     Enqueue = 1,
     /// Left the link port: end of its serialisation (records' `t_deq`).
     Dequeue = 2,
-    /// Dropped; see [`Reason`].
+    /// Dropped; see [`Event::reason`].
     Drop = 3,
     /// Written to the output device (records' `t_arrive`).
     Deliver = 4,
-}
-
-/// Why a packet was dropped.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[repr(u8)]
-pub enum Reason {
-    /// Not a drop.
-    None = 0,
-    /// The queue was full.
-    Overflow = 1,
-    /// Pushed out of the queue by a more important arrival.
-    PushedOut = 2,
-    /// I.i.d. random loss.
-    Loss = 3,
-    /// Gilbert–Elliott loss.
-    BurstLoss = 4,
-    /// Not a well-formed IP packet.
-    Malformed = 5,
-    /// Still inside the emulator when it stopped.
-    Shutdown = 6,
-    /// The output device refused it.
-    WriteError = 7,
-}
-
-impl Reason {
-    /// Name used in files.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Reason::None => "",
-            Reason::Overflow => "overflow",
-            Reason::PushedOut => "pushed_out",
-            Reason::Loss => "loss",
-            Reason::BurstLoss => "burst_loss",
-            Reason::Malformed => "malformed",
-            Reason::Shutdown => "shutdown",
-            Reason::WriteError => "write_error",
-        }
-    }
 }
 
 /// One log record.
@@ -147,8 +102,8 @@ pub struct Event {
     pub t: Instant,
     /// What.
     pub kind: EventKind,
-    /// Why (drops).
-    pub reason: Reason,
+    /// Why (drops only; the log's code 0 is "not a drop").
+    pub reason: Option<DropReason>,
     /// Packet number within the direction.
     pub pkt: u64,
     /// Its headers (zero for malformed frames, except `ip_len` = frame length).
@@ -209,13 +164,10 @@ pub struct DirStats {
 pub struct Direction {
     rate_bps: u64,
     delay: Duration,
-    jitter: Jitter,
-    reorder: bool,
     overhead: u32,
     queue: Box<dyn QueueDisc<Packet> + Send>,
-    loss: LossModel,
-    rng_loss: Xoshiro256PlusPlus,
-    rng_jitter: Xoshiro256PlusPlus,
+    /// Loss and jitter, on the simulator's random stream of the same direction.
+    impair: Impairment,
     /// The packet being serialised and the end of its transmission.
     on_wire: Option<(Instant, Packet)>,
     /// When the link is next free (end of the last transmission).
@@ -223,41 +175,29 @@ pub struct Direction {
     /// Packets in flight, by (due, sequence): a min-heap.
     line: BinaryHeap<Reverse<(Instant, u64, PacketBox)>>,
     line_seq: u64,
-    last_due: Instant,
     next_id: u64,
     drops: Vec<Dropped<Packet>>,
     stats: DirStats,
 }
 
 impl Direction {
-    /// A direction configured by `cfg`; `index` (0 = fwd, 1 = rev) selects its random
-    /// streams `stream_rng(seed, STREAM_BASE + 16·index + {0: loss, 1: jitter})`.
-    pub fn new(cfg: &DirConfig, seed: u64, index: u64) -> Self {
-        let stream = STREAM_BASE + 16 * index;
-        // Validation admits only these names; anything else would be a bug upstream.
-        let queue: Box<dyn QueueDisc<Packet> + Send> = match cfg.queue.discipline.as_str() {
-            "priority" => Box::new(Priority::new(cfg.limits(), cfg.queue.classifier())),
-            _ => Box::new(DropTail::new(cfg.limits())),
-        };
-        Direction {
+    /// Direction `dir` configured by `cfg`, its loss and jitter drawn from the random
+    /// stream of `dir` in a link seeded `seed` (`thinwan_proto::link`, docs/model.md).
+    pub fn new(cfg: &DirConfig, seed: u64, dir: LinkDir) -> Result<Self, ConfigError> {
+        Ok(Direction {
             rate_bps: cfg.rate_bps,
             delay: cfg.delay(),
-            jitter: cfg.jitter(),
-            reorder: cfg.reorder,
             overhead: cfg.overhead_bytes,
-            queue,
-            loss: cfg.loss_model(),
-            rng_loss: stream_rng(seed, stream),
-            rng_jitter: stream_rng(seed, stream + 1),
+            queue: cfg.queue_spec()?.build(),
+            impair: cfg.impairment(seed, dir)?,
             on_wire: None,
             free_at: Instant::ZERO,
             line: BinaryHeap::new(),
             line_seq: 0,
-            last_due: Instant::ZERO,
             next_id: 0,
             drops: Vec::new(),
             stats: DirStats::default(),
-        }
+        })
     }
 
     /// A frame read from the input device at `now`.
@@ -269,16 +209,23 @@ impl Direction {
         let Ok(hdr) = packet::parse(&data) else {
             self.stats.malformed += 1;
             let hdr = Summary { ip_len: data.len().min(u16::MAX as usize) as u16, ..Summary::default() };
-            events.push(self.event(now, EventKind::Drop, Reason::Malformed, id, hdr, Instant::ZERO));
+            events.push(self.event(
+                now,
+                EventKind::Drop,
+                Some(DropReason::Malformed),
+                id,
+                hdr,
+                Instant::ZERO,
+            ));
             return;
         };
-        events.push(self.event(now, EventKind::Arrival, Reason::None, id, hdr, Instant::ZERO));
+        events.push(self.event(now, EventKind::Arrival, None, id, hdr, Instant::ZERO));
         let wire = (data.len() as u32).saturating_add(self.overhead);
         self.queue.enqueue(now, Packet { id, data, hdr, wire, arrived: now }, &mut self.drops);
         let dropped_itself = self.drops.iter().any(|d| d.packet.id == id);
         if !dropped_itself {
             self.stats.enqueued += 1;
-            events.push(self.event(now, EventKind::Enqueue, Reason::None, id, hdr, Instant::ZERO));
+            events.push(self.event(now, EventKind::Enqueue, None, id, hdr, Instant::ZERO));
         }
         self.flush_queue_drops(now, events);
         self.stats.max_queue_bytes = self.stats.max_queue_bytes.max(self.queue.backlog_bytes());
@@ -320,10 +267,10 @@ impl Direction {
         let (kind, reason) = if ok {
             self.stats.delivered += 1;
             self.stats.delivered_bytes += d.packet.data.len() as u64;
-            (EventKind::Deliver, Reason::None)
+            (EventKind::Deliver, None)
         } else {
             self.stats.write_errors += 1;
-            (EventKind::Drop, Reason::WriteError)
+            (EventKind::Drop, Some(DropReason::WriteError))
         };
         events.push(self.event(now, kind, reason, d.packet.id, d.packet.hdr, d.due));
     }
@@ -353,51 +300,46 @@ impl Direction {
     fn finish_tx(&mut self, end: Instant, p: Packet, events: &mut Vec<Event>) {
         self.stats.dequeued += 1;
         self.stats.bytes_tx += p.wire as u64;
-        events.push(self.event(end, EventKind::Dequeue, Reason::None, p.id, p.hdr, Instant::ZERO));
-        if let Some(kind) = self.loss.lose(&mut self.rng_loss) {
-            let reason = match kind {
-                LossKind::Random => {
-                    self.stats.drops_loss += 1;
-                    Reason::Loss
-                }
-                LossKind::Burst => {
-                    self.stats.drops_burst_loss += 1;
-                    Reason::BurstLoss
-                }
-            };
-            events.push(self.event(end, EventKind::Drop, reason, p.id, p.hdr, Instant::ZERO));
-            return;
-        }
-        let mut due = end + self.jitter.sample(self.delay, &mut self.rng_jitter);
-        if !self.reorder {
-            due = due.max(self.last_due);
-        }
-        self.last_due = self.last_due.max(due);
+        events.push(self.event(end, EventKind::Dequeue, None, p.id, p.hdr, Instant::ZERO));
+        let due = match self.impair.transit(end, self.delay) {
+            Ok(due) => due,
+            Err(reason) => {
+                self.count_drop(reason);
+                events.push(self.event(end, EventKind::Drop, Some(reason), p.id, p.hdr, Instant::ZERO));
+                return;
+            }
+        };
         self.line_seq += 1;
         self.line.push(Reverse((due, self.line_seq, PacketBox(p))));
     }
 
     fn flush_queue_drops(&mut self, now: Instant, events: &mut Vec<Event>) {
         for d in std::mem::take(&mut self.drops) {
-            let reason = match d.reason {
-                DropReason::Overflow => {
-                    self.stats.drops_overflow += 1;
-                    Reason::Overflow
-                }
-                DropReason::PushedOut => {
-                    self.stats.drops_pushed_out += 1;
-                    Reason::PushedOut
-                }
-            };
+            self.count_drop(d.reason);
+            let reason = Some(d.reason);
             events.push(self.event(now, EventKind::Drop, reason, d.packet.id, d.packet.hdr, Instant::ZERO));
         }
+    }
+
+    /// Count a drop of the queue or the link.
+    fn count_drop(&mut self, reason: DropReason) {
+        let counter = match reason {
+            DropReason::Overflow => &mut self.stats.drops_overflow,
+            DropReason::PushedOut => &mut self.stats.drops_pushed_out,
+            DropReason::Loss => &mut self.stats.drops_loss,
+            DropReason::BurstLoss => &mut self.stats.drops_burst_loss,
+            // The I/O's own drops are counted where they happen ([`Direction::arrive`],
+            // [`Direction::delivered`], the emulator's shutdown).
+            DropReason::Malformed | DropReason::WriteError | DropReason::Shutdown => return,
+        };
+        *counter += 1;
     }
 
     fn event(
         &self,
         t: Instant,
         kind: EventKind,
-        reason: Reason,
+        reason: Option<DropReason>,
         pkt: u64,
         hdr: Summary,
         due: Instant,
@@ -438,8 +380,9 @@ impl Ord for PacketBox {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::{GeConfig, QueueConfig};
+    use crate::config::{GeConfig, QueueKeys};
     use crate::packet::tests::tcp_packet;
+    use thinwan_proto::qdisc::{ClassifierName, DisciplineName};
 
     /// Run a direction on virtual time: `arrivals` are (time, payload bytes); returns
     /// (packet id, due, delivered) and all events.
@@ -451,7 +394,7 @@ mod tests {
 
     /// [`run`] with given frames.
     fn run_frames(cfg: &DirConfig, arrivals: &[(Instant, Vec<u8>)]) -> (Vec<(u64, Instant)>, Vec<Event>) {
-        let mut d = Direction::new(cfg, 42, 0);
+        let mut d = Direction::new(cfg, 42, LinkDir::Fwd).expect("a valid configuration");
         let (mut events, mut out) = (Vec::new(), Vec::new());
         let mut i = 0;
         loop {
@@ -514,7 +457,7 @@ mod tests {
     fn overflow_drops_are_logged_with_reason() {
         let cfg = DirConfig {
             rate_bps: 1_000_000,
-            queue: QueueConfig { limit_packets: 2, ..Default::default() },
+            queue: QueueKeys { limit_packets: 2, ..Default::default() },
             ..Default::default()
         };
         let arrivals: Vec<_> = (0..6).map(|_| (Instant::ZERO, 1000)).collect();
@@ -523,7 +466,14 @@ mod tests {
         assert_eq!(out.iter().map(|o| o.0).collect::<Vec<_>>(), vec![0, 1, 2]);
         let drops: Vec<_> =
             events.iter().filter(|e| e.kind == EventKind::Drop).map(|e| (e.pkt, e.reason)).collect();
-        assert_eq!(drops, vec![(3, Reason::Overflow), (4, Reason::Overflow), (5, Reason::Overflow)]);
+        assert_eq!(
+            drops,
+            vec![
+                (3, Some(DropReason::Overflow)),
+                (4, Some(DropReason::Overflow)),
+                (5, Some(DropReason::Overflow))
+            ]
+        );
     }
 
     #[test]
@@ -559,7 +509,7 @@ mod tests {
         let (a, ev) = run(&cfg, &arrivals);
         let (b, _) = run(&cfg, &arrivals);
         assert_eq!(a, b);
-        let lost = ev.iter().filter(|e| e.reason == Reason::Loss).count();
+        let lost = ev.iter().filter(|e| e.reason == Some(DropReason::Loss)).count();
         assert_eq!(lost + a.len(), 5000);
         assert!((lost as f64 / 5000.0 - 0.1).abs() < 0.02);
         let ge = DirConfig {
@@ -567,7 +517,7 @@ mod tests {
             ..Default::default()
         };
         let (_, ev) = run(&ge, &arrivals);
-        assert!(ev.iter().any(|e| e.reason == Reason::BurstLoss));
+        assert!(ev.iter().any(|e| e.reason == Some(DropReason::BurstLoss)));
     }
 
     /// A TCP packet of flow `sport` with `payload` bytes and TOS byte `tos` (the IPv4
@@ -587,7 +537,7 @@ mod tests {
     /// one small packet at 2.5 ms, flow C (port 3) one at 2.6 ms with only an ECN bit
     /// set. At 1 Mbit/s a 1040-byte packet takes 8.32 ms, so a queue builds.
     /// Returns the service order as labels.
-    fn service_order(queue: QueueConfig, tos_b: u8) -> (Vec<&'static str>, Vec<Event>) {
+    fn service_order(queue: QueueKeys, tos_b: u8) -> (Vec<&'static str>, Vec<Event>) {
         let cfg = DirConfig { rate_bps: 1_000_000, queue, ..Default::default() };
         let names = ["A0", "A1", "A2", "B", "C", "A3", "A4", "A5"];
         let frames = vec![
@@ -607,15 +557,15 @@ mod tests {
 
     #[test]
     fn droptail_serves_in_arrival_order() {
-        let (order, _) = service_order(QueueConfig::default(), crate::config::INTERACTIVE_TOS);
+        let (order, _) = service_order(QueueKeys::default(), crate::config::INTERACTIVE_TOS);
         assert_eq!(order, ["A0", "A1", "A2", "B", "C", "A3", "A4", "A5"]);
     }
 
     #[test]
     fn priority_gap_classifier_serves_flow_heads_first() {
-        let q = QueueConfig {
-            discipline: "priority".into(),
-            priority_classifier: "gap".into(),
+        let q = QueueKeys {
+            discipline: DisciplineName::Priority,
+            priority_classifier: ClassifierName::Gap,
             ..Default::default()
         };
         let (order, _) = service_order(q, 0);
@@ -627,9 +577,9 @@ mod tests {
 
     #[test]
     fn priority_label_classifier_reads_dscp() {
-        let q = QueueConfig {
-            discipline: "priority".into(),
-            priority_classifier: "label".into(),
+        let q = QueueKeys {
+            discipline: DisciplineName::Priority,
+            priority_classifier: ClassifierName::Label,
             ..Default::default()
         };
         // B carries DSCP CS4: served first. C has only ECT(0) (DSCP 0): bulk, like A5.
@@ -645,7 +595,7 @@ mod tests {
     fn priority_pushes_out_last_bulk_and_logs_it() {
         let cfg = DirConfig {
             rate_bps: 1_000_000,
-            queue: QueueConfig { discipline: "priority".into(), limit_packets: 2, ..Default::default() },
+            queue: QueueKeys { discipline: DisciplineName::Priority, limit_packets: 2, ..Default::default() },
             ..Default::default()
         };
         let frames = vec![
@@ -659,17 +609,17 @@ mod tests {
         assert_eq!(out.iter().map(|o| o.0).collect::<Vec<_>>(), vec![0, 3, 1]);
         let drops: Vec<_> =
             events.iter().filter(|e| e.kind == EventKind::Drop).map(|e| (e.pkt, e.reason)).collect();
-        assert_eq!(drops, vec![(2, Reason::PushedOut), (4, Reason::Overflow)]);
+        assert_eq!(drops, vec![(2, Some(DropReason::PushedOut)), (4, Some(DropReason::Overflow))]);
     }
 
     #[test]
     fn junk_frames_are_counted_and_dropped() {
-        let mut d = Direction::new(&DirConfig::default(), 1, 0);
+        let mut d = Direction::new(&DirConfig::default(), 1, LinkDir::Fwd).expect("the defaults are valid");
         let mut events = Vec::new();
         d.arrive(Instant::ZERO, b"\x00\x01junk".to_vec(), &mut events);
         d.arrive(Instant::ZERO, Vec::new(), &mut events);
         assert_eq!(d.stats().malformed, 2);
         assert_eq!(d.in_flight(), 0);
-        assert!(events.iter().all(|e| e.kind == EventKind::Drop && e.reason == Reason::Malformed));
+        assert!(events.iter().all(|e| e.kind == EventKind::Drop && e.reason == Some(DropReason::Malformed)));
     }
 }

@@ -4,9 +4,10 @@
 //! or — when the clients must open them, e.g. through a tunnel's edge — accepts them
 //! ([`Peer::Listen`]; each client first sends its connection id, 4 bytes LE). Either
 //! way the pump then sends the connection id back as a 4-byte preamble, and connection
-//! *i* runs its own source (the two-state thin-client source or the game source, seeded
-//! with `stream_rng(seed, 2·i)` exactly like the simulator; a constant-rate source; or a
-//! greedy bulk source) starting at `t0 + i·stagger`, writing each message
+//! *i* runs its own source (`thinwan_proto::traffic::Source`, the simulator's: the
+//! two-state thin-client source or the game source, seeded with `stream_rng(seed, 2·i)`
+//! as in the simulator; a capture's writes; a constant-rate source; or a greedy bulk
+//! source) starting at `t0 + i·stagger`, writing each message
 //! ([`crate::wire`]) when it is due. It logs every write (CLOCK_MONOTONIC before and
 //! after the `write`). When its source is done it half-closes; the sink closes once it
 //! has read everything, so the pump reads `TCP_INFO` as soon as every byte arrived (or
@@ -25,8 +26,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread;
 use thinwan_proto::traffic::{
-    stream_rng, GameCalibrated, GameParams, GameSource, Kind, ThinClientKeys, ThinClientParams,
-    ThinClientSource, Write as SrcWrite,
+    Calibrated, GameCalibrated, GameParams, Kind, Model, Source, ThinClientKeys, ThinClientParams,
+    TrafficSpec,
 };
 use thinwan_proto::{Duration, Instant};
 
@@ -34,8 +35,8 @@ use thinwan_proto::{Duration, Instant};
 #[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(default)]
 pub struct TrafficConfig {
-    /// "thin-client", "game", "pcap", "bulk" or "constant".
-    pub model: String,
+    /// The sources' model.
+    pub model: Model,
     /// The two-state source's keys (α, β, gaps, sizes, block lengths).
     #[serde(flatten)]
     pub thin_client: ThinClientKeys,
@@ -55,7 +56,7 @@ pub struct TrafficConfig {
 impl Default for TrafficConfig {
     fn default() -> Self {
         TrafficConfig {
-            model: "thin-client".into(),
+            model: Model::ThinClient,
             thin_client: ThinClientKeys::default(),
             mss: ThinClientParams::default().max_write,
             constant_bytes: 200,
@@ -66,96 +67,29 @@ impl Default for TrafficConfig {
     }
 }
 
-/// "Next write" of an exhausted trace: 10⁶ s, past any run's end.
-const TRACE_END: Instant = Instant::from_nanos(1_000_000 * 1_000_000_000);
-
-/// A source of writes, relative to the run start.
-pub enum Source {
-    /// The two-state thin-client model.
-    ThinClient(Box<ThinClientSource>),
-    /// The game model (one MMO server→client stream; every write interactive).
-    Game(Box<GameSource>),
-    /// Writes from a capture, in time order (its own timing: no stagger).
-    Trace(std::vec::IntoIter<SrcWrite>),
-    /// `bytes` every `interval`, from `next`.
-    Constant {
-        /// Next write.
-        next: Instant,
-        /// Period.
-        interval: Duration,
-        /// Size.
-        bytes: u32,
-    },
-    /// Greedy: always has a chunk to write (written as fast as the socket takes it).
-    Bulk {
-        /// Start.
-        start: Instant,
-        /// Chunk size.
-        bytes: u32,
-    },
-}
-
-impl Source {
-    /// Source of connection `conn` (virtual time: 0 = run start).
-    pub fn new(cfg: &TrafficConfig, seed: u64, conn: u32, start: Instant) -> Result<Source, String> {
-        match cfg.model.as_str() {
-            "thin-client" => {
-                let p = cfg.thin_client.params(cfg.mss).map_err(|e| e.0)?;
-                // Same stream as the simulator's source i (crates/sim world.rs).
-                let s = ThinClientSource::new(p, stream_rng(seed, 2 * conn as u64), start)
-                    .map_err(|e| format!("traffic: {}", e.0))?;
-                Ok(Source::ThinClient(Box::new(s)))
+impl TrafficConfig {
+    /// What every connection's source is built from (the core's [`Source`], the same
+    /// dispatch and random streams as the simulator's).
+    pub fn spec(&self) -> Result<TrafficSpec, String> {
+        let err = |e: thinwan_proto::traffic::ParamError| format!("traffic: {}", e.0);
+        Ok(match self.model {
+            Model::ThinClient => {
+                let p = self.thin_client.params(self.mss).map_err(|e| e.0)?;
+                TrafficSpec::ThinClient(std::sync::Arc::new(Calibrated::new(p).map_err(err)?))
             }
-            "game" => {
-                let c = std::sync::Arc::new(
-                    GameCalibrated::new(GameParams::default()).map_err(|e| format!("traffic: {}", e.0))?,
-                );
-                // Same stream as the simulator's source i (crates/sim world.rs).
-                Ok(Source::Game(Box::new(GameSource::new(&c, stream_rng(seed, 2 * conn as u64), start))))
+            Model::Game => TrafficSpec::Game(std::sync::Arc::new(
+                GameCalibrated::new(GameParams::default()).map_err(err)?,
+            )),
+            Model::Pcap => TrafficSpec::Trace(self.trace.clone()),
+            Model::Constant => TrafficSpec::Constant {
+                interval: Duration::from_millis_f64(self.constant_interval_ms),
+                bytes: self.constant_bytes,
+            },
+            // Greedy without end: the pump stops writing at the end of the run.
+            Model::Bulk => {
+                TrafficSpec::Bulk { bytes: self.bulk_chunk_bytes.max(HEADER as u32), writes: None }
             }
-            "pcap" => {
-                let writes = cfg
-                    .trace
-                    .get(conn as usize)
-                    .ok_or_else(|| format!("traffic.trace: no writes for connection {conn}"))?;
-                let writes: Vec<SrcWrite> = writes
-                    .iter()
-                    .map(|&(t, bytes)| SrcWrite {
-                        at: Instant::from_secs_f64(t),
-                        bytes,
-                        kind: Kind::Interactive,
-                    })
-                    .collect();
-                Ok(Source::Trace(writes.into_iter()))
-            }
-            "constant" => Ok(Source::Constant {
-                next: start,
-                interval: Duration::from_millis_f64(cfg.constant_interval_ms),
-                bytes: cfg.constant_bytes,
-            }),
-            "bulk" => Ok(Source::Bulk { start, bytes: cfg.bulk_chunk_bytes.max(HEADER as u32) }),
-            other => {
-                Err(format!("traffic.model: unknown {other:?} (thin-client, game, pcap, constant, bulk)"))
-            }
-        }
-    }
-
-    /// The next write; bulk writes are due at the start and then immediately.
-    pub fn next_write(&mut self) -> SrcWrite {
-        match self {
-            Source::ThinClient(s) => s.next_write(),
-            Source::Game(s) => s.next_write(),
-            // After the last write: one far beyond any run's end, so the pump stops.
-            Source::Trace(writes) => {
-                writes.next().unwrap_or(SrcWrite { at: TRACE_END, bytes: 0, kind: Kind::Interactive })
-            }
-            Source::Constant { next, interval, bytes } => {
-                let w = SrcWrite { at: *next, bytes: *bytes, kind: Kind::Interactive };
-                *next += *interval;
-                w
-            }
-            Source::Bulk { start, bytes } => SrcWrite { at: *start, bytes: *bytes, kind: Kind::Bulk },
-        }
+        })
     }
 }
 
@@ -218,6 +152,8 @@ pub struct PumpOptions {
 
 /// Run the pump to completion (or until `stop`).
 pub fn run_pump(o: &PumpOptions, stop: Arc<AtomicBool>) -> io::Result<()> {
+    // A bad traffic model fails before any connection is made.
+    let spec = o.traffic.spec().map_err(io::Error::other)?;
     let mut streams = match o.peer {
         Peer::Connect(addr) => connect_all(addr, o.conns)?,
         Peer::Listen(addr) => accept_all(addr, o.conns, &stop)?,
@@ -236,7 +172,7 @@ pub fn run_pump(o: &PumpOptions, stop: Arc<AtomicBool>) -> io::Result<()> {
         // How often wait_for_close looks at the clock (the pump reads nothing else).
         stream.set_read_timeout(Some(std::time::Duration::from_millis(50)))?;
         let start = Instant::ZERO + o.stagger.saturating_mul(conn as u64);
-        let source = Source::new(&o.traffic, o.seed, conn, start).map_err(io::Error::other)?;
+        let source = Source::new(&spec, o.seed, conn, start).map_err(|e| io::Error::other(e.0))?;
         let (log, stop, o) = (Arc::clone(&log), Arc::clone(&stop), o.clone());
         handles.push(thread::spawn(move || pump_conn(conn, stream, source, t0, &o, &log, &stop)));
     }
@@ -330,12 +266,13 @@ fn pump_conn(
     let mut write_error = None;
     let mut marker = o.sock.mark_interactive.map(|tos| Marker::new(&stream, tos));
     while !stop.load(Ordering::Relaxed) {
-        let w = source.next_write();
+        // A trace's end: nothing more to write.
+        let Some(w) = source.next_write() else { break };
         let due = t0 + Duration::from_nanos(w.at.as_nanos());
         if due >= end {
             break;
         }
-        if matches!(source, Source::Bulk { .. }) && clock::now() >= end {
+        if source.is_greedy() && clock::now() >= end {
             break;
         }
         clock::sleep_until(due);

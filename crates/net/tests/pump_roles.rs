@@ -31,7 +31,7 @@ fn listening_pump_and_connecting_sink_deliver_every_message_per_connection() {
     let pump = PumpOptions {
         peer: Peer::Listen(addr),
         conns: 3,
-        traffic: TrafficConfig { model: "game".into(), ..TrafficConfig::default() },
+        traffic: TrafficConfig { model: thinwan_proto::traffic::Model::Game, ..TrafficConfig::default() },
         seed: 4,
         duration: Duration::from_millis(1500),
         drain: Duration::from_millis(20_000),

@@ -4,10 +4,13 @@
 //! carries `now`, every output is a value (ARCHITECTURE.md, STYLE.md §1).
 #![warn(missing_docs)]
 
+pub mod drops;
+pub mod link;
 pub mod mux;
 pub mod qdisc;
 pub mod tcp;
 pub mod time;
 pub mod traffic;
 
+pub use drops::DropReason;
 pub use time::{Duration, Instant};

@@ -5,7 +5,8 @@
 //! [`QueueStats`]) so each discipline is only its service order. Unlike mahimahi's
 //! queues, every call receives `now` instead of reading a global clock.
 
-use crate::time::Instant;
+use crate::time::{Duration, Instant};
+use serde::{Deserialize, Serialize};
 use std::collections::VecDeque;
 
 /// What a queue needs to know about a packet.
@@ -22,24 +23,7 @@ pub trait QueueItem {
     }
 }
 
-/// Why a packet was dropped (ns-3 `QueueDisc::Stats` keeps the same idea).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum DropReason {
-    /// The arriving packet did not fit within the limits.
-    Overflow,
-    /// A queued packet was pushed out to make room for a more important arrival.
-    PushedOut,
-}
-
-impl DropReason {
-    /// Stable name used in records.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            DropReason::Overflow => "overflow",
-            DropReason::PushedOut => "pushed_out",
-        }
-    }
-}
+pub use crate::drops::DropReason;
 
 /// A dropped packet and the reason.
 #[derive(Debug)]
@@ -86,6 +70,12 @@ impl QueueStats {
         match reason {
             DropReason::Overflow => self.drops_overflow += 1,
             DropReason::PushedOut => self.drops_pushed_out += 1,
+            // Reasons of the link and the emulator's I/O: a queue never gives them.
+            DropReason::Loss
+            | DropReason::BurstLoss
+            | DropReason::Malformed
+            | DropReason::Shutdown
+            | DropReason::WriteError => debug_assert!(false, "a queue dropped for {reason:?}"),
         }
     }
 }
@@ -163,7 +153,7 @@ pub enum Classifier {
     /// served as interactive; packets following within `gap` are bulk. Online, the router
     /// cannot know whether a flow will stand alone, so the head of a bulk block is
     /// served first too.
-    Gap(crate::time::Duration),
+    Gap(Duration),
 }
 
 /// Two bands sharing one buffer; the interactive band is always served first
@@ -214,7 +204,10 @@ impl<P: QueueItem> QueueDisc<P> for Priority<P> {
         let interactive = self.classify(now, &packet);
         let band = usize::from(!interactive);
         let fits_without_bulk = self.limits.fits(self.band_bytes[0], self.bands[0].len(), len);
-        if !self.limits.fits(self.backlog_bytes(), self.len(), len) && !(interactive && fits_without_bulk) {
+        // An interactive arrival is admitted if it fits once the bulk band is pushed out.
+        let admitted =
+            self.limits.fits(self.backlog_bytes(), self.len(), len) || (interactive && fits_without_bulk);
+        if !admitted {
             self.stats.count_drop(DropReason::Overflow);
             drops.push(Dropped { packet, reason: DropReason::Overflow });
             return;
@@ -248,6 +241,127 @@ impl<P: QueueItem> QueueDisc<P> for Priority<P> {
     }
     fn stats(&self) -> &QueueStats {
         &self.stats
+    }
+}
+
+// ----- the typed spec and the one factory ------------------------------------------
+
+/// The gap classifier's default threshold, 10^−2.2 s (spec thin-client-tcp §1), in ms.
+/// The scenario's default is Python's (`QueueSection`, docs/scenario.md); this one
+/// serves the emulator's own configuration and flags.
+pub const DEFAULT_CLASSIFIER_GAP_MS: f64 = 6.31;
+/// The default packet limit of a queue (the scenario's `queue.limit_packets`).
+pub const DEFAULT_LIMIT_PACKETS: u64 = 1000;
+
+/// `queue.discipline`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DisciplineName {
+    /// [`DropTail`].
+    Droptail,
+    /// [`Priority`].
+    Priority,
+}
+
+/// `queue.priority_classifier`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ClassifierName {
+    /// [`Classifier::Label`].
+    Label,
+    /// [`Classifier::Gap`] with `classifier_gap_ms`.
+    Gap,
+}
+
+/// The `[queue]` keys as the scenario (docs/scenario.md) and the emulator's link config
+/// (docs/lab.md) spell them; an unknown name or key fails to parse, naming it. Turned
+/// into a [`QueueSpec`] with [`QueueSpec::try_from`].
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct QueueKeys {
+    /// Discipline.
+    pub discipline: DisciplineName,
+    /// Byte limit (wire bytes), 0 = none.
+    pub limit_bytes: u64,
+    /// Packet limit, 0 = none.
+    pub limit_packets: u64,
+    /// Priority only: how a packet is found interactive.
+    pub priority_classifier: ClassifierName,
+    /// Priority with the gap classifier: the threshold, ms.
+    pub classifier_gap_ms: f64,
+}
+
+impl Default for QueueKeys {
+    fn default() -> Self {
+        QueueKeys {
+            discipline: DisciplineName::Droptail,
+            limit_bytes: 0,
+            limit_packets: DEFAULT_LIMIT_PACKETS,
+            priority_classifier: ClassifierName::Label,
+            classifier_gap_ms: DEFAULT_CLASSIFIER_GAP_MS,
+        }
+    }
+}
+
+/// A queue discipline and its limits, checked: what [`QueueSpec::build`] makes.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum QueueSpec {
+    /// A tail-drop FIFO.
+    DropTail {
+        /// Limits.
+        limits: Limits,
+    },
+    /// Two bands, interactive first.
+    Priority {
+        /// Limits of the shared buffer.
+        limits: Limits,
+        /// How a packet is found interactive.
+        classifier: Classifier,
+    },
+}
+
+impl QueueSpec {
+    /// The one queue-discipline factory of the simulator and the emulator.
+    pub fn build<P: QueueItem + Send + 'static>(&self) -> Box<dyn QueueDisc<P> + Send> {
+        match *self {
+            QueueSpec::DropTail { limits } => Box::new(DropTail::new(limits)),
+            QueueSpec::Priority { limits, classifier } => Box::new(Priority::new(limits, classifier)),
+        }
+    }
+
+    /// Its limits.
+    pub fn limits(&self) -> Limits {
+        match *self {
+            QueueSpec::DropTail { limits } | QueueSpec::Priority { limits, .. } => limits,
+        }
+    }
+}
+
+impl TryFrom<&QueueKeys> for QueueSpec {
+    type Error = String;
+
+    /// Check the values; an error names the key (`limit_bytes: …`, relative to the section).
+    fn try_from(k: &QueueKeys) -> Result<Self, String> {
+        if k.limit_bytes == 0 && k.limit_packets == 0 {
+            return Err("limit_bytes, limit_packets: both 0; set at least one".into());
+        }
+        let limits = Limits {
+            bytes: (k.limit_bytes > 0).then_some(k.limit_bytes),
+            packets: (k.limit_packets > 0).then_some(k.limit_packets as usize),
+        };
+        // Checked even where unused, as the scenario's loader does (docs/scenario.md).
+        let ms = k.classifier_gap_ms;
+        if !(ms.is_finite() && ms > 0.0) {
+            return Err(format!("classifier_gap_ms: must be a finite number > 0, got {ms}"));
+        }
+        let classifier = match k.priority_classifier {
+            ClassifierName::Label => Classifier::Label,
+            ClassifierName::Gap => Classifier::Gap(Duration::from_millis_f64(ms)),
+        };
+        Ok(match k.discipline {
+            DisciplineName::Droptail => QueueSpec::DropTail { limits },
+            DisciplineName::Priority => QueueSpec::Priority { limits, classifier },
+        })
     }
 }
 
@@ -352,6 +466,29 @@ mod tests {
         }
         assert_eq!(q.backlog_packets(), 2);
         assert_eq!(drops.len(), 3);
+    }
+
+    #[test]
+    fn queue_keys_parse_to_a_spec_and_reject_unknown_names() {
+        let k: QueueKeys =
+            serde_json::from_str(r#"{"discipline": "priority", "priority_classifier": "gap"}"#)
+                .expect("known names");
+        let spec = QueueSpec::try_from(&k).expect("valid");
+        let gap = Classifier::Gap(Duration::from_millis_f64(DEFAULT_CLASSIFIER_GAP_MS));
+        let limits = Limits { bytes: None, packets: Some(DEFAULT_LIMIT_PACKETS as usize) };
+        assert_eq!(spec, QueueSpec::Priority { limits, classifier: gap });
+        let _q: Box<dyn QueueDisc<P> + Send> = spec.build();
+        for bad in
+            [r#"{"discipline": "red"}"#, r#"{"priority_classifier": "dpi"}"#, r#"{"disciplin": "priority"}"#]
+        {
+            let e = serde_json::from_str::<QueueKeys>(bad).expect_err(bad).to_string();
+            assert!(e.contains("red") || e.contains("dpi") || e.contains("disciplin"), "{bad}: {e}");
+        }
+        let none = QueueKeys { limit_packets: 0, ..QueueKeys::default() };
+        assert!(QueueSpec::try_from(&none).unwrap_err().starts_with("limit_bytes, limit_packets:"));
+        let droptail = QueueKeys { limit_bytes: 3000, limit_packets: 0, ..QueueKeys::default() };
+        let want = Limits { bytes: Some(3000), packets: None };
+        assert_eq!(QueueSpec::try_from(&droptail), Ok(QueueSpec::DropTail { limits: want }));
     }
 
     proptest! {

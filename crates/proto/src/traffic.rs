@@ -127,8 +127,8 @@ pub struct ThinClientKeys {
     pub gap_bi_s: f64,
     /// t_BB.
     pub gap_bb_s: f64,
-    /// "lognormal" | "exponential" | "constant".
-    pub gap_distribution: String,
+    /// Gap law.
+    pub gap_distribution: GapDistribution,
     /// σ of ln(gap).
     pub gap_lognormal_sigma: f64,
     /// Mean interactive write, bytes.
@@ -157,7 +157,7 @@ impl Default for ThinClientKeys {
             gap_ib_s: p.gap_ib,
             gap_bi_s: p.gap_bi,
             gap_bb_s: p.gap_bb,
-            gap_distribution: "lognormal".into(),
+            gap_distribution: GapDistribution::Lognormal,
             gap_lognormal_sigma: 1.0,
             interactive_bytes_mean: p.interactive_bytes_mean,
             bulk_bytes_mean: p.bulk_bytes_mean,
@@ -173,11 +173,10 @@ impl Default for ThinClientKeys {
 impl ThinClientKeys {
     /// The source's parameters; no write exceeds `mss`.
     pub fn params(&self, mss: u32) -> Result<ThinClientParams, ParamError> {
-        let gap_law = match self.gap_distribution.as_str() {
-            "lognormal" => GapLaw::LogNormal { sigma: self.gap_lognormal_sigma },
-            "exponential" => GapLaw::Exponential,
-            "constant" => GapLaw::Constant,
-            other => return Err(ParamError(format!("traffic.gap_distribution: unknown {other:?}"))),
+        let gap_law = match self.gap_distribution {
+            GapDistribution::Lognormal => GapLaw::LogNormal { sigma: self.gap_lognormal_sigma },
+            GapDistribution::Exponential => GapLaw::Exponential,
+            GapDistribution::Constant => GapLaw::Constant,
         };
         Ok(ThinClientParams {
             p_interactive_to_bulk: self.p_interactive_to_bulk,
@@ -196,6 +195,144 @@ impl ThinClientKeys {
             intra_bulk_gap: self.intra_bulk_gap_ms * 1e-3,
             max_write: mss,
         })
+    }
+}
+
+/// `traffic.gap_distribution`: the names of [`GapLaw`] in a scenario.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum GapDistribution {
+    /// [`GapLaw::LogNormal`] with `gap_lognormal_sigma`.
+    Lognormal,
+    /// [`GapLaw::Exponential`].
+    Exponential,
+    /// [`GapLaw::Constant`].
+    Constant,
+}
+
+/// `traffic.model`: which [`Source`] every stream runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Model {
+    /// [`ThinClientSource`].
+    ThinClient,
+    /// Greedy: [`Source::Bulk`].
+    Bulk,
+    /// [`GameSource`].
+    Game,
+    /// Writes from a capture: [`Source::Trace`].
+    Pcap,
+    /// Fixed size at a fixed interval (the lab pump only): [`Source::Constant`].
+    Constant,
+}
+
+/// What every stream's [`Source`] is built from, checked and calibrated once for all
+/// streams of a run (the simulator holds 10⁴ of them).
+#[derive(Clone, Debug)]
+pub enum TrafficSpec {
+    /// The two-state source.
+    ThinClient(Arc<Calibrated>),
+    /// The game source.
+    Game(Arc<GameCalibrated>),
+    /// Per stream, its writes (seconds from the run start, bytes) read from a capture;
+    /// all interactive, in the capture's own timing (no stagger).
+    Trace(Vec<Vec<(f64, u32)>>),
+    /// `bytes` every `interval`, interactive.
+    Constant {
+        /// Period.
+        interval: Duration,
+        /// Size.
+        bytes: u32,
+    },
+    /// Greedy: writes of `bytes`, all due at the start, `writes` of them (`None`: no end).
+    Bulk {
+        /// Size of each write.
+        bytes: u32,
+        /// How many.
+        writes: Option<u32>,
+    },
+}
+
+/// The writes of one stream, relative to the run start: the one dispatch the simulator
+/// and the lab pump share, so that the same seed gives the same writes in both.
+pub enum Source {
+    /// The two-state thin-client model.
+    ThinClient(ThinClientSource),
+    /// The game model (every write interactive).
+    Game(GameSource),
+    /// Writes from a capture, in time order.
+    Trace(std::vec::IntoIter<Write>),
+    /// `bytes` every `interval`, from `next`.
+    Constant {
+        /// Next write.
+        next: Instant,
+        /// Period.
+        interval: Duration,
+        /// Size.
+        bytes: u32,
+    },
+    /// Greedy: every write due at `at` (so written as fast as TCP takes them).
+    Bulk {
+        /// The start.
+        at: Instant,
+        /// Size of each write.
+        bytes: u32,
+        /// Writes left (`None`: no end).
+        left: Option<u32>,
+    },
+}
+
+impl Source {
+    /// Stream `stream`'s source, starting at `start` (a trace keeps its own timing). The
+    /// random models draw from `stream_rng(seed, 2·stream)` (docs/model.md, "Random
+    /// streams").
+    pub fn new(spec: &TrafficSpec, seed: u64, stream: u32, start: Instant) -> Result<Source, ParamError> {
+        let rng = || stream_rng(seed, 2 * stream as u64);
+        Ok(match spec {
+            TrafficSpec::ThinClient(c) => Source::ThinClient(ThinClientSource::calibrated(c, rng(), start)),
+            TrafficSpec::Game(c) => Source::Game(GameSource::new(c, rng(), start)),
+            TrafficSpec::Trace(streams) => {
+                let writes = streams
+                    .get(stream as usize)
+                    .ok_or_else(|| ParamError(format!("traffic.trace: no writes for stream {stream}")))?;
+                let writes: Vec<Write> = writes
+                    .iter()
+                    .map(|&(t, bytes)| Write {
+                        at: Instant::from_secs_f64(t),
+                        bytes,
+                        kind: Kind::Interactive,
+                    })
+                    .collect();
+                Source::Trace(writes.into_iter())
+            }
+            &TrafficSpec::Constant { interval, bytes } => Source::Constant { next: start, interval, bytes },
+            &TrafficSpec::Bulk { bytes, writes } => Source::Bulk { at: start, bytes, left: writes },
+        })
+    }
+
+    /// The next write, `None` once the source has no more.
+    pub fn next_write(&mut self) -> Option<Write> {
+        match self {
+            Source::ThinClient(s) => Some(s.next_write()),
+            Source::Game(s) => Some(s.next_write()),
+            Source::Trace(writes) => writes.next(),
+            Source::Constant { next, interval, bytes } => {
+                let w = Write { at: *next, bytes: *bytes, kind: Kind::Interactive };
+                *next += *interval;
+                Some(w)
+            }
+            Source::Bulk { at, bytes, left } => {
+                if let Some(n) = left {
+                    *n = n.checked_sub(1)?;
+                }
+                Some(Write { at: *at, bytes: *bytes, kind: Kind::Bulk })
+            }
+        }
+    }
+
+    /// A greedy source: its writes are always due.
+    pub fn is_greedy(&self) -> bool {
+        matches!(self, Source::Bulk { .. })
     }
 }
 
@@ -528,6 +665,31 @@ fn solve_pareto_scale(mean: f64, shape: f64, max: u32) -> Result<f64, ParamError
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn bulk_source_writes_its_count_at_the_start_and_a_trace_ends() {
+        let spec = TrafficSpec::Bulk { bytes: 10, writes: Some(3) };
+        let start = Instant::from_nanos(5);
+        let mut s = Source::new(&spec, 1, 0, start).unwrap();
+        let ws: Vec<_> = std::iter::from_fn(|| s.next_write()).collect();
+        assert_eq!(ws, vec![Write { at: start, bytes: 10, kind: Kind::Bulk }; 3]);
+        let spec = TrafficSpec::Trace(vec![vec![(0.5, 7)]]);
+        let mut s = Source::new(&spec, 1, 0, start).unwrap();
+        assert_eq!(s.next_write().map(|w| (w.at, w.bytes)), Some((Instant::from_secs_f64(0.5), 7)));
+        assert_eq!(s.next_write(), None);
+        assert!(Source::new(&spec, 1, 1, start).is_err(), "no writes for stream 1");
+    }
+
+    #[test]
+    fn model_names_are_the_scenario_strings() {
+        let names: Vec<Model> =
+            serde_json::from_str(r#"["thin-client", "bulk", "game", "pcap", "constant"]"#).unwrap();
+        assert_eq!(names, [Model::ThinClient, Model::Bulk, Model::Game, Model::Pcap, Model::Constant]);
+        assert!(serde_json::from_str::<Model>(r#""thin_client""#).is_err());
+        let g: Vec<GapDistribution> =
+            serde_json::from_str(r#"["lognormal", "exponential", "constant"]"#).unwrap();
+        assert_eq!(g, [GapDistribution::Lognormal, GapDistribution::Exponential, GapDistribution::Constant]);
+    }
 
     fn run(p: ThinClientParams, seed: u64, n: usize) -> Vec<Write> {
         let mut s = ThinClientSource::new(p, stream_rng(seed, 0), Instant::ZERO).unwrap();

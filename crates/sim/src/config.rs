@@ -2,10 +2,16 @@
 //!
 //! Validation with user-facing errors happens in Python at load time; here every key
 //! the simulator uses is required (no serde defaults), so a drift between the two
-//! sides fails loudly instead of silently using another default. Sections and keys the
-//! simulator does not use (e.g. lab-only settings) are ignored.
+//! sides fails loudly instead of silently using another default. The one exception is
+//! `[queue]`, whose keys are the core's [`QueueKeys`] shared with the lab's link
+//! emulator (which needs defaults): there an unknown key is refused instead. Every
+//! name is parsed here into an enum, once (an unknown one fails naming its key);
+//! sections and keys the simulator does not use (e.g. lab-only settings) are ignored.
 
 use serde::Deserialize;
+pub use thinwan_proto::qdisc::QueueKeys;
+use thinwan_proto::qdisc::QueueSpec;
+use thinwan_proto::traffic::Model;
 
 /// A complete scenario.
 #[derive(Clone, Debug, Deserialize)]
@@ -15,7 +21,7 @@ pub struct Config {
     /// Topology.
     pub topology: TopologySec,
     /// Bottleneck queue.
-    pub queue: QueueSec,
+    pub queue: QueueKeys,
     /// TCP of every connection.
     pub tcp: TcpSec,
     /// Traffic sources.
@@ -29,8 +35,8 @@ pub struct Config {
 /// `[mux]` (used with `topology.kind = "mux"` only).
 #[derive(Clone, Debug, Deserialize)]
 pub struct MuxSec {
-    /// "direct": one TCP connection per stream server → client; "mux": the tunnel.
-    pub mode: String,
+    /// One TCP connection per stream, or the tunnel.
+    pub mode: MuxMode,
     /// Trunk connections (session lanes); a stream stays on one.
     pub trunks: u32,
     /// Largest data frame payload (the daemons' `limits.max_frame_payload`).
@@ -57,8 +63,8 @@ pub struct ScenarioSec {
 /// `[topology]`
 #[derive(Clone, Debug, Deserialize)]
 pub struct TopologySec {
-    /// "dumbbell" | "mux".
-    pub kind: String,
+    /// The topology.
+    pub kind: TopologyKind,
     /// Server→client pairs.
     pub pairs: u32,
     /// Access link rate.
@@ -84,26 +90,11 @@ pub struct TopologySec {
     pub last_hop_rate_mbps: f64,
 }
 
-/// `[queue]`
-#[derive(Clone, Debug, Deserialize)]
-pub struct QueueSec {
-    /// Only "droptail" so far.
-    pub discipline: String,
-    /// Byte limit, 0 = none.
-    pub limit_bytes: u64,
-    /// Packet limit, 0 = none.
-    pub limit_packets: u64,
-    /// "label" | "gap" (priority only).
-    pub priority_classifier: String,
-    /// Gap rule threshold.
-    pub classifier_gap_ms: f64,
-}
-
 /// `[tcp]`
 #[derive(Clone, Debug, Deserialize)]
 pub struct TcpSec {
-    /// "reno" | "newreno".
-    pub recovery: String,
+    /// Loss recovery without SACK.
+    pub recovery: RecoveryName,
     /// SACK on.
     pub sack: bool,
     /// SMSS.
@@ -134,10 +125,10 @@ pub struct TcpSec {
     pub send_buffer_bytes: u64,
     /// Duplicate-ACK threshold.
     pub dupthresh: u32,
-    /// "rfc6298" | "asymmetric".
-    pub rtt_gain: String,
-    /// "rfc6298" | "linux": where the minimum RTO applies.
-    pub rto_formula: String,
+    /// Gains of the RTT estimator.
+    pub rtt_gain: RttGain,
+    /// Where the minimum RTO applies.
+    pub rto_formula: RtoFormula,
     /// Spec §5.2.
     pub rto_reset_after_idle: bool,
     /// Spec §5.3.
@@ -151,8 +142,8 @@ pub struct TcpSec {
 /// `[traffic]`
 #[derive(Clone, Debug, Deserialize)]
 pub struct TrafficSec {
-    /// "thin-client" | "bulk" | "game" | "pcap".
-    pub model: String,
+    /// The sources' model ("constant" is the lab pump's alone: refused here).
+    pub model: Model,
     /// The two-state source's keys (α, β, gaps, sizes, block lengths).
     #[serde(flatten)]
     pub thin_client: thinwan_proto::traffic::ThinClientKeys,
@@ -171,16 +162,79 @@ pub struct RecordsSec {
     pub traces: bool,
     /// Queue-trace sampling period.
     pub trace_interval_ms: f64,
-    /// "all" | "none".
-    pub trace_connections: String,
+    /// Which connections' TCP state is traced.
+    pub trace_connections: TraceConnections,
     /// Connections whose packets go to the packet log.
     pub packet_log_conns: Vec<u32>,
+}
+
+/// `topology.kind`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TopologyKind {
+    /// Server–client pairs across one bottleneck.
+    Dumbbell,
+    /// The dumbbell with a last hop proxy → client (spec `thin-stream-mux.md`).
+    Mux,
+}
+
+/// `mux.mode`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum MuxMode {
+    /// One TCP connection per stream server → client.
+    Direct,
+    /// The streams share the tunnel's trunk lanes.
+    Mux,
+}
+
+/// `tcp.recovery` (with `sack = false`; SACK recovery otherwise).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RecoveryName {
+    /// RFC 5681 fast recovery.
+    Reno,
+    /// RFC 6582 NewReno.
+    Newreno,
+}
+
+/// `tcp.rtt_gain`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RttGain {
+    /// RFC 6298 (2.3) gains.
+    Rfc6298,
+    /// Spec §5.1's asymmetric gains.
+    Asymmetric,
+}
+
+/// `tcp.rto_formula`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RtoFormula {
+    /// RFC 6298 (2.4): the minimum clamps the whole RTO.
+    Rfc6298,
+    /// Linux: the minimum applies to the variance term.
+    Linux,
+}
+
+/// `records.trace_connections`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TraceConnections {
+    /// Every connection's cwnd / RTO trace.
+    All,
+    /// None.
+    #[serde(rename = "none")]
+    Off,
 }
 
 impl Config {
     /// Parse the JSON the Python loader produces.
     pub fn from_json(s: &str) -> Result<Config, String> {
-        let c: Config = serde_json::from_str(s).map_err(|e| format!("scenario JSON: {e}"))?;
+        // The path names the key of a bad value (`queue.discipline: unknown variant …`).
+        let de = &mut serde_json::Deserializer::from_str(s);
+        let c: Config = serde_path_to_error::deserialize(de).map_err(|e| format!("scenario JSON: {e}"))?;
         c.check()?;
         Ok(c)
     }
@@ -189,15 +243,9 @@ impl Config {
     /// direct callers).
     fn check(&self) -> Result<(), String> {
         let bad = |k: &str, why: &str| Err(format!("{k}: {why}"));
-        if !matches!(self.topology.kind.as_str(), "dumbbell" | "mux") {
-            return bad("topology.kind", "must be \"dumbbell\" or \"mux\"");
-        }
-        if self.topology.kind == "mux" {
+        if self.topology.kind == TopologyKind::Mux {
             if self.topology.last_hop_rate_mbps <= 0.0 || self.topology.last_hop_delay_ms < 0.0 {
                 return bad("topology.last_hop_*", "rate must be > 0 and delay ≥ 0");
-            }
-            if !matches!(self.mux.mode.as_str(), "direct" | "mux") {
-                return bad("mux.mode", "must be \"direct\" or \"mux\"");
             }
             if !(1..=u16::MAX as u32).contains(&self.mux.trunks) {
                 return bad("mux.trunks", "must be in [1, 65535]");
@@ -208,7 +256,7 @@ impl Config {
             if self.mux.notsent_lowat_bytes == 0 {
                 return bad("mux.notsent_lowat_bytes", "must be ≥ 1");
             }
-            if self.traffic.separate_connections || self.traffic.model == "bulk" {
+            if self.traffic.separate_connections || self.traffic.model == Model::Bulk {
                 return bad(
                     "topology.kind",
                     "\"mux\" needs traffic.separate_connections = false and a thin model",
@@ -221,38 +269,18 @@ impl Config {
         if self.topology.access_rate_mbps <= 0.0 || self.topology.bottleneck_rate_mbps <= 0.0 {
             return bad("topology", "rates must be > 0");
         }
-        if !matches!(self.queue.discipline.as_str(), "droptail" | "priority") {
-            return bad("queue.discipline", "must be \"droptail\" or \"priority\"");
-        }
-        if !matches!(self.queue.priority_classifier.as_str(), "label" | "gap") {
-            return bad("queue.priority_classifier", "must be \"label\" or \"gap\"");
-        }
-        if !matches!(self.tcp.rto_formula.as_str(), "rfc6298" | "linux") {
-            return bad("tcp.rto_formula", "must be \"rfc6298\" or \"linux\"");
-        }
-        if !matches!(self.tcp.rtt_gain.as_str(), "rfc6298" | "asymmetric") {
-            return bad("tcp.rtt_gain", "must be \"rfc6298\" or \"asymmetric\"");
-        }
+        QueueSpec::try_from(&self.queue).map_err(|e| format!("queue.{e}"))?;
         if (self.tcp.rack_tlp || self.tcp.sack_off_after_timeout) && !self.tcp.sack {
             return bad("tcp", "rack_tlp and sack_off_after_timeout need sack = true");
         }
-        if self.queue.limit_bytes == 0 && self.queue.limit_packets == 0 {
-            return bad("queue", "set limit_bytes or limit_packets");
+        if self.traffic.model == Model::Constant {
+            return bad(
+                "traffic.model",
+                "\"constant\" is the lab pump's; the simulator runs thin-client, bulk, game or pcap",
+            );
         }
-        if !matches!(self.tcp.recovery.as_str(), "reno" | "newreno") {
-            return bad("tcp.recovery", "must be \"reno\" or \"newreno\"");
-        }
-        if !matches!(self.traffic.model.as_str(), "thin-client" | "bulk" | "game" | "pcap") {
-            return bad("traffic.model", "must be \"thin-client\", \"bulk\", \"game\" or \"pcap\"");
-        }
-        if self.traffic.model == "pcap" && self.traffic.trace.len() < self.topology.pairs as usize {
+        if self.traffic.model == Model::Pcap && self.traffic.trace.len() < self.topology.pairs as usize {
             return bad("traffic.trace", "needs the writes of every stream (topology.pairs)");
-        }
-        if !matches!(
-            self.traffic.thin_client.gap_distribution.as_str(),
-            "lognormal" | "exponential" | "constant"
-        ) {
-            return bad("traffic.gap_distribution", "must be lognormal, exponential or constant");
         }
         let t = &self.topology;
         for (k, p) in [

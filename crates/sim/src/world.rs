@@ -23,23 +23,29 @@
 //! from the sans-IO core. A packet's route is the list of ports it crosses (at most
 //! [`HOPS`], [`NO_PORT`] ends a shorter one); after the last one it reaches its endpoint.
 
+mod build;
+mod diag;
+mod output;
+mod prefetch;
+mod tunnel_glue;
+
+pub use build::wan_impairment;
+
 use std::sync::Arc;
 
 use crate::config::Config;
 use crate::engine::{Event, EventQueue};
 use crate::records::RunRecords;
 use crate::tunnel::{FrameSpan, Tunnel};
-use rand::Rng;
-use rand_xoshiro::Xoshiro256PlusPlus;
+use diag::{Cycles, Pad, Section, Stamp};
+use thinwan_proto::link::Impairment;
 use thinwan_proto::mux::session::Event as MuxEvent;
-use thinwan_proto::qdisc::{Classifier, DropTail, Dropped, Limits, Priority, QueueDisc, QueueItem};
+use thinwan_proto::qdisc::{Dropped, Limits, QueueDisc, QueueItem};
 use thinwan_proto::tcp::{
     Ack, DataSegment, Mechanisms, Receiver, ReceiverConfig, Recovery, RtoConfig, SackBlocks, Sender,
     SenderConfig,
 };
-use thinwan_proto::traffic::{
-    stream_rng, Calibrated, GameCalibrated, GameParams, GameSource, Kind, ThinClientSource, Write,
-};
+use thinwan_proto::traffic::{Kind, Source, Write};
 use thinwan_proto::{Duration, Instant};
 
 /// Most hops on a route: sender NIC, a router port, the far router's port to the host.
@@ -161,25 +167,6 @@ struct PortQueue {
     packets_tx: u64,
 }
 
-/// I.i.d. packet loss and delay jitter of one link direction.
-///
-/// A packet that finished serialisation is lost with probability `loss`; otherwise its
-/// propagation delay is `delay · (1 + u)`, `u` uniform in `[−jitter, +jitter]`, but never
-/// earlier than the packet ahead of it on the same link arrives (a link does not reorder:
-/// a packet that would overtake waits for the one ahead).
-struct Impairment {
-    loss: f64,
-    jitter: f64,
-    rng: Xoshiro256PlusPlus,
-    /// Arrival time of the latest packet sent over the link.
-    last_arrive: Instant,
-}
-
-/// Randomness streams of the two WAN link directions: far above the sources' `2·pair`
-/// (and `2·pair + 1`), so they never collide for any realistic pair count.
-const LINK_STREAM_FWD: u64 = 1 << 62;
-const LINK_STREAM_REV: u64 = (1 << 62) + 1;
-
 /// One application write and what happened to its last byte: one cache line (the
 /// rows are cold at 10⁴ connections, and a 72-byte row straddled two lines in eight
 /// of nine). Its size is not kept: it is the offset less the previous row's.
@@ -242,17 +229,6 @@ impl Msg {
     }
 }
 
-enum Source {
-    ThinClient(ThinClientSource),
-    Game(GameSource),
-    /// Writes from a capture, in time order.
-    Trace(std::vec::IntoIter<Write>),
-    /// Greedy: `chunks` writes of BULK_CHUNK at the start.
-    Bulk {
-        chunks: u32,
-    },
-}
-
 /// A server→client pair: one traffic source feeding one connection, or two with
 /// separate connections (interactive writes on `conns[0]`, bulk on `conns[1]`).
 ///
@@ -295,6 +271,8 @@ struct Conn {
     /// A forward trunk: the data frame of each of its messages, parallel to `msgs`.
     frames: Vec<FrameSpan>,
     last_trace: [f64; 6],
+    /// Nothing (zero bytes) unless built with `diag-footprint-pad` ([`diag`]).
+    pad: Pad,
 }
 
 const _: () = assert!(
@@ -372,20 +350,6 @@ enum Tag {
 }
 
 impl Conn {
-    /// [`prefetch`] what an ACK or a write reads: the sender's hot part, the cursors,
-    /// the queue of blocked writes and the dropped ranges.
-    fn prefetch_server_end(&self) {
-        prefetch_head(&self.sender, Sender::HOT_BYTES);
-        prefetch(&self.msgs);
-        prefetch(&self.dropped);
-    }
-
-    /// [`prefetch`] what a data segment reads at the client: the cursors, the receiver.
-    fn prefetch_client_end(&self) {
-        prefetch(&self.msgs);
-        prefetch_all(&self.receiver);
-    }
-
     fn new(pair: u32, role: u8, sender: Sender, receiver: Receiver, relay: bool) -> Self {
         Conn {
             pair,
@@ -401,6 +365,7 @@ impl Conn {
             dropped: Vec::new(),
             spurious_timeouts: 0,
             last_trace: [f64::NAN; 6],
+            pad: Pad::NEW,
         }
     }
 }
@@ -462,315 +427,7 @@ const LOG_ACK_SENT: u8 = 3;
 const LOG_ACK_ARRIVED: u8 = 4;
 const LOG_TIMEOUT: u8 = 5;
 
-fn secs(t: Instant) -> f64 {
-    if t == NONE {
-        f64::NAN
-    } else {
-        t.as_secs_f64()
-    }
-}
-
 impl World {
-    /// Build run `run` of a scenario: its seed is `scenario.seed + run`.
-    pub fn new(cfg: Config, run: u64) -> Result<World, String> {
-        let seed = cfg.scenario.seed.wrapping_add(run);
-        let t = &cfg.topology;
-        let n = t.pairs;
-        let mbps = |x: f64| (x * 1e6).round() as u64;
-        let access_limits = Limits { bytes: None, packets: Some(t.access_queue_packets as usize) };
-        let q = &cfg.queue;
-        let bneck_limits = Limits {
-            bytes: (q.limit_bytes > 0).then_some(q.limit_bytes),
-            packets: (q.limit_packets > 0).then_some(q.limit_packets as usize),
-        };
-        let port =
-            |name, rate, delay_ms: f64, queue: Box<dyn QueueDisc<QItem> + Send>, bottleneck, wan: bool| {
-                let link = Port {
-                    busy_until: Instant::ZERO,
-                    link: 0,
-                    free_scheduled: false,
-                    bottleneck,
-                    wan,
-                    plain_fifo: !wan,
-                };
-                let rest = PortQueue {
-                    name,
-                    rate_bps: mbps(rate),
-                    delay: Duration::from_millis_f64(delay_ms),
-                    queue,
-                    impair: None,
-                    drops_loss: 0,
-                    bytes_tx: 0,
-                    bytes_tx_interactive: 0,
-                    packets_tx: 0,
-                };
-                (link, rest)
-            };
-        // Port layout: 0 = R1→R2, 1 = R2→R1, then per pair i: server NIC, R2→client,
-        // client NIC, R1→server.
-        let droptail = |limits| -> Box<dyn QueueDisc<QItem> + Send> { Box::new(DropTail::new(limits)) };
-        let bneck_queue: Box<dyn QueueDisc<QItem> + Send> = match q.discipline.as_str() {
-            "priority" => {
-                let classifier = match q.priority_classifier.as_str() {
-                    "gap" => Classifier::Gap(Duration::from_millis_f64(q.classifier_gap_ms)),
-                    _ => Classifier::Label,
-                };
-                Box::new(Priority::new(bneck_limits, classifier))
-            }
-            _ => droptail(bneck_limits),
-        };
-        let (mut ports, mut queues): (Vec<Port>, Vec<PortQueue>) = [
-            port("bottleneck", t.bottleneck_rate_mbps, t.bottleneck_delay_ms, bneck_queue, true, true),
-            port(
-                "bottleneck-rev",
-                t.bottleneck_rate_mbps,
-                t.bottleneck_delay_ms,
-                droptail(bneck_limits),
-                false,
-                true,
-            ),
-        ]
-        .into_iter()
-        .unzip();
-        let impair = |loss: f64, stream| {
-            let jitter = t.bottleneck_jitter_pct / 100.0;
-            (loss > 0.0 || jitter > 0.0).then(|| Impairment {
-                loss,
-                jitter,
-                rng: stream_rng(seed, stream),
-                last_arrive: Instant::ZERO,
-            })
-        };
-        queues[0].impair = impair(t.bottleneck_loss, LINK_STREAM_FWD);
-        queues[1].impair = impair(t.bottleneck_loss_rev, LINK_STREAM_REV);
-        let tcp = &cfg.tcp;
-        let recovery = match (tcp.sack, tcp.recovery.as_str()) {
-            (true, _) => Recovery::Sack,
-            (false, "reno") => Recovery::Reno,
-            (false, _) => Recovery::NewReno,
-        };
-        // One configuration shared by every sender (read on every ACK: it stays cached).
-        let scfg = Arc::new(SenderConfig {
-            mss: tcp.mss,
-            initial_cwnd_segments: tcp.initial_cwnd_segments,
-            nagle: tcp.nagle,
-            slow_start_restart: tcp.slow_start_restart,
-            recovery,
-            dupthresh: tcp.dupthresh,
-            rto: RtoConfig {
-                min: Duration::from_millis_f64(tcp.min_rto_ms),
-                max: Duration::from_millis_f64(tcp.max_rto_ms),
-                initial: Duration::from_millis_f64(tcp.initial_rto_ms),
-                granularity: Duration::from_millis_f64(tcp.clock_granularity_ms),
-                min_on_variance: tcp.rto_formula == "linux",
-            },
-            send_buffer: (tcp.send_buffer_bytes > 0).then_some(tcp.send_buffer_bytes),
-            mechanisms: Mechanisms {
-                asymmetric_rtt_gain: tcp.rtt_gain == "asymmetric",
-                rto_reset_after_idle: tcp.rto_reset_after_idle,
-                sack_off_after_timeout: tcp.sack_off_after_timeout,
-                rack_tlp: tcp.rack_tlp,
-                thin_linear_timeouts: tcp.thin_linear_timeouts,
-            },
-        });
-        let rcfg = Arc::new(ReceiverConfig {
-            rwnd: tcp.rwnd_bytes,
-            delayed_ack: tcp.delayed_ack,
-            delayed_ack_timeout: Duration::from_millis_f64(tcp.delayed_ack_ms),
-            sack: tcp.sack,
-        });
-        let params = cfg.traffic.thin_client.params(cfg.tcp.mss).map_err(|e| e.0)?;
-        let model = Arc::new(Calibrated::new(params).map_err(|e| format!("traffic: {}", e.0))?);
-        let game =
-            Arc::new(GameCalibrated::new(GameParams::default()).map_err(|e| format!("traffic: {}", e.0))?);
-        let mux_topology = t.kind == "mux";
-        let tunnel_mode = mux_topology && cfg.mux.mode == "mux";
-        // Client-side links: the access links, or the last hop of the mux topology.
-        let (client_rate, client_delay) = if mux_topology {
-            (t.last_hop_rate_mbps, t.last_hop_delay_ms)
-        } else {
-            (t.access_rate_mbps, t.access_delay_ms)
-        };
-        let duration = Instant::from_secs_f64(cfg.scenario.duration_s);
-        let stagger = Duration::from_millis_f64(cfg.scenario.start_stagger_ms);
-        let separate = cfg.traffic.separate_connections;
-        let mut conns = Vec::with_capacity(n as usize * (1 + separate as usize));
-        let mut conn_routes = Vec::with_capacity(conns.capacity());
-        let mut pairs = Vec::with_capacity(n as usize);
-        let mut events = EventQueue::new(WAN_PORTS);
-        for i in 0..n {
-            let base = ports.len() as u32;
-            for (name, client_side) in
-                [("server-nic", false), ("r2-to-client", true), ("client-nic", true), ("r1-to-server", false)]
-            {
-                let (rate, delay) = if client_side {
-                    (client_rate, client_delay)
-                } else {
-                    (t.access_rate_mbps, t.access_delay_ms)
-                };
-                let (link, rest) = port(name, rate, delay, droptail(access_limits), false, false);
-                ports.push(link);
-                queues.push(rest);
-            }
-            let start = Instant::ZERO + stagger.saturating_mul(i as u64);
-            let (source, first) = match cfg.traffic.model.as_str() {
-                "bulk" => {
-                    let horizon = cfg.scenario.duration_s + cfg.scenario.drain_s;
-                    let bytes = t.bottleneck_rate_mbps.min(t.access_rate_mbps) * 1e6 / 8.0 * horizon * 1.1;
-                    let chunks = (bytes / BULK_CHUNK as f64).ceil() as u32 + 1;
-                    let w = Write { at: start, bytes: BULK_CHUNK, kind: Kind::Bulk };
-                    (Source::Bulk { chunks }, w)
-                }
-                "game" => {
-                    let mut s = GameSource::new(&game, stream_rng(seed, 2 * i as u64), start);
-                    let w = s.next_write();
-                    (Source::Game(s), w)
-                }
-                "pcap" => {
-                    // The capture's own timing: no stagger, no randomness.
-                    let mut writes = cfg.traffic.trace[i as usize]
-                        .iter()
-                        .map(|&(t, bytes)| Write {
-                            at: Instant::from_secs_f64(t),
-                            bytes,
-                            kind: Kind::Interactive,
-                        })
-                        .collect::<Vec<_>>()
-                        .into_iter();
-                    let w =
-                        writes.next().unwrap_or(Write { at: duration, bytes: 0, kind: Kind::Interactive });
-                    (Source::Trace(writes), w)
-                }
-                _ => {
-                    let mut s = ThinClientSource::calibrated(&model, stream_rng(seed, 2 * i as u64), start);
-                    let w = s.next_write();
-                    (Source::ThinClient(s), w)
-                }
-            };
-            // In mux mode the stream's own connection is only the last hop edge → client.
-            let (role0, routes) = if tunnel_mode {
-                (ROLE_LAST_HOP, [[base + 1, NO_PORT, NO_PORT], [base + 2, NO_PORT, NO_PORT]])
-            } else {
-                (0, [[base, 0, base + 1], [base + 2, 1, base + 3]])
-            };
-            let first_conn = conns.len() as u32;
-            for role in 0..=separate as u8 {
-                conns.push(Conn::new(
-                    i,
-                    role.max(role0),
-                    Sender::new(scfg.clone()),
-                    Receiver::new(rcfg.clone()),
-                    tunnel_mode,
-                ));
-                conn_routes.push(routes);
-            }
-            if first.at < duration {
-                events.push(first.at, Event::AppWrite { pair: i });
-            }
-            pairs.push(Pair {
-                source,
-                next_write: Some(first),
-                conns: [first_conn, first_conn + separate as u32],
-            });
-        }
-        // Trunk lanes: core host k beside R1 (access link) ↔ R1 ══WAN══ R2 = the edge
-        // proxy. Forward connections (core → edge) first, then the reverse ones.
-        let tunnel = match tunnel_mode {
-            true => Some(Box::new(Tunnel::establish(&cfg.mux, n, conns.len() as u32, seed)?)),
-            false => None,
-        };
-        let mut lane_ports = Vec::new();
-        for _ in 0..tunnel.as_ref().map_or(0, |tn| tn.lanes) {
-            lane_ports.push(ports.len() as u32);
-            for name in ["core-nic", "r1-to-core"] {
-                let (link, rest) =
-                    port(name, t.access_rate_mbps, t.access_delay_ms, droptail(access_limits), false, false);
-                ports.push(link);
-                queues.push(rest);
-            }
-        }
-        for (role, reverse) in [(ROLE_TRUNK, false), (ROLE_TRUNK_REV, true)] {
-            for (k, &base) in lane_ports.iter().enumerate() {
-                let (to_edge, to_core) = ([base, 0, NO_PORT], [1, base + 1, NO_PORT]);
-                let routes = if reverse { [to_core, to_edge] } else { [to_edge, to_core] };
-                conns.push(Conn::new(
-                    k as u32,
-                    role,
-                    Sender::new(scfg.clone()),
-                    Receiver::new(rcfg.clone()),
-                    false,
-                ));
-                conn_routes.push(routes);
-            }
-        }
-        let mut links: Vec<Link> = Vec::new();
-        for (pt, pq) in ports.iter_mut().zip(&queues) {
-            let i = match links.iter().position(|l| (l.rate_bps, l.delay) == (pq.rate_bps, pq.delay)) {
-                Some(i) => i,
-                None => {
-                    let tx = |bytes: u32| Duration::transmission(bytes as u64, pq.rate_bps);
-                    let (tx_ack, tx_full) = (tx(tcp.header_bytes), tx(tcp.header_bytes + tcp.mss));
-                    links.push(Link { rate_bps: pq.rate_bps, delay: pq.delay, tx_ack, tx_full });
-                    links.len() - 1
-                }
-            };
-            pt.link =
-                u16::try_from(i).map_err(|_| "topology: more than 65,536 distinct link rates and delays")?;
-        }
-        let per_pair = 1 + separate as u32;
-        let routes =
-            match conn_routes.iter().enumerate().all(|(c, r)| *r == dumbbell_route(c as u32, per_pair)) {
-                true => Routes::Dumbbell { per_pair },
-                false => Routes::Table(conn_routes),
-            };
-        let mut logged = vec![false; conns.len()];
-        for &c in &cfg.records.packet_log_conns {
-            if let Some(l) = logged.get_mut(c as usize) {
-                *l = true;
-            }
-        }
-        let tracing = cfg.records.traces;
-        if tracing {
-            events.push(Instant::ZERO, Event::TraceSample);
-        }
-        let end = Instant::from_secs_f64(cfg.scenario.duration_s + cfg.scenario.drain_s);
-        let rows_at = vec![0; conns.len()];
-        let prefetch = conns.len() >= PREFETCH_MIN_CONNS;
-        let timers = vec![[IDLE; 2]; conns.len()];
-        let mut world = World {
-            seed,
-            now: Instant::ZERO,
-            end,
-            window: duration,
-            events,
-            ports,
-            links,
-            queues,
-            pairs,
-            conns,
-            routes,
-            logged,
-            slab: Vec::new(),
-            rows_at,
-            timers,
-            free: Vec::new(),
-            drop_buf: Vec::new(),
-            header: tcp.header_bytes,
-            mss: tcp.mss,
-            tunnel,
-            trace_tcp: tracing && cfg.records.trace_connections == "all",
-            trace_interval: Duration::from_millis_f64(cfg.records.trace_interval_ms.max(1e-3)),
-            prefetch,
-            out: RunRecords::default(),
-            cfg,
-        };
-        if world.tunnel.is_some() {
-            world.pump(false);
-            world.pump(true);
-        }
-        Ok(world)
-    }
-
     /// Prefetch or not, whatever the size ([`PREFETCH_MIN_CONNS`] decides otherwise): for
     /// benchmarks, and for tests that the records do not depend on it.
     pub fn with_prefetch(mut self, on: bool) -> Self {
@@ -780,14 +437,17 @@ impl World {
 
     /// Run to the end and return the records.
     pub fn run(mut self) -> RunRecords {
+        let mut cycles = Cycles::start();
         while let Some((at, ev)) = self.events.pop() {
             if at > self.end {
                 break;
             }
+            cycles.popped();
             self.now = at;
             if self.prefetch {
                 self.prefetch_ahead();
             }
+            cycles.dispatching(|| self.diag_event_kind(&ev));
             match ev {
                 Event::AppWrite { pair } => self.on_app_write(pair),
                 Event::PortFree { port } => {
@@ -801,83 +461,21 @@ impl World {
                 Event::MuxTimer { edge } => self.on_mux_timer(edge, at),
             }
         }
+        cycles.dump();
         self.finish()
-    }
-
-    /// Start loading what the events a few places down the current lane (or calendar
-    /// bucket) will read: far ahead an arrival's packet or a write's traffic source,
-    /// nearer (those loaded by then) the port a packet goes through next, or at its
-    /// endpoint the connection, the message row the packet names (`Packet::row`) and
-    /// the port of the answer; for a write, its connection and port. At 10⁴
-    /// connections all of it has left the cache since it was last touched, and each
-    /// load would otherwise stall its event in turn. Only hints: nothing the
-    /// simulation computes depends on them. The distances were tuned at 10⁴ pairs
-    /// (BENCHMARKS.md).
-    fn prefetch_ahead(&self) {
-        const FAR: usize = 12;
-        const NEAR: usize = 6;
-        match self.events.lane_ahead(FAR) {
-            Some(Event::Arrive { packet }) => prefetch(&self.slab[packet as usize]),
-            Some(Event::AppWrite { pair }) => prefetch_all(&self.pairs[pair as usize]),
-            _ => {}
-        }
-        match self.events.lane_ahead(NEAR) {
-            Some(Event::Arrive { packet }) => {
-                let pk = &self.slab[packet as usize];
-                let (hop, dir) = (pk.hop as usize + 1, matches!(pk.body, Body::Ack(_)) as usize);
-                let next = if hop < HOPS { self.routes.port(pk.conn, dir, hop) } else { NO_PORT };
-                if next != NO_PORT {
-                    self.prefetch_port(next);
-                } else {
-                    // The endpoint answers (an ACK, or data the ACK lets go) through
-                    // the first port of the other direction.
-                    let c = &self.conns[pk.conn as usize];
-                    if dir == 1 {
-                        c.prefetch_server_end();
-                    } else {
-                        c.prefetch_client_end();
-                    }
-                    let rows = self.rows_at[pk.conn as usize];
-                    prefetch_line(
-                        rows.wrapping_add(pk.row as usize * std::mem::size_of::<Msg>()) as *const u8
-                    );
-                    self.prefetch_port(self.routes.port(pk.conn, 1 - dir, 0));
-                }
-            }
-            Some(Event::AppWrite { pair }) => {
-                let conn = self.pairs[pair as usize].conns[0];
-                self.conns[conn as usize].prefetch_server_end();
-                self.prefetch_port(self.routes.port(conn, 0, 0));
-            }
-            _ => {}
-        }
-    }
-
-    /// [`prefetch`] port `port` ([`NO_PORT`], which a route may hold: nothing).
-    fn prefetch_port(&self, port: u32) {
-        if let Some(pt) = self.ports.get(port as usize) {
-            prefetch(pt);
-        }
     }
 
     // ----- sources and senders ----------------------------------------------------
 
     fn on_app_write(&mut self, pair: u32) {
-        let now = self.now;
+        let mut t = Stamp::now();
         let p = &mut self.pairs[pair as usize];
         let Some(w) = p.next_write.take() else { return };
-        p.next_write = match &mut p.source {
-            Source::ThinClient(s) => Some(s.next_write()),
-            Source::Game(s) => Some(s.next_write()),
-            Source::Trace(writes) => writes.next(),
-            Source::Bulk { chunks } => {
-                *chunks -= 1;
-                (*chunks > 0).then_some(Write { at: now, ..w })
-            }
-        };
+        p.next_write = p.source.next_write();
         if let Some(next) = p.next_write.filter(|n| n.at < self.window) {
             self.events.push(next.at, Event::AppWrite { pair });
         }
+        t.section(Section::WriteSource);
         if self.tunnel.is_some() {
             self.tunnel_write(pair, w);
             return;
@@ -893,7 +491,9 @@ impl World {
             c.blocked.push_back(Pending { w, tag: Tag::Plain });
             self.flush_writes(conn);
         }
+        t.section(Section::WriteTcp);
         self.transmit(conn);
+        t.section(Section::WriteTransmit);
     }
 
     /// Hand blocked writes to TCP while its send buffer has room. Returns the relayed
@@ -920,147 +520,19 @@ impl World {
         relayed
     }
 
-    // ----- the tunnel -------------------------------------------------------------
-
-    /// A server's write goes into the core's session; its message row is made on the
-    /// stream's last hop at once, at its offset in the stream.
-    fn tunnel_write(&mut self, pair: u32, w: Write) {
-        let tn = self.tunnel.as_mut().expect("mux mode");
-        tn.server_write(pair, w.bytes as u64, self.now);
-        let end = tn.written[pair as usize];
-        let last_hop = self.pairs[pair as usize].conns[0];
-        self.conns[last_hop as usize].msgs.push(Msg::new(end, w));
-        self.pump(false);
-    }
-
-    /// Let one end of the tunnel act: handle its session's events, write frames on each
-    /// of its lanes while the socket has fewer than TCP_NOTSENT_LOWAT bytes unsent (so
-    /// the session, not the socket, decides the order), and re-arm its timer.
-    fn pump(&mut self, edge: bool) {
-        self.tunnel_events(edge);
-        let now = self.now;
-        let mut spans = Vec::new();
-        let (lanes, lowat) = {
-            let tn = self.tunnel.as_ref().expect("mux mode");
-            (tn.lanes as u16, tn.notsent_lowat)
-        };
-        for lane in 0..lanes {
-            let conn = self.tunnel.as_ref().expect("mux mode").conn_of(edge, lane);
-            loop {
-                // Frames the socket has not taken yet go in first, as far as its send
-                // buffer allows (a partial write).
-                let tn = self.tunnel.as_mut().expect("mux mode");
-                let s = &mut self.conns[conn as usize].sender;
-                let unwritten = tn.unwritten(conn);
-                let take = (*unwritten).min(s.buffer_space());
-                *unwritten -= take;
-                if take > 0 {
-                    s.write(take);
-                    self.transmit(conn);
-                }
-                let tn = self.tunnel.as_mut().expect("mux mode");
-                let s = &self.conns[conn as usize].sender;
-                if *tn.unwritten(conn) > 0
-                    || s.write_end() - s.snd_max() >= lowat
-                    || !tn.end(edge).session.wants_transmit(lane)
-                {
-                    break;
-                }
-                spans.clear();
-                let n = tn.poll_transmit(edge, lane, now, &mut spans) as u64;
-                if n == 0 {
-                    break;
-                }
-                let start = s.write_end();
-                *tn.unwritten(conn) = n;
-                for &(end, span) in &spans {
-                    // A frame counts as interactive if the write holding its last byte is.
-                    let stream_msgs = &self.conns[self.pairs[span.pair as usize].conns[0] as usize].msgs;
-                    let i = stream_msgs.partition_point(|m| m.end() < span.stream_end);
-                    let kind = stream_msgs.get(i).map_or(Kind::Interactive, |m| m.kind());
-                    let c = &mut self.conns[conn as usize];
-                    c.msgs.push(Msg::new(start + end, Write { at: now, bytes: span.bytes, kind }));
-                    c.frames.push(span);
-                }
-            }
-        }
-        let end = self.tunnel.as_mut().expect("mux mode").end(edge);
-        if let Some(d) = end.session.poll_timeout() {
-            if d < end.armed {
-                end.armed = d;
-                self.events.push(d, Event::MuxTimer { edge });
-            }
-        }
-    }
-
-    fn tunnel_events(&mut self, edge: bool) {
-        let now = self.now;
-        loop {
-            let tn = self.tunnel.as_mut().expect("mux mode");
-            let Some(ev) = tn.end(edge).session.poll_event() else { return };
-            match ev {
-                // Bytes for a client: the edge writes them on the stream's last hop.
-                MuxEvent::Data { id, bytes } => {
-                    let pair = tn.pair_of(id).expect("every stream belongs to a pair");
-                    let conn = self.pairs[pair as usize].conns[0];
-                    let w = Write { at: now, bytes: bytes.len() as u32, kind: Kind::Interactive };
-                    self.conns[conn as usize].blocked.push_back(Pending { w, tag: Tag::Relay });
-                    self.flush_writes(conn);
-                    self.transmit(conn);
-                }
-                // The core's stream buffer has room for the server's waiting bytes.
-                MuxEvent::Writable { id } => {
-                    if let Some(pair) = tn.pair_of(id) {
-                        tn.feed(pair, now);
-                    }
-                }
-                MuxEvent::LaneUp { .. } => {}
-                // Simulated trunks never fail and streams never close during a run.
-                other => panic!("tunnel: unexpected session event {other:?}"),
-            }
-        }
-    }
-
-    fn on_mux_timer(&mut self, edge: bool, at: Instant) {
-        let end = self.tunnel.as_mut().expect("mux mode").end(edge);
-        if end.armed != at {
-            return; // superseded by an earlier re-arm
-        }
-        end.armed = NONE;
-        end.session.handle_timeout(self.now);
-        self.pump(edge);
-    }
-
-    /// The edge read data frames `from..to` of forward trunk `conn`: their stream
-    /// bytes' messages take the trunk's transmission stamps (of the frame holding
-    /// each message's last byte).
-    fn copy_trunk_stamps(&mut self, conn: u32, from: usize, to: usize) {
-        let tn = self.tunnel.as_mut().expect("mux mode");
-        for f in from..to {
-            let (frame, span) = (self.conns[conn as usize].msgs[f], self.conns[conn as usize].frames[f]);
-            let cursor = &mut tn.stamped[span.pair as usize];
-            let msgs = &mut self.conns[self.pairs[span.pair as usize].conns[0] as usize].msgs;
-            while *cursor < msgs.len() && msgs[*cursor].end() <= span.stream_end {
-                let m = &mut msgs[*cursor];
-                m.t_first_tx = frame.t_first_tx;
-                m.t_tx = frame.t_tx;
-                m.t_enq = frame.t_enq;
-                m.t_deq = frame.t_deq;
-                m.set_tx_count(frame.tx_count());
-                *cursor += 1;
-            }
-        }
-    }
-
     /// Send everything TCP allows now, then re-arm its timer.
     fn transmit(&mut self, conn: u32) {
         let now = self.now;
+        let mut t = Stamp::now();
         while let Some(seg) = self.conns[conn as usize].sender.poll_transmit(now) {
+            t.section(Section::PollTransmit);
             let c = &mut self.conns[conn as usize];
+            c.pad.touch();
             // This copy supersedes any dropped copy of the same bytes.
             c.dropped.retain(|&(s, _)| s < seg.seq || s >= seg.end());
             let (interactive, first) = mark_transmission(&mut c.msgs[c.acked_cursor..], &seg, now, !c.relay);
             let row = (c.acked_cursor + first) as u32;
+            t.section(Section::MarkRows);
             let route0 = self.routes.port(conn, 0, 0);
             self.send(
                 route0,
@@ -1077,13 +549,17 @@ impl World {
                     t_deq: NONE,
                 },
             );
+            t.section(Section::Send);
         }
+        t.section(Section::PollTransmit);
         if self.prefetch {
             // Only the prefetching reads it.
             self.rows_at[conn as usize] = self.conns[conn as usize].msgs.as_ptr() as usize;
         }
         self.arm_sender(conn);
+        t.section(Section::ArmTimer);
         self.trace_conn(conn);
+        t.section(Section::Trace);
     }
 
     fn on_sender_timer(&mut self, conn: u32, at: Instant) {
@@ -1227,14 +703,20 @@ impl World {
     }
 
     fn on_ack_arrival(&mut self, conn: u32, ack: Ack) {
+        let mut t = Stamp::now();
         let c = &mut self.conns[conn as usize];
+        c.pad.touch();
         c.sender.handle_ack(self.now, &ack);
+        t.section(Section::AckHandle);
         let una = c.sender.snd_una();
         while c.acked_cursor < c.msgs.len() && c.msgs[c.acked_cursor].end() <= una {
             c.acked_cursor += 1;
         }
+        t.section(Section::AckCursor);
         let relayed = self.flush_writes(conn);
+        t.section(Section::AckBlocked);
         self.transmit(conn);
+        t.section(Section::AckTransmit);
         // A trunk's socket drained below the low-water mark, or a last hop took
         // relayed bytes (credit to return): the tunnel end acts.
         match self.tunnel.as_ref().map(|tn| tn.lane_of(conn)) {
@@ -1252,11 +734,20 @@ impl World {
     fn send(&mut self, port: u32, p: Packet) {
         let (conn, wire, interactive) = (p.conn, p.wire, p.interactive);
         let event = if matches!(p.body, Body::Data(_)) { LOG_DATA_SENT } else { LOG_ACK_SENT };
+        let mut t = Stamp::now();
         let packet = self.alloc(p);
         if self.logged[conn as usize] {
             self.log_packet(event, packet);
         }
+        t.section(Section::SendSlab);
+        // Only the event-cycles build tells an idle port's direct hand-over apart.
+        let direct = cfg!(feature = "diag-event-cycles") && {
+            let pt = &self.ports[port as usize];
+            pt.plain_fifo && !pt.free_scheduled && pt.busy_until <= self.now
+        };
+        t.section(Section::SendReadPort);
         self.enqueue(port, QItem { packet, wire, interactive, conn });
+        t.section(if direct { Section::SendIdlePort } else { Section::SendQueue });
     }
 
     fn alloc(&mut self, p: Packet) -> u32 {
@@ -1354,18 +845,15 @@ impl World {
                 }
             }
             if let Some(imp) = &mut pq.impair {
-                // The lost packet still occupied the link while it was serialised.
-                if imp.loss > 0.0 && imp.rng.gen::<f64>() < imp.loss {
-                    pq.drops_loss += 1;
-                    self.on_drop(item.packet);
-                    return;
+                match imp.transit(done, delay) {
+                    Ok(at) => arrive = at,
+                    Err(_) => {
+                        // The lost packet still occupied the link while it was serialised.
+                        pq.drops_loss += 1;
+                        self.on_drop(item.packet);
+                        return;
+                    }
                 }
-                if imp.jitter > 0.0 {
-                    let u = imp.jitter * (2.0 * imp.rng.gen::<f64>() - 1.0);
-                    arrive = done + Duration::from_secs_f64(delay.as_secs_f64() * (1.0 + u));
-                }
-                arrive = arrive.max(imp.last_arrive);
-                imp.last_arrive = arrive;
             }
         }
         let ev = Event::Arrive { packet: item.packet };
@@ -1480,88 +968,6 @@ impl World {
         tr.rto.push(row[4]);
         tr.rtt.push(row[5]);
     }
-
-    fn finish(mut self) -> RunRecords {
-        let mut out = std::mem::take(&mut self.out);
-        out.events = self.events.processed();
-        out.packets.in_flight = (self.slab.len() - self.free.len()) as u64;
-        out.seed = self.seed;
-        // A trunk's messages are frames, not application writes: the stream's last-hop
-        // connection has the row of each write (unread ones: t_arrive and t_read NaN).
-        let is_write_row = |c: &Conn| c.role != ROLE_TRUNK && c.role != ROLE_TRUNK_REV;
-        let total_msgs: usize = self.conns.iter().filter(|c| is_write_row(c)).map(|c| c.msgs.len()).sum();
-        let m = &mut out.messages;
-        for v in [
-            &mut m.t_write,
-            &mut m.t_first_tx,
-            &mut m.t_tx,
-            &mut m.t_enq,
-            &mut m.t_deq,
-            &mut m.t_arrive,
-            &mut m.t_read,
-        ] {
-            v.reserve_exact(total_msgs);
-        }
-        let (mut overflow, mut pushed, mut lost) = (0u64, 0u64, 0u64);
-        for (i, c) in self.conns.iter().enumerate() {
-            let mut prev_end = 0;
-            for msg in c.msgs.iter().filter(|_| is_write_row(c)) {
-                m.conn.push(i as u32);
-                m.pair.push(c.pair);
-                m.kind.push(msg.kind() as u8);
-                m.bytes.push((msg.end() - prev_end) as u32);
-                prev_end = msg.end();
-                m.t_write.push(secs(msg.t_write));
-                m.t_first_tx.push(secs(msg.t_first_tx));
-                m.t_tx.push(secs(msg.t_tx));
-                m.t_enq.push(secs(msg.t_enq));
-                m.t_deq.push(secs(msg.t_deq));
-                m.t_arrive.push(secs(msg.t_arrive));
-                m.t_read.push(secs(msg.t_read));
-                m.retx.push(msg.tx_count().saturating_sub(1) as u16);
-            }
-            let st = c.sender.stats();
-            let k = &mut out.connections;
-            k.conn.push(i as u32);
-            k.pair.push(c.pair);
-            k.timeouts.push(st.timeouts as u32);
-            k.spurious_timeouts.push(c.spurious_timeouts);
-            k.fast_retransmits.push(st.fast_retransmits as u32);
-            k.sack_recoveries.push(st.sack_recoveries as u32);
-            k.bytes_written.push(c.sender.write_end());
-            // The application reads in-order bytes as they arrive, from byte 0.
-            k.bytes_delivered.push(c.receiver.rcv_nxt());
-            k.bytes_sent.push(st.bytes_sent);
-            k.bytes_retransmitted.push(st.bytes_retransmitted);
-            k.segments_sent.push(st.segments_sent);
-            k.tlp_probes.push(st.tlp_probes as u32);
-            k.rack_marked_lost.push(st.rack_marked_lost as u32);
-            k.rto_resets.push(st.rto_resets as u32);
-            k.role.push(c.role);
-        }
-        for (link, p) in self.ports.iter().zip(&self.queues) {
-            let s = p.queue.stats();
-            overflow += s.drops_overflow;
-            pushed += s.drops_pushed_out;
-            lost += p.drops_loss;
-            if !link.wan {
-                continue;
-            }
-            let r = &mut out.ports;
-            r.port.push(p.name.to_string());
-            r.rate_bps.push(p.rate_bps as f64);
-            r.window_s.push(self.cfg.scenario.duration_s);
-            r.bytes_tx.push(p.bytes_tx);
-            r.bytes_tx_interactive.push(p.bytes_tx_interactive);
-            r.packets_tx.push(p.packets_tx);
-            r.drops_overflow.push(s.drops_overflow);
-            r.drops_loss.push(p.drops_loss);
-            r.max_queue_bytes.push(s.max_bytes);
-        }
-        out.drops_by_reason =
-            vec![("overflow".into(), overflow), ("pushed_out".into(), pushed), ("loss".into(), lost)];
-        out
-    }
 }
 
 /// Count a transmission for every message whose last byte the segment carries, stamp
@@ -1631,39 +1037,4 @@ mod tests {
             }
         }
     }
-}
-
-/// Hint the CPU to load the cache line holding the start of `x` (no effect on results).
-#[inline(always)]
-fn prefetch<T>(x: &T) {
-    prefetch_line((x as *const T).cast());
-}
-
-/// [`prefetch`] every cache line `x` overlaps.
-#[inline(always)]
-fn prefetch_all<T>(x: &T) {
-    prefetch_head(x, std::mem::size_of::<T>());
-}
-
-/// [`prefetch`] every cache line the first `bytes` of `x` overlap.
-#[inline(always)]
-fn prefetch_head<T>(x: &T, bytes: usize) {
-    let start = (x as *const T).cast::<u8>();
-    let first = start as usize & !63;
-    let last = (start as usize + bytes - 1) & !63;
-    for line in (first..=last).step_by(64) {
-        prefetch_line(start.wrapping_add(line.wrapping_sub(start as usize)));
-    }
-}
-
-#[inline(always)]
-fn prefetch_line(p: *const u8) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: a prefetch never faults, whatever the address, and neither reads nor
-    // writes memory architecturally.
-    unsafe {
-        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(p.cast());
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = p;
 }

@@ -16,46 +16,51 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use thinwan_net::config::{parse_jitter, parse_ms, parse_rate, GeConfig, LinkConfig};
 use thinwan_net::emulator::{self, Options, Side};
+use thinwan_proto::qdisc::{ClassifierName, DisciplineName};
 
 /// WAN link emulator: rate, delay, jitter, loss and a queue discipline per direction,
 /// between two TUN devices. Command-line link options apply to both directions and
 /// override `--config`.
 #[derive(Parser, Debug)]
-#[command(name = "thinwan-link", version)]
+#[command(name = "thinwan-link", version, allow_negative_numbers = true)]
 struct Args {
+    /// Only check the link options: print the resolved link configuration as one JSON
+    /// line and exit 0, or one line `thinwan-link: --FLAG: what is wrong` and exit 2.
+    #[arg(long)]
+    check: bool,
     /// Server-side TUN as [NETNS:]IFNAME (input of the fwd direction).
-    #[arg(long)]
-    server: String,
+    #[arg(long, required_unless_present = "check")]
+    server: Option<String>,
     /// Client-side TUN as [NETNS:]IFNAME.
-    #[arg(long)]
-    client: String,
+    #[arg(long, required_unless_present = "check")]
+    client: Option<String>,
     /// Link configuration (JSON, see docs/lab.md).
     #[arg(long)]
     config: Option<PathBuf>,
     /// Rate, e.g. 10mbit (0 = unshaped).
-    #[arg(long, value_parser = parse_rate)]
-    rate: Option<u64>,
+    #[arg(long)]
+    rate: Option<String>,
     /// One-way delay, e.g. 20ms.
-    #[arg(long, value_parser = parse_ms)]
-    delay: Option<f64>,
+    #[arg(long)]
+    delay: Option<String>,
     /// Jitter: none | uniform:10% | uniform:2ms | normal:1ms.
-    #[arg(long, value_parser = check_jitter)]
+    #[arg(long)]
     jitter: Option<String>,
     /// Let jitter reorder packets.
     #[arg(long)]
     reorder: bool,
     /// I.i.d. loss probability (0..1).
     #[arg(long)]
-    loss: Option<f64>,
+    loss: Option<String>,
     /// Gilbert–Elliott loss: P,R[,LOSS_GOOD,LOSS_BAD].
-    #[arg(long, value_parser = parse_ge)]
-    ge: Option<GeConfig>,
+    #[arg(long)]
+    ge: Option<String>,
     /// Queue limit in packets (0 = none).
     #[arg(long)]
-    queue_packets: Option<u64>,
+    queue_packets: Option<String>,
     /// Queue limit in bytes (0 = none).
     #[arg(long)]
-    queue_bytes: Option<u64>,
+    queue_bytes: Option<String>,
     /// Queue discipline: droptail | priority.
     #[arg(long)]
     queue: Option<String>,
@@ -64,7 +69,7 @@ struct Args {
     classifier: Option<String>,
     /// Seed of the loss and jitter streams.
     #[arg(long)]
-    seed: Option<u64>,
+    seed: Option<String>,
     /// Per-packet event log (binary, docs/lab.md).
     #[arg(long)]
     events: Option<PathBuf>,
@@ -76,6 +81,18 @@ struct Args {
     stats: Option<PathBuf>,
 }
 
+/// A bad command line: the flag and what is wrong with it.
+struct FlagError {
+    flag: &'static str,
+    why: String,
+}
+
+impl FlagError {
+    fn new(flag: &'static str, why: impl std::fmt::Display) -> Self {
+        FlagError { flag, why: why.to_string() }
+    }
+}
+
 static STOP: AtomicBool = AtomicBool::new(false);
 
 extern "C" fn on_signal(_: libc::c_int) {
@@ -83,8 +100,37 @@ extern "C" fn on_signal(_: libc::c_int) {
 }
 
 fn main() -> ExitCode {
-    let args = Args::parse();
-    match run(args) {
+    let args = match Args::try_parse() {
+        Ok(a) => a,
+        Err(e) if !e.use_stderr() => e.exit(), // --help, --version
+        Err(e) => {
+            // One line, like every other error here (clap's own spans several).
+            let text = e.to_string();
+            let lines: Vec<&str> = text.lines().take_while(|l| !l.trim().is_empty()).map(str::trim).collect();
+            eprintln!("thinwan-link: {}", lines.join(" ").trim_start_matches("error: "));
+            return ExitCode::from(2);
+        }
+    };
+    let link = match link_config(&args) {
+        Ok(link) => link,
+        Err(e) => {
+            eprintln!("thinwan-link: --{}: {}", e.flag, e.why);
+            return ExitCode::from(2);
+        }
+    };
+    if args.check {
+        match serde_json::to_string(&link) {
+            Ok(text) => {
+                println!("{text}");
+                return ExitCode::SUCCESS;
+            }
+            Err(e) => {
+                eprintln!("thinwan-link: error: {e}");
+                return ExitCode::from(1);
+            }
+        }
+    }
+    match run(args, link) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("thinwan-link: error: {e}");
@@ -93,12 +139,15 @@ fn main() -> ExitCode {
     }
 }
 
-fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
-    let link = link_config(&args)?;
+fn run(args: Args, link: LinkConfig) -> Result<(), Box<dyn std::error::Error>> {
+    // clap makes both present unless --check, which never gets here.
+    let (Some(server), Some(client)) = (&args.server, &args.client) else {
+        return Err("--server and --client are required".into());
+    };
     let opts = Options {
         link,
-        server: side(&args.server)?,
-        client: side(&args.client)?,
+        server: side(server).map_err(|e| format!("--server: {e}"))?,
+        client: side(client).map_err(|e| format!("--client: {e}"))?,
         events: args.events.clone(),
         pcap_dir: args.pcap_dir.clone(),
     };
@@ -129,53 +178,97 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     Ok(())
 }
 
-fn link_config(a: &Args) -> Result<LinkConfig, Box<dyn std::error::Error>> {
+/// The link configuration: `--config` (or the defaults), then each link flag over both
+/// directions. An error names the flag whose value is wrong.
+fn link_config(a: &Args) -> Result<LinkConfig, FlagError> {
     let mut cfg = match &a.config {
         Some(p) => {
-            let text = std::fs::read_to_string(p).map_err(|e| format!("{}: {e}", p.display()))?;
-            LinkConfig::from_json(&text).map_err(|e| format!("{}: {e}", p.display()))?
+            let text = std::fs::read_to_string(p)
+                .map_err(|e| FlagError::new("config", format!("{}: {e}", p.display())))?;
+            LinkConfig::from_json(&text)
+                .map_err(|e| FlagError::new("config", format!("{}: {e}", p.display())))?
         }
         None => LinkConfig::default(),
     };
-    if let Some(s) = a.seed {
-        cfg.seed = s;
+    if let Some(s) = &a.seed {
+        cfg.seed = s
+            .trim()
+            .parse()
+            .map_err(|_| FlagError::new("seed", format!("not an unsigned integer: {s:?}")))?;
     }
+    let number = |flag: &'static str, s: &str| -> Result<f64, FlagError> {
+        s.trim().parse::<f64>().map_err(|_| FlagError::new(flag, format!("not a number: {s:?}")))
+    };
+    let count = |flag: &'static str, s: &str| -> Result<u64, FlagError> {
+        s.trim().parse::<u64>().map_err(|_| FlagError::new(flag, format!("not an unsigned integer: {s:?}")))
+    };
     for d in [&mut cfg.fwd, &mut cfg.rev] {
-        if let Some(r) = a.rate {
-            d.rate_bps = r;
+        if let Some(s) = &a.rate {
+            d.rate_bps = parse_rate(s).map_err(|e| FlagError::new("rate", e))?;
         }
-        if let Some(x) = a.delay {
-            d.delay_ms = x;
+        if let Some(s) = &a.delay {
+            d.delay_ms = parse_ms(s).map_err(|e| FlagError::new("delay", e))?;
         }
-        if let Some(j) = &a.jitter {
-            d.jitter = j.clone();
+        if let Some(s) = &a.jitter {
+            parse_jitter(s).map_err(|e| FlagError::new("jitter", e))?;
+            d.jitter = s.clone();
         }
         d.reorder |= a.reorder;
-        if let Some(l) = a.loss {
-            d.loss = l;
+        if let Some(s) = &a.loss {
+            d.loss = number("loss", s)?;
         }
-        if a.ge.is_some() {
-            d.ge = a.ge;
+        if let Some(s) = &a.ge {
+            d.ge = Some(parse_ge(s).map_err(|e| FlagError::new("ge", e))?);
         }
-        if let Some(n) = a.queue_packets {
-            d.queue.limit_packets = n;
+        if let Some(s) = &a.queue_packets {
+            d.queue.limit_packets = count("queue-packets", s)?;
         }
-        if let Some(n) = a.queue_bytes {
-            d.queue.limit_bytes = n;
+        if let Some(s) = &a.queue_bytes {
+            d.queue.limit_bytes = count("queue-bytes", s)?;
         }
-        if let Some(q) = &a.queue {
-            d.queue.discipline = q.clone();
+        if let Some(s) = &a.queue {
+            d.queue.discipline = match s.trim() {
+                "droptail" => DisciplineName::Droptail,
+                "priority" => DisciplineName::Priority,
+                other => {
+                    return Err(FlagError::new(
+                        "queue",
+                        format!("unknown discipline {other:?} (droptail, priority)"),
+                    ))
+                }
+            };
         }
-        if let Some(c) = &a.classifier {
-            let (kind, gap) = c.split_once(':').unwrap_or((c, ""));
-            d.queue.priority_classifier = kind.to_string();
-            if !gap.is_empty() {
-                d.queue.classifier_gap_ms =
-                    thinwan_net::config::parse_ms(gap).map_err(|e| format!("--classifier: {e}"))?;
-            }
+        if let Some(s) = &a.classifier {
+            let bad = || FlagError::new("classifier", format!("expected label, gap or gap:MS, got {s:?}"));
+            d.queue.priority_classifier = match s.trim().split_once(':') {
+                None if s.trim() == "label" => ClassifierName::Label,
+                None if s.trim() == "gap" => ClassifierName::Gap,
+                Some(("gap", gap)) => {
+                    d.queue.classifier_gap_ms = parse_ms(gap)
+                        .map_err(|e| FlagError::new("classifier", format!("gap threshold: {e}")))?;
+                    ClassifierName::Gap
+                }
+                _ => return Err(bad()),
+            };
         }
     }
-    cfg.validate()?;
+    // What a value does not allow (a loss of 2, a gap of 0 ms, no queue limit), blamed on
+    // the flag that set the key, else on the file.
+    if let Err(e) = cfg.validate() {
+        let (key, why) = e.0.split_once(": ").unwrap_or((&e.0, ""));
+        let key = key.trim_start_matches("fwd.").trim_start_matches("rev.");
+        let flag = match key {
+            "delay_ms" if a.delay.is_some() => "delay",
+            "loss" if a.loss.is_some() => "loss",
+            k if k.starts_with("ge.") && a.ge.is_some() => "ge",
+            "jitter" if a.jitter.is_some() => "jitter",
+            "queue.limit_bytes, limit_packets" if a.queue_packets.is_some() => "queue-packets",
+            "queue.limit_bytes, limit_packets" if a.queue_bytes.is_some() => "queue-bytes",
+            "queue.classifier_gap_ms" if a.classifier.is_some() => "classifier",
+            _ => return Err(FlagError::new("config", e)),
+        };
+        return Err(FlagError::new(flag, why));
+    }
     Ok(cfg)
 }
 
@@ -190,20 +283,16 @@ fn side(spec: &str) -> Result<Side, String> {
     Ok(Side { ifname, netns })
 }
 
-fn check_jitter(s: &str) -> Result<String, String> {
-    parse_jitter(s).map(|_| s.to_string())
-}
-
 fn parse_ge(s: &str) -> Result<GeConfig, String> {
     let v: Vec<f64> = s
         .split(',')
         .map(|x| x.trim().parse::<f64>())
         .collect::<Result<_, _>>()
-        .map_err(|_| format!("bad --ge {s:?} (P,R[,LOSS_GOOD,LOSS_BAD])"))?;
+        .map_err(|_| format!("expected P,R[,LOSS_GOOD,LOSS_BAD], got {s:?}"))?;
     match v.as_slice() {
         [p, r] => Ok(GeConfig { p: *p, r: *r, loss_good: 0.0, loss_bad: 1.0 }),
         [p, r, g, b] => Ok(GeConfig { p: *p, r: *r, loss_good: *g, loss_bad: *b }),
-        _ => Err(format!("bad --ge {s:?} (P,R[,LOSS_GOOD,LOSS_BAD])")),
+        _ => Err(format!("expected P,R[,LOSS_GOOD,LOSS_BAD], got {s:?}")),
     }
 }
 

@@ -11,6 +11,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use thinwan_net::config::parse_ms;
 use thinwan_net::pump::{self, Peer, PumpOptions, SinkOptions, SockOpts, TrafficConfig};
+use thinwan_proto::traffic::Model;
 use thinwan_proto::Duration;
 
 /// Traffic pump, sink and probes on real sockets.
@@ -39,8 +40,8 @@ enum Cmd {
         #[arg(long)]
         traffic: Option<PathBuf>,
         /// Override the traffic model: thin-client | game | pcap | constant | bulk.
-        #[arg(long)]
-        model: Option<String>,
+        #[arg(long, value_parser = parse_model)]
+        model: Option<Model>,
         /// Seed (scenario seed + run).
         #[arg(long, default_value_t = 1)]
         seed: u64,
@@ -258,4 +259,10 @@ fn run(cmd: Cmd, stop: Arc<AtomicBool>) -> Result<(), Box<dyn std::error::Error>
         }
     }
     Ok(())
+}
+
+/// A `traffic.model` name, as the scenario spells it.
+fn parse_model(s: &str) -> Result<Model, String> {
+    serde_json::from_value(serde_json::Value::String(s.into()))
+        .map_err(|_| format!("unknown model {s:?} (thin-client, game, pcap, constant, bulk)"))
 }

@@ -122,7 +122,7 @@ mod tests {
                 for b in s..s + l { bits[b as usize] = true; }
             }
             r.advance(edge);
-            for b in 0..edge as usize { bits[b] = false; }
+            bits[..edge as usize].fill(false);
             for (b, &bit) in bits.iter().enumerate() {
                 prop_assert_eq!(r.contains(b as u64), bit);
             }
