@@ -96,6 +96,14 @@ def int_at_least(lowest: int) -> Callable[[str], int]:
     return parse
 
 
+def seed_value(text: str) -> int:
+    """An argparse type: a seed, 0 ≤ S ≤ 2^64 − 1 (the simulator's seeds are u64)."""
+    value = int_at_least(0)(text)
+    if value > (1 << 64) - 1:
+        raise argparse.ArgumentTypeError(f"must be ≤ {(1 << 64) - 1} (a 64-bit seed), got {value}")
+    return value
+
+
 def positive_float(text: str) -> float:
     """An argparse type: a finite number > 0 (of seconds)."""
     import math

@@ -34,7 +34,10 @@ def add_anatomy_subcommand(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--before", type=float, default=2.0, metavar="S", help="seconds shown before it (default 2)")
     p.add_argument("--after", type=float, default=0.5, metavar="S", help="seconds shown after it (default 0.5)")
     p.add_argument(
-        "--out", metavar="FILE.html", help="picture (default: results/<name>/anatomy-run<K>-conn<C>-<N>.html)"
+        "--out",
+        metavar="FILE.html",
+        help="picture, written to exactly this path (a directory: the default name in it; "
+        "default: results/<name>/anatomy-run<K>-conn<C>-<N>.html)",
     )
     p.set_defaults(func=_cmd_anatomy)
     return p
@@ -51,8 +54,12 @@ def _cmd_anatomy(args: argparse.Namespace) -> int:
     if args.run < 0 or (args.conn is not None and args.conn < 0) or args.before < 0 or args.after < 0:
         raise ScenarioError("--run, --conn, --before and --after must not be negative")
     a = timeout_anatomy(scenario, args.run, args.conn, args.timeout, args.before, args.after)
-    default = Path("results") / scenario.name / f"anatomy-run{a.run}-conn{a.conn}-{args.timeout}.html"
-    out = write_anatomy_page(Path(args.out) if args.out else default, a)
+    name = f"anatomy-run{a.run}-conn{a.conn}-{args.timeout}.html"
+    target = Path(args.out) if args.out else Path("results") / scenario.name / name
+    if target.is_dir():
+        target = target / name  # a directory: the default name inside it
+    # Exactly the path printed below: nothing is appended to a name the user gave.
+    out = write_anatomy_page(target, a)
     print(a.explain())
     print(f"picture: {out}", file=sys.stderr)
     return 0

@@ -24,6 +24,8 @@ loss, queue). Needs root. See docs/lab.md."""
 
 def add_lab_subcommands(subparsers: Any) -> argparse.ArgumentParser:
     """Add ``lab`` (with up/exec/down/clean/status/run) to a subparsers object."""
+    from . import int_at_least, positive_float, seed_value
+
     lab = subparsers.add_parser("lab", help="real Linux TCP across the WAN emulator (needs root)", description=LAB_HELP)
     cmds = lab.add_subparsers(dest="lab_command", metavar="LAB_COMMAND", required=True)
 
@@ -57,9 +59,9 @@ def add_lab_subcommands(subparsers: Any) -> argparse.ArgumentParser:
     rn.add_argument(
         "scenario", metavar="SCENARIO.toml", help="scenario file (docs/scenario.md; [lab] keys: docs/lab.md)"
     )
-    rn.add_argument("--runs", type=int, help="number of runs (overrides scenario.runs)")
-    rn.add_argument("--seed", type=int, help="base seed (overrides scenario.seed)")
-    rn.add_argument("--duration", type=float, metavar="S", help="override scenario.duration_s")
+    rn.add_argument("--runs", type=int_at_least(1), help="number of runs (overrides scenario.runs)")
+    rn.add_argument("--seed", type=seed_value, help="base seed (overrides scenario.seed)")
+    rn.add_argument("--duration", type=positive_float, metavar="S", help="override scenario.duration_s")
     rn.add_argument("--out", metavar="DIR", help="output directory (default: results/<name>-lab)")
     rn.add_argument("--json", action="store_true", help="print one JSON object on stdout")
     rn.add_argument("--pcap", action="store_true", help="also write server.pcap / client.pcap per run")
@@ -71,11 +73,13 @@ def add_lab_subcommands(subparsers: Any) -> argparse.ArgumentParser:
 
 def add_validate_subcommand(subparsers: Any) -> argparse.ArgumentParser:
     """Add ``validate SCENARIO.toml``: simulator and lab side by side."""
+    from . import int_at_least, positive_float, seed_value
+
     v = subparsers.add_parser("validate", help="run a scenario in the simulator and the lab, side by side (needs root)")
     v.add_argument("scenario", metavar="SCENARIO.toml", help="scenario file, run unchanged on both substrates")
-    v.add_argument("--runs", type=int, help="runs on each substrate (overrides scenario.runs)")
-    v.add_argument("--seed", type=int, help="base seed (overrides scenario.seed)")
-    v.add_argument("--duration", type=float, metavar="S", help="override scenario.duration_s")
+    v.add_argument("--runs", type=int_at_least(1), help="runs on each substrate (overrides scenario.runs)")
+    v.add_argument("--seed", type=seed_value, help="base seed (overrides scenario.seed)")
+    v.add_argument("--duration", type=positive_float, metavar="S", help="override scenario.duration_s")
     v.add_argument("--out", metavar="DIR", help="output directory (default: results/<name>-validate)")
     v.add_argument("--json", action="store_true", help="print one JSON object (both summaries) on stdout")
     v.add_argument("--quiet", action="store_true", help="no progress or log lines on stderr")
@@ -244,11 +248,9 @@ def _cmd_run(args: argparse.Namespace) -> int:
     if args.pcap:
         scenario = scenario.with_values({"lab.pcap": True})
     out = Path(args.out) if args.out else Path("results") / f"{scenario.name}-lab"
-    result = run_lab_scenario(scenario, out, progress=not args.quiet)
-    if not args.no_report:
-        from ..report.run_page import write_run_report
-
-        write_run_report(out, scenario, result.digests, result.document["summary"])
+    result = run_lab_scenario(
+        scenario, out, progress=not args.quiet, finish=None if args.no_report else _report(scenario)
+    )
     document = result.document
     if args.json:
         print(dumps_json(document))
@@ -264,20 +266,24 @@ def _cmd_run(args: argparse.Namespace) -> int:
 def _cmd_validate(args: argparse.Namespace) -> int:
     from ..execute.labruns import validate
     from ..records.meta import dumps_json
-    from ..report.run_page import write_run_report
     from ..report.text import validation_table
 
     scenario = _scenario(args)
     out = Path(args.out) if args.out else Path("results") / f"{scenario.name}-validate"
-    doc, sim, lab = validate(scenario, out, progress=not args.quiet)
-    for where, result in (("sim", sim), ("lab", lab)):
-        write_run_report(out / where, scenario, result.digests, result.document["summary"])
+    doc, sim, lab = validate(scenario, out, progress=not args.quiet, finish=_report(scenario))
     if args.json:
         print(dumps_json(doc))
         return 0
     print(validation_table(doc, scenario.scenario.runs))
     print(f"\nreports: {out / 'sim' / 'report.html'}  {out / 'lab' / 'report.html'}")
     return 0
+
+
+def _report(scenario: Any) -> Any:
+    """A ``finish`` hook: the run report, written before the results are swapped in."""
+    from ..report.run_page import write_run_report
+
+    return lambda directory, result: write_run_report(directory, scenario, result.digests, result.document["summary"])
 
 
 def _scenario(args: argparse.Namespace) -> Any:

@@ -35,6 +35,7 @@ def add_sweep_subcommand(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--duration", metavar="S", type=positive_float, help="override every point's scenario.duration_s")
     p.add_argument("--no-report", action="store_true", help="do not write report.html")
     p.add_argument("--quiet", action="store_true", help="no progress bar or log lines on stderr")
+    p.add_argument("--check", action="store_true", help="validate the sweep file and every point, run nothing")
     p.set_defaults(func=_cmd_sweep)
     return p
 
@@ -51,6 +52,9 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     sweep = load_sweep(args.sweep, runs=args.runs, duration_s=args.duration, substrate=substrate)
     check_column_names(sweep)
     out = Path(args.out) if args.out else Path("results") / (sweep.name + ("-lab" if args.lab else ""))
+    if args.check:
+        print(f"{sweep.name}: ok: {len(sweep.points)} point(s) × {sweep.runs} run(s)")
+        return 0
     log = (lambda _: None) if args.quiet else (lambda line: print(f"thinwan: {line}", file=sys.stderr))
     started = time.monotonic()
     result = run_sweep(sweep, out, jobs=args.jobs, scheduler=args.scheduler, progress=not args.quiet, log=log)

@@ -26,6 +26,7 @@ import socket
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import dpkt
 
@@ -78,8 +79,13 @@ def _ip_of(linktype: int, frame: bytes) -> dpkt.Packet | None:
 
 
 def _packets(path: Path) -> Iterator[tuple[float, int, bytes]]:
-    """(time, link type, frame) of every packet in a pcap or pcapng file."""
-    with open(path, "rb") as f:
+    """(time, link type, frame) of every packet in a pcap or pcapng file.
+
+    A damaged file is an error naming the record, never a silent end: dpkt's readers
+    stop quietly at a short read, so they read through :class:`_Records`.
+    """
+    with open(path, "rb") as raw:
+        f = _Records(raw)
         bad_header = (ValueError, dpkt.NeedData, dpkt.UnpackError)
         try:
             reader = dpkt.pcap.Reader(f)
@@ -90,8 +96,65 @@ def _packets(path: Path) -> Iterator[tuple[float, int, bytes]]:
             except bad_header as e:
                 raise TraceError("not a pcap or pcapng file") from e
         linktype = reader.datalink()
+        f.start_records()
         for ts, frame in reader:
             yield float(ts), linktype, frame
+
+
+# libpcap's largest snapshot length: no packet record holds more.
+MAX_RECORD_BYTES = 262_144
+
+
+class _Records:
+    """The capture file as dpkt's readers see it, checked record by record.
+
+    After the file header both formats alternate a fixed-size record header read (16
+    bytes in pcap, 8 in pcapng; an empty read there is the end of the file) and a
+    body read of the length that header gives. A body longer than any capture can hold
+    means a damaged header; a short read anywhere means a truncated file.
+    """
+
+    def __init__(self, f: Any) -> None:
+        self.f = f
+        self.records = 0  # record headers read so far
+        self.checking = False
+        self.body_next = False
+
+    def start_records(self) -> None:
+        self.checking, self.body_next = True, False
+
+    def read(self, n: int = -1) -> bytes:
+        if not self.checking:
+            return self.f.read(n)
+        offset = self.f.tell()
+        if self.body_next:
+            self.body_next = False
+            if n < 0 or n > MAX_RECORD_BYTES:
+                raise TraceError(
+                    f"packet {self.records} (record at byte {offset - self.header_len}) is damaged: its header "
+                    f"says it holds {n:,} bytes, more than a capture holds per packet ({MAX_RECORD_BYTES:,})"
+                )
+            data = self.f.read(n)
+            if len(data) < n:
+                raise TraceError(
+                    f"packet {self.records} (record at byte {offset - self.header_len}) is truncated: the file "
+                    f"ends after {len(data):,} of its {n:,} bytes"
+                )
+            return data
+        data = self.f.read(n)
+        if not data:
+            return data  # the end of the file, between records
+        self.records += 1
+        self.header_len = n
+        if len(data) < n:
+            raise TraceError(
+                f"packet {self.records} (record at byte {offset}) is truncated: the file ends inside its header"
+            )
+        self.body_next = True
+        return data
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.f, name)
 
 
 def _addr(ip: dpkt.Packet) -> tuple[str, str]:

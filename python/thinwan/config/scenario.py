@@ -22,6 +22,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from .files import ScenarioError, read_scenario_data
+from .limits import MAX_DURATION_S, MAX_PAIRS, MAX_ROWS, MAX_SEED, estimate_run
 
 __all__ = [
     "ScenarioError",
@@ -81,10 +82,20 @@ class ScenarioSection(_Section):
 
     name: str = ""
     description: str = ""
-    duration_s: float = Field(60.0, gt=0)
-    drain_s: float = Field(10.0, ge=0)
-    runs: int = Field(1, ge=1)
-    seed: int = Field(1, ge=0)
+    # Bounds: docs/limits.md (thinwan.config.limits).
+    duration_s: float = Field(60.0, gt=0, le=MAX_DURATION_S)
+    drain_s: float = Field(10.0, ge=0, le=MAX_DURATION_S)
+    runs: int = Field(1, ge=1, le=1_000_000)
+    seed: int = Field(1, ge=0, le=MAX_SEED)
+
+    @field_validator("seed")
+    @classmethod
+    def _last_seed_fits(cls, v: int, info: ValidationInfo) -> int:
+        runs = info.data.get("runs")
+        if runs is not None and v + runs - 1 > MAX_SEED:
+            raise ValueError(f"run k uses seed + k: seed + runs - 1 must be ≤ {MAX_SEED} (a u64)")
+        return v
+
     start_stagger_ms: float = Field(0.25, ge=0)
 
 
@@ -93,7 +104,7 @@ class TopologySection(_Section):
     mux topology (the same with a last hop proxy → client, and the tunnel of ``[mux]``)."""
 
     kind: Literal["dumbbell", "mux"] = "dumbbell"
-    pairs: int = Field(10, ge=1)
+    pairs: int = Field(10, ge=1, le=MAX_PAIRS)
     access_rate_mbps: float = Field(100.0, gt=0)
     access_delay_ms: float = Field(1.0, ge=0)
     access_queue_packets: int = Field(1000, ge=1)
@@ -295,6 +306,24 @@ class Scenario(_Section):
             self.trace_writes()  # read (and cache) the capture now, so errors come early
         return self
 
+    @model_validator(mode="after")
+    def _rows_fit_the_records(self) -> Scenario:
+        e = estimate_run(self)
+        for what, rows in (("messages", e.messages), ("connection-trace rows", e.conn_trace_rows)):
+            if rows > MAX_ROWS:
+                raise ValueError(
+                    f"scenario.duration_s: {self.scenario.duration_s:g} s with topology.pairs = "
+                    f"{self.topology.pairs} means about {rows:,} {what} per run; at most {MAX_ROWS:,} "
+                    "(docs/limits.md)"
+                )
+        if e.queue_trace_rows > MAX_ROWS:
+            raise ValueError(
+                f"records.trace_interval_ms: {self.records.trace_interval_ms:g} ms over "
+                f"{self.scenario.duration_s + self.scenario.drain_s:g} s means {e.queue_trace_rows:,} "
+                f"queue-trace rows per run; at most {MAX_ROWS:,} (docs/limits.md)"
+            )
+        return self
+
     def trace_writes(self) -> list[list[tuple[float, int]]]:
         """``traffic.model = "pcap"``: each stream's writes (seconds, bytes)."""
         from .capture import TraceError, stream_writes
@@ -332,7 +361,7 @@ class Scenario(_Section):
     def with_overrides(self, runs: int | None = None, seed: int | None = None) -> Scenario:
         """A copy with ``scenario.runs`` / ``scenario.seed`` replaced where given."""
         values = {"scenario.runs": runs, "scenario.seed": seed}
-        return self.with_values({k: v for k, v in values.items() if v is not None})
+        return self.with_values({k: v for k, v in values.items() if v is not None}, source="--runs/--seed")
 
     def with_values(self, values: Mapping[str, Any], source: str = "<overrides>") -> Scenario:
         """A copy with ``{"section.key": value}`` replaced, validated like a file.

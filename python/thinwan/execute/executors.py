@@ -74,6 +74,7 @@ class LocalProcesses:
         from concurrent.futures.process import BrokenProcessPool
 
         pool = self._pool(self.workers(len(tasks)))
+        finished = False
         try:
             futures = {pool.submit(fn, t): t for t in tasks}
             for future in as_completed(futures):
@@ -87,18 +88,27 @@ class LocalProcesses:
                 except Exception as e:
                     raise RunError(f"{describe(task)} failed: {type(e).__name__}: {e}") from e
                 yield task, result
+            finished = True
         finally:
-            # Tasks not started are dropped; running ones are waited for (on Ctrl-C in a
-            # terminal they got the signal too and stop at once).
-            pool.shutdown(wait=True, cancel_futures=True)
+            if finished:
+                pool.shutdown(wait=True)
+            else:
+                # An error, Ctrl-C or an abandoned iterator: the native run loop cannot be
+                # interrupted, so the workers are killed (their tasks' partial files are
+                # temporary names) and nothing queued starts.
+                _kill_pool(pool)
 
     def _pool(self, workers: int) -> Any:
         import multiprocessing
         from concurrent.futures import ProcessPoolExecutor
 
         # spawn, not fork: the parent may hold threads (tqdm's monitor) and their locks,
-        # which a forked child would inherit in an undefined state.
-        return ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"))
+        # which a forked child would inherit in an undefined state. Workers ignore SIGINT:
+        # Ctrl-C in a terminal reaches the whole process group, and the parent, not each
+        # worker, decides what stops (all of them, at once).
+        return ProcessPoolExecutor(
+            max_workers=workers, mp_context=multiprocessing.get_context("spawn"), initializer=_ignore_sigint
+        )
 
 
 class DaskCluster:
@@ -184,6 +194,22 @@ def progress_bar(total: int, desc: str, show: bool, initial: int = 0) -> Any:
         file=sys.stderr,
         disable=not (show and sys.stderr.isatty()),
     )
+
+
+def _ignore_sigint() -> None:
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def _kill_pool(pool: Any) -> None:
+    """Kill a ProcessPoolExecutor's workers, reap them, drop its queued tasks."""
+    processes = list(getattr(pool, "_processes", {}).values())  # no public way to reach them
+    for p in processes:
+        p.kill()
+    pool.shutdown(wait=False, cancel_futures=True)
+    for p in processes:
+        p.join(timeout=5)
 
 
 def _in_process(fn: Callable[[T], R], tasks: Sequence[T], describe: Callable[[T], str]) -> Iterator[tuple[T, R]]:

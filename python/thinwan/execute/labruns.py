@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -19,57 +20,80 @@ from ..analysis.metrics import summarize_runs
 from ..config.scenario import Scenario
 from ..records.meta import dumps_json
 from ..records.schema import write_text_atomic
+from ..records.staging import staged_output
 from .executors import SerialLab
-from .runs import RunResult, clear_previous_results, run_scenario, summary_document
+from .runs import RunResult, run_scenario, summary_document
 
 __all__ = ["run_lab_scenario", "validate"]
 
 
-def run_lab_scenario(scenario: Scenario, out: str | Path, progress: bool = True) -> RunResult:
+def run_lab_scenario(
+    scenario: Scenario,
+    out: str | Path,
+    progress: bool = True,
+    finish: Callable[[Path, RunResult], None] | None = None,
+) -> RunResult:
     """Run every run of ``scenario`` on the lab (its ``[lab]`` settings); write records,
-    ``lab.json`` and ``summary.json`` (with ``substrate = "lab"`` and ``out``)."""
-    from ..substrates.lab.labrun import run_lab_once
+    ``lab.json`` and ``summary.json`` (with ``substrate = "lab"`` and ``out``), into a
+    staging directory that replaces ``out`` when complete (``finish`` as in
+    :func:`~thinwan.execute.runs.run_scenario`)."""
+    from ..substrates.lab.labrun import check_lab_capacity, run_lab_once
 
-    out = Path(out)
+    final = Path(out)
     runs = scenario.scenario.runs
     executor = SerialLab()
     executor.check()
-    clear_previous_results(out, runs)
-    write_text_atomic(out / "scenario.toml", scenario.to_toml())
-    write_text_atomic(out / "lab.json", json.dumps(scenario.lab.model_dump(mode="json"), indent=2) + "\n")
+    check_lab_capacity(scenario)
+    with staged_output(final) as stage:
+        write_text_atomic(stage / "scenario.toml", scenario.to_toml())
+        write_text_atomic(stage / "lab.json", json.dumps(scenario.lab.model_dump(mode="json"), indent=2) + "\n")
 
-    def one(k: int) -> Any:
-        if progress:
-            span = scenario.scenario.duration_s + scenario.scenario.drain_s
-            print(f"thinwan: lab run {k + 1}/{runs} ({span:g} s)…", file=sys.stderr)
-        records = run_lab_once(scenario, scenario.lab, k, out / "lab-raw" / f"run-{k}")
-        records.write(out / "runs" / f"run-{k}")
-        return digest_run(records, scenario)
+        def one(k: int) -> Any:
+            if progress:
+                span = scenario.scenario.duration_s + scenario.scenario.drain_s
+                print(f"thinwan: lab run {k + 1}/{runs} ({span:g} s)…", file=sys.stderr)
+            records = run_lab_once(scenario, scenario.lab, k, stage / "lab-raw" / f"run-{k}")
+            records.write(stage / "runs" / f"run-{k}")
+            return digest_run(records, scenario)
 
-    digests = []
-    results = executor.map(one, list(range(runs)), describe=lambda k: f"lab run {k}")
-    with contextlib.closing(results):
-        digests = [digest for _, digest in results]
-    summaries = [d.summary for d in digests]
-    document = {**summary_document(scenario, summaries), "substrate": "lab", "out": str(out)}
-    write_text_atomic(out / "summary.json", dumps_json(document) + "\n")
-    return RunResult(document=document, digests=digests)
+        digests = []
+        results = executor.map(one, list(range(runs)), describe=lambda k: f"lab run {k}")
+        with contextlib.closing(results):
+            digests = [digest for _, digest in results]
+        summaries = [d.summary for d in digests]
+        document = {**summary_document(scenario, summaries), "substrate": "lab", "out": str(final)}
+        write_text_atomic(stage / "summary.json", dumps_json(document) + "\n")
+        result = RunResult(document=document, digests=digests)
+        if finish is not None:
+            finish(stage, result)
+    return result
 
 
-def validate(scenario: Scenario, out: Path, progress: bool = True) -> tuple[dict[str, Any], RunResult, RunResult]:
+def validate(
+    scenario: Scenario,
+    out: Path,
+    progress: bool = True,
+    finish: Callable[[Path, RunResult], None] | None = None,
+) -> tuple[dict[str, Any], RunResult, RunResult]:
     """Run ``scenario`` in the simulator and on the lab; write ``validate.json``.
 
-    Returns its document (both summaries) and both substrates' results (for reports).
+    Both go to ``out/sim`` and ``out/lab`` of one staging directory that replaces ``out``
+    when both are complete (``finish`` is called on each of the two). Returns its
+    document (both summaries) and both substrates' results.
     """
+    from ..substrates.lab.labrun import check_lab_capacity
+
     SerialLab().check()
-    sim = run_scenario(scenario, out / "sim", progress=progress)
-    lab = run_lab_scenario(scenario, out / "lab", progress=progress)
-    doc = {
-        "scenario": scenario.name,
-        "sim": summarize_runs(sim.summaries),
-        "lab": lab.document["summary"],
-        "out": str(out),
-        "config": scenario.model_dump(mode="json"),
-    }
-    write_text_atomic(out / "validate.json", dumps_json(doc) + "\n")
+    check_lab_capacity(scenario)
+    with staged_output(Path(out)) as stage:
+        sim = run_scenario(scenario, stage / "sim", progress=progress, finish=finish)
+        lab = run_lab_scenario(scenario, stage / "lab", progress=progress, finish=finish)
+        doc = {
+            "scenario": scenario.name,
+            "sim": summarize_runs(sim.summaries),
+            "lab": lab.document["summary"],
+            "out": str(out),
+            "config": scenario.model_dump(mode="json"),
+        }
+        write_text_atomic(stage / "validate.json", dumps_json(doc) + "\n")
     return doc, sim, lab

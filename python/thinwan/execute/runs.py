@@ -1,6 +1,8 @@
 """``thinwan run``: every run of a scenario on an executor, written as it finishes.
 
-Layout of an output directory (one invocation's results; older ones are replaced)::
+Layout of an output directory (one invocation's results: written aside and swapped in
+whole when complete, :mod:`thinwan.records.staging`; an interrupted invocation leaves the
+earlier results as they were)::
 
     <out>/scenario.toml          the complete validated scenario, re-runnable as is
     <out>/runs/run-<k>/          records of run k (docs/records.md), written as it finishes
@@ -16,8 +18,7 @@ worker writes its own records and returns only a small
 from __future__ import annotations
 
 import contextlib
-import shutil
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,14 +26,17 @@ from typing import Any
 from .. import __version__
 from ..analysis.digest import RunDigest, digest_run
 from ..analysis.metrics import summarize_runs
+from ..config.files import ScenarioError
+from ..config.limits import check_fits, estimate_run, mem_available_bytes
 from ..config.scenario import Scenario
 from ..records.meta import dumps_json, git_revision
 from ..records.schema import write_text_atomic
+from ..records.staging import staged_output
 from ..substrates.sim import simulate
 from .errors import RunError
 from .executors import Executor, LocalProcesses, progress_bar
 
-__all__ = ["RunError", "RunResult", "run_scenario", "summary_document", "clear_previous_results"]
+__all__ = ["RunError", "RunResult", "run_scenario", "summary_document", "check_memory"]
 
 
 @dataclass
@@ -64,33 +68,54 @@ def run_scenario(
     jobs: int | None = None,
     progress: bool = True,
     executor: Executor | None = None,
+    finish: Callable[[Path, RunResult], None] | None = None,
 ) -> RunResult:
     """Run ``scenario.scenario.runs`` runs and write records and ``summary.json``.
 
     Run *k* is ``_native.simulate(scenario.to_native_json(), k)`` (seed ``seed + k``), on
     ``executor`` (default: ``jobs`` local worker processes, one per CPU, never more
-    than runs).
+    than runs). Everything is written to a staging directory; ``finish(directory,
+    result)`` may add to it (the report) before it replaces ``out_dir``. Runs that would
+    not fit in memory are refused first (:func:`check_memory`).
     """
     if not _native_built():
         raise RunError("the native simulator is not built (run scripts/setup.sh)")
-    out = Path(out_dir)
     runs = scenario.scenario.runs
-    clear_previous_results(out, runs)
-    write_text_atomic(out / "scenario.toml", scenario.to_toml())
-    executor = executor or LocalProcesses(jobs)
+    if executor is None:
+        executor = LocalProcesses(jobs)
+        check_memory(scenario, executor.workers(runs))
     git_rev = git_revision()
-    jobs_ = [RunJob(scenario, k, out, git_rev) for k in range(runs)]
-    digests = []
-    bar = progress_bar(runs, scenario.name, progress)
-    results = executor.map(run_one, jobs_, describe=lambda j: f"run {j.run}")
-    with bar, contextlib.closing(results):
-        for _, digest in results:
-            digests.append(digest)
-            bar.update()
-    digests.sort(key=lambda d: d.meta["run"])
-    document = summary_document(scenario, [d.summary for d in digests])
-    write_text_atomic(out / "summary.json", dumps_json(document, indent=2) + "\n")
-    return RunResult(document=document, digests=digests)
+    with staged_output(Path(out_dir)) as out:
+        write_text_atomic(out / "scenario.toml", scenario.to_toml())
+        jobs_ = [RunJob(scenario, k, out, git_rev) for k in range(runs)]
+        digests = []
+        bar = progress_bar(runs, scenario.name, progress)
+        results = executor.map(run_one, jobs_, describe=lambda j: f"run {j.run}")
+        with bar, contextlib.closing(results):
+            for _, digest in results:
+                digests.append(digest)
+                bar.update()
+        digests.sort(key=lambda d: d.meta["run"])
+        document = summary_document(scenario, [d.summary for d in digests])
+        write_text_atomic(out / "summary.json", dumps_json(document, indent=2) + "\n")
+        result = RunResult(document=document, digests=digests)
+        if finish is not None:
+            finish(out, result)
+    return result
+
+
+def check_memory(scenario: Scenario, workers: int = 1, available: int | None = None) -> None:
+    """Raise :class:`ScenarioError` when ``workers`` simulated runs of ``scenario`` at once
+    would not fit in the available memory (:mod:`thinwan.config.limits`)."""
+    available = mem_available_bytes() if available is None else available
+    need = estimate_run(scenario).bytes
+    problem = check_fits(need, workers, available)
+    if problem is None:
+        return
+    hint = "lower scenario.duration_s or topology.pairs, or set records.traces = false"
+    if available is not None and workers > 1 and need <= available:
+        hint = f"--jobs {max(1, available // need)} fits"
+    raise ScenarioError(f"{scenario.name}: {problem}; {hint} (docs/limits.md)")
 
 
 def run_one(job: RunJob) -> RunDigest:
@@ -111,20 +136,6 @@ def summary_document(scenario: Scenario, run_summaries: Sequence[Mapping[str, An
         "git_rev": git_revision(),
         "config": scenario.model_dump(mode="json"),
     }
-
-
-def clear_previous_results(out: Path, runs: int) -> None:
-    """Remove what an earlier invocation left that this one would not overwrite.
-
-    Otherwise a failed or smaller invocation would leave a directory whose runs and
-    summary disagree.
-    """
-    for name in ("summary.json", "report.html"):
-        (out / name).unlink(missing_ok=True)
-    for run_dir in (out / "runs").glob("run-*"):
-        index = run_dir.name.removeprefix("run-")
-        if index.isdigit() and int(index) >= runs:
-            shutil.rmtree(run_dir)
 
 
 def _native_built() -> bool:

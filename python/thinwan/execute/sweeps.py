@@ -45,6 +45,7 @@ from ..analysis.aggregate import (
     sweep_document,
     task_result,
 )
+from ..config.limits import estimate_run
 from ..config.scenario import Scenario
 from ..config.sweepfile import Sweep
 from ..records.meta import dumps_json, git_revision
@@ -120,6 +121,7 @@ def run_sweep(
     if executor is None:
         executor = SerialLab() if lab else DaskCluster(scheduler) if scheduler else LocalProcesses(jobs)
     tasks = sweep_tasks(sweep)
+    _check_limits(sweep, executor, len(tasks))
     # Written again at the end; until then, none that disagrees with runs.parquet/.
     for name in ("summary.json", "report.html"):
         (out / name).unlink(missing_ok=True)
@@ -165,6 +167,27 @@ def run_task(task: SweepTask) -> dict[str, Any]:
     """
     records = simulate(task.scenario.with_values({"records.traces": False}), task.run)
     return task_result(records, task.scenario, task.run)
+
+
+def _check_limits(sweep: Sweep, executor: Executor, tasks: int) -> None:
+    """Refuse, before anything runs, points the lab cannot run or local workers cannot
+    hold in memory (docs/limits.md)."""
+    from .executors import LocalProcesses
+    from .runs import check_memory
+
+    if sweep.substrate == "lab":
+        from ..substrates.lab.labrun import check_lab_capacity
+
+        biggest = max(sweep.points, key=lambda p: p.scenario.topology.pairs)
+        check_lab_capacity(biggest.scenario)
+    elif isinstance(executor, LocalProcesses):
+        # Tasks run with traces off (run_task); the biggest point decides.
+        biggest = max(sweep.points, key=lambda p: estimate_run(_without_traces(p.scenario)).bytes)
+        check_memory(_without_traces(biggest.scenario), executor.workers(tasks))
+
+
+def _without_traces(scenario: Scenario) -> Scenario:
+    return scenario.with_values({"records.traces": False})
 
 
 def _task_name(task: SweepTask) -> str:

@@ -3,6 +3,9 @@ returned as records with the run's metadata filled in."""
 
 from __future__ import annotations
 
+import threading
+from typing import Any
+
 from .. import __version__
 from ..analysis.anatomy import Anatomy, find_timeout, with_packet_log, worst_connection
 from ..config.scenario import Scenario
@@ -17,9 +20,7 @@ def simulate(scenario: Scenario, run: int, git_rev: str | None = None) -> RunRec
     ``meta`` gets what the simulator does not know itself (scenario name, run, seed,
     version, substrate, duration, config) and, when given, the git revision.
     """
-    from .. import _native
-
-    records = RunRecords.from_native(_native.simulate(scenario.to_native_json(), run))
+    records = RunRecords.from_native(_interruptible_simulate(scenario.to_native_json(), run))
     meta = records.meta
     meta.setdefault("scenario", scenario.name)
     meta.setdefault("run", run)
@@ -31,6 +32,33 @@ def simulate(scenario: Scenario, run: int, git_rev: str | None = None) -> RunRec
     if git_rev is not None:
         meta["git_rev"] = git_rev
     return records
+
+
+def _interruptible_simulate(config_json: str, run: int) -> Any:
+    """``_native.simulate`` in a helper thread, so that Ctrl-C reaches this one at once.
+
+    The native run loop releases the GIL but never checks for signals, so called here
+    directly it would hold off a KeyboardInterrupt until the whole run is over (and
+    then fail converting its result). In a thread, the caller's wait is interrupted at
+    once; the abandoned thread is a daemon that ends with the process (the CLI exits
+    130 right away), and its result, never collected, touches no file.
+    """
+    from .. import _native
+
+    box: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            box["result"] = _native.simulate(config_json, run)
+        except BaseException as e:  # handed to the caller below
+            box["error"] = e
+
+    thread = threading.Thread(target=target, name=f"thinwan-sim-run{run}", daemon=True)
+    thread.start()
+    thread.join()  # interruptible: a KeyboardInterrupt leaves the thread behind
+    if "error" in box:
+        raise box["error"]
+    return box["result"]
 
 
 def native_available() -> bool:

@@ -36,6 +36,8 @@ from .topology import CLIENT_ADDR, Lab
 
 __all__ = [
     "run_lab_once",
+    "check_lab_capacity",
+    "lab_capacity",
     "read_logs",
     "sink_argv",
     "pump_argv",
@@ -48,6 +50,74 @@ __all__ = [
 
 # Slack on top of duration + drain before a pump or sink is declared stuck.
 STUCK_S = 30.0
+
+
+# The connecting side's ephemeral ports: a fresh namespace's net.ipv4.ip_local_port_range
+# is the kernel default 32768–60999, and every connection goes to the one sink address.
+EPHEMERAL_PORTS = 60999 - 32768 + 1
+# Tasks and descriptors left for everything else (the link emulator, the logger, ss, …).
+TASK_RESERVE = 1024
+FD_RESERVE = 64
+
+
+def lab_capacity() -> tuple[int, str]:
+    """The most connections the lab can run here, and what limits it.
+
+    thinwan-net's pump and sink serve each connection on a thread of its own
+    (crates/net/src/pump.rs) and each holds one socket per connection, so a run needs
+    two kernel tasks and one descriptor in each process per connection, and one
+    ephemeral port of the pump's namespace.
+    """
+    import resource
+
+    tasks_max = min(_read_int("/proc/sys/kernel/pid_max"), _read_int("/proc/sys/kernel/threads-max"))
+    running = _tasks_running()
+    limits = [
+        (
+            (tasks_max - running - TASK_RESERVE) // 2,
+            f"two threads per connection (pump and sink), and the kernel allows {tasks_max:,} tasks "
+            f"(min of kernel.pid_max and kernel.threads-max) with {running:,} running",
+        ),
+        (EPHEMERAL_PORTS, f"one ephemeral port per connection: {EPHEMERAL_PORTS:,} in a fresh namespace"),
+    ]
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != resource.RLIM_INFINITY:
+        limits.append(
+            (soft - FD_RESERVE, f"one socket per connection in the pump and in the sink: ulimit -n is {soft:,}")
+        )
+    return min(limits)
+
+
+def check_lab_capacity(scenario: Scenario) -> None:
+    """Raise :class:`LabError`'s user-facing sibling, a ScenarioError, when the lab cannot
+    run this many connections (:func:`lab_capacity`)."""
+    from ...config.files import ScenarioError
+
+    pairs = scenario.topology.pairs
+    conns = pairs * (2 if scenario.traffic.separate_connections else 1)
+    most, reason = lab_capacity()
+    if conns > most:
+        what = f"{conns:,} connections ({pairs:,} pairs × 2)" if conns != pairs else f"{conns:,} connections"
+        raise ScenarioError(
+            f"topology.pairs: the lab can run at most {max(most, 0):,} connections here, {what} asked for: "
+            f"{reason} (docs/limits.md)"
+        )
+
+
+def _read_int(path: str) -> int:
+    try:
+        with open(path) as f:
+            return int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768  # the kernel's default pid_max
+
+
+def _tasks_running() -> int:
+    try:
+        with open("/proc/loadavg") as f:
+            return int(f.read().split()[3].split("/")[1])  # runnable/total scheduling entities
+    except (OSError, ValueError, IndexError):
+        return 0
 
 
 def run_lab_once(scenario: Scenario, opts: LabSection, run: int, raw: Path) -> RunRecords:
