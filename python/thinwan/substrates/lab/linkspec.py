@@ -14,7 +14,7 @@ import subprocess
 from dataclasses import dataclass, field
 from typing import Any
 
-from ...config.scenario import LabSection, Scenario
+from ...config.scenario import LabSection, QueueSection, Scenario
 from ..binaries import find_binary
 
 __all__ = [
@@ -44,7 +44,8 @@ class DirLink:
     overhead_bytes: int = 0
     discipline: str = "droptail"  # or "priority"
     priority_classifier: str = "label"  # priority: "label" (IP DSCP ≠ 0) or "gap" (per 5-tuple)
-    classifier_gap_ms: float = 6.31
+    # The scenario model owns the default (``[queue] classifier_gap_ms``), not a copy here.
+    classifier_gap_ms: float = QueueSection.model_fields["classifier_gap_ms"].default
 
     def to_json(self) -> dict[str, Any]:
         d: dict[str, Any] = {
@@ -69,22 +70,23 @@ class DirLink:
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> DirLink:
-        """The inverse of :meth:`to_json` (e.g. ``thinwan-link --check``'s resolved config)."""
-        q = d.get("queue", {})
+        """The inverse of :meth:`to_json` (e.g. ``thinwan-link --check``'s resolved config,
+        which always has every key: a missing one is an error, not a default)."""
+        q = d["queue"]
         ge = d.get("ge")
         return cls(
-            rate_bps=int(d.get("rate_bps", 0)),
-            delay_ms=float(d.get("delay_ms", 0.0)),
-            jitter=str(d.get("jitter", "none")),
-            reorder=bool(d.get("reorder", False)),
-            loss=float(d.get("loss", 0.0)),
+            rate_bps=int(d["rate_bps"]),
+            delay_ms=float(d["delay_ms"]),
+            jitter=str(d["jitter"]),
+            reorder=bool(d["reorder"]),
+            loss=float(d["loss"]),
             ge=(ge["p"], ge["r"], ge["loss_good"], ge["loss_bad"]) if ge else None,
-            queue_packets=int(q.get("limit_packets", 1000)),
-            queue_bytes=int(q.get("limit_bytes", 0)),
-            overhead_bytes=int(d.get("overhead_bytes", 0)),
-            discipline=str(q.get("discipline", "droptail")),
-            priority_classifier=str(q.get("priority_classifier", "label")),
-            classifier_gap_ms=float(q.get("classifier_gap_ms", 6.31)),
+            queue_packets=int(q["limit_packets"]),
+            queue_bytes=int(q["limit_bytes"]),
+            overhead_bytes=int(d["overhead_bytes"]),
+            discipline=str(q["discipline"]),
+            priority_classifier=str(q["priority_classifier"]),
+            classifier_gap_ms=float(q["classifier_gap_ms"]),
         )
 
 
@@ -102,7 +104,7 @@ class LinkSpec:
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> LinkSpec:
         """The inverse of :meth:`to_json`."""
-        return cls(fwd=DirLink.from_json(d["fwd"]), rev=DirLink.from_json(d["rev"]), seed=int(d.get("seed", 1)))
+        return cls(fwd=DirLink.from_json(d["fwd"]), rev=DirLink.from_json(d["rev"]), seed=int(d["seed"]))
 
     @classmethod
     def symmetric(cls, seed: int = 1, **kwargs: Any) -> LinkSpec:
@@ -290,12 +292,11 @@ class LinkCheckError(Exception):
     (``--FLAG: what is wrong``)."""
 
 
-def check_link_args(config: LinkSpec, args: list[str]) -> LinkSpec | None:
+def check_link_args(config: LinkSpec, args: list[str]) -> LinkSpec:
     """The link ``thinwan-link`` would emulate given ``--config`` (``config``) and the
     link options ``args``, resolved by ``thinwan-link --check`` (which parses every link
     flag: thinwan does not parse them a second time). Raises :class:`LinkCheckError`
-    for a bad option; returns None when this ``thinwan-link`` has no ``--check`` (an
-    older build: the options then go to the emulator unchecked).
+    for a bad option.
     """
     import tempfile
 
@@ -308,7 +309,5 @@ def check_link_args(config: LinkSpec, args: list[str]) -> LinkSpec | None:
         )
     if done.returncode == 0:
         return LinkSpec.from_json(json.loads(done.stdout.strip().splitlines()[-1]))
-    if "--check" in done.stderr and ("unexpected argument" in done.stderr or "unrecognized" in done.stderr):
-        return None
     message = done.stderr.strip().splitlines()[-1] if done.stderr.strip() else f"exit status {done.returncode}"
     raise LinkCheckError(message.removeprefix("thinwan-link: ").removeprefix("error: "))
