@@ -30,7 +30,7 @@ scenario (large-buffer base)          messages    conn trace    queue trace     
 → 140 MB + 240 B per message + 170 B per connection-trace row + 260 B per queue-trace
 row (each rounded up; the fit is within +10 % of every row above except 1000 pairs with
 traces, where the connection trace holds fewer rows than messages and the estimate is
-30 % high).
+a third high).
 """
 
 from __future__ import annotations
