@@ -64,11 +64,17 @@ def _interrupt(argv: list[str], started: str, cwd: Path, settle_s: float = 1.0) 
 
 
 def _group_alive(pgid: int) -> bool:
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    return True
+    """Does a live (not zombie) process of group ``pgid`` remain? A child that died after
+    its parent waits, as a zombie, for PID 1 to reap it (slow in some containers)."""
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue  # it ended while we looked
+        state, pgrp = fields[0], int(fields[2])
+        if pgrp == pgid and state != "Z":
+            return True
+    return False
 
 
 def _assert_interrupted(status: int, err: str, took: float) -> None:
