@@ -98,8 +98,7 @@ def _link_options(p: argparse.ArgumentParser) -> None:
         ("--rate", "RATE", "e.g. 10mbit (0 = unshaped)"),
         ("--delay", "DELAY", "one-way delay, e.g. 20ms"),
         ("--jitter", "JITTER", "none | uniform:10%% | uniform:2ms | normal:1ms"),
-        ("--loss", "P", "i.i.d. loss probability"),
-        ("--loss-rev", "P", "i.i.d. loss probability, client→server"),
+        ("--loss", "P", "i.i.d. loss probability, both directions"),
         ("--ge", "P,R[,LG,LB]", "Gilbert–Elliott loss"),
         ("--queue-packets", "N", "queue limit, packets (0 = none)"),
         ("--queue-bytes", "N", "queue limit, bytes (0 = none)"),
@@ -138,29 +137,23 @@ def _lab_spec(args: argparse.Namespace) -> Any:
 
     scenario = load_scenario(args.scenario) if args.scenario else None
     spec = lab_spec(scenario) if scenario else LabSpec(link=LinkSpec.symmetric(), tcp=TcpSettings(), notes=())
-    link_args: list[str] = args.link_args or []
-    unchecked: list[str] = []
-    if link_args:
+    if args.link_args:
         try:
-            resolved = check_link_args(spec.link, link_args)
+            spec = replace(spec, link=check_link_args(spec.link, args.link_args))
         except LinkCheckError as e:
             raise ScenarioError(f"lab up: {e}") from None
-        if resolved is None:
-            unchecked = link_args  # an older thinwan-link: it parses them when it starts
-        else:
-            spec = replace(spec, link=resolved)
     if args.cc:
         spec = replace(spec, tcp=replace(spec.tcp, congestion_control=args.cc))
     pcap = args.pcap or (scenario is not None and scenario.lab.pcap)
-    return spec, pcap, unchecked
+    return spec, pcap
 
 
 def _cmd_up(args: argparse.Namespace) -> int:
     from ..substrates.lab import netns
     from ..substrates.lab.topology import Lab
 
-    spec, pcap, unchecked = _lab_spec(args)
-    lab = Lab(spec, events=not args.no_events, pcap=pcap, link_args=unchecked)
+    spec, pcap = _lab_spec(args)
+    lab = Lab(spec, events=not args.no_events, pcap=pcap)
     try:
         lab.up(detach=True)
     except BaseException:

@@ -157,7 +157,6 @@ class Namespaces(ABC):
         events: bool,
         pcap: bool,
         detach: bool,
-        extra: Sequence[str] = (),
     ) -> subprocess.Popen[bytes]:
         """``thinwan-link`` between ``server`` and ``client`` (``NETNS:TUN``); its files
         are ``<name>.json``, ``<name>.out``/``.err``, ``<name>-stats.json``, and the event
@@ -179,7 +178,6 @@ class Namespaces(ABC):
             argv += ["--events", str(self.events_file(name))]
         if pcap:
             argv += ["--pcap-dir", str(self.workdir / ("pcap" if name == "link" else f"{name}-pcap"))]
-        argv += extra
         out = open(self.workdir / f"{name}.out", "wb")  # noqa: SIM115 (owned by the child)
         err = open(self.workdir / f"{name}.err", "wb")  # noqa: SIM115
         p = subprocess.Popen(argv, stdout=out, stderr=err, stdin=subprocess.DEVNULL, start_new_session=detach)
@@ -231,13 +229,9 @@ class Lab(Namespaces):
         workdir: str | Path | None = None,
         events: bool = True,
         pcap: bool = False,
-        link_args: Sequence[str] = (),
     ) -> None:
-        """``link_args``: link options handed to ``thinwan-link`` unparsed, after ``--config``
-        (only for a ``thinwan-link`` without ``--check``; see ``thinwan lab up``)."""
         super().__init__(workdir, spec.notes)
         self.spec = spec
-        self.link_args = tuple(link_args)
         self.netns = {"server": f"{self.id}-srv", "client": f"{self.id}-cli"}
         self.tun = {"server": f"{self.id}-s", "client": f"{self.id}-c"}
         self.addr = {"server": SERVER_ADDR, "client": CLIENT_ADDR}
@@ -275,7 +269,6 @@ class Lab(Namespaces):
             self.events,
             self.pcap,
             detach,
-            self.link_args,
         )
         self.emulator_pid = emulator.pid
         self._save_state(owner=emulator.pid if detach else os.getpid())
@@ -295,7 +288,6 @@ class Lab(Namespaces):
             f"  client side: netns {self.netns['client']}, {self.addr['client']} on {self.tun['client']}",
             f"  server→client: {_fmt_dir(f)}",
             f"  client→server: {_fmt_dir(r)}",
-            *([f"  link options (unchecked): {' '.join(self.link_args)}"] if self.link_args else []),
             f"  TCP: cc {self.spec.tcp.congestion_control}, sack {int(self.spec.tcp.sack)}, "
             f"ssr {int(self.spec.tcp.slow_start_after_idle)}, ecn {int(self.spec.tcp.ecn)}, rto_min {self.spec.tcp.min_rto_ms:g} ms",
             f"  run a command:  thinwan lab exec server -- CMD   (or: ip netns exec {self.netns['server']} CMD)",
