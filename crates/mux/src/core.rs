@@ -44,6 +44,7 @@ impl Core {
         // held ~7 KB, which let unauthenticated connections grow the core without bound.
         let mut conns = tokio::task::JoinSet::new();
         loop {
+            let mut pause = false;
             tokio::select! {
                 r = listener.accept() => match r {
                     Ok((tcp, peer)) => {
@@ -66,7 +67,7 @@ impl Core {
                     }
                     Err(e) => {
                         warnings.warn(|| tracing::warn!(error = %e, "accept failed"));
-                        tokio::time::sleep(ACCEPT_ERROR_PAUSE).await;
+                        pause = true;
                     }
                 },
                 Some(r) = conns.join_next(), if !conns.is_empty() => {
@@ -77,6 +78,10 @@ impl Core {
                     }
                 }
                 _ = shutdown.wait_for(|s| *s) => break,
+            }
+            if pause {
+                // Outside `select!`: its output holds the shutdown watch's guard.
+                tokio::time::sleep(ACCEPT_ERROR_PAUSE).await;
             }
         }
         tracing::info!("core shutting down");
