@@ -10,7 +10,7 @@
 //! `timeouts.handshake_timeout_ms`, and each listener logs at most [`LINES_PER_WINDOW`]
 //! per-connection warnings per second plus one "suppressed K" summary.
 
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -164,8 +164,50 @@ impl HandshakeGate {
 impl Drop for Permit {
     fn drop(&mut self) {
         self.counters.handshakes.fetch_sub(1, Ordering::Relaxed);
+        HANDSHAKES_ENDED.fetch_add(1, Ordering::Relaxed);
     }
 }
+
+/// Handshakes (of any gate in the process) ended so far; see [`release_memory_after_bursts`].
+static HANDSHAKES_ENDED: AtomicU64 = AtomicU64::new(0);
+
+/// Once a burst of unauthenticated connections is over (none in progress, some ended
+/// since the last look, checked every [`WINDOW`]), give the heap pages they freed back to
+/// the system. glibc's `free` returns memory only from the top of the heap; pages freed
+/// below a live allocation stay resident, so without this the core's RSS stayed at its
+/// peak after the trunk soak (`tests/soak.rs`: 6.3 MB at start, 11.3 MB at the peak of
+/// 200 concurrent handshakes and still 11.3 MB after, with nothing leaked); with it,
+/// 8.2 MB. `malloc_trim(0)` releases every free page (glibc ≥ 2.8) in well
+/// under a millisecond for a heap this size, so doing it at most once a second costs
+/// nothing measurable. Other C libraries: no-op.
+pub async fn release_memory_after_bursts(
+    counters: Arc<Counters>,
+    mut shutdown: tokio::sync::watch::Receiver<bool>,
+) {
+    let mut tick = tokio::time::interval(WINDOW);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut seen = HANDSHAKES_ENDED.load(Ordering::Relaxed);
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {}
+            _ = shutdown.wait_for(|s| *s) => return,
+        }
+        let ended = HANDSHAKES_ENDED.load(Ordering::Relaxed);
+        if ended != seen && counters.handshakes.load(Ordering::Relaxed) == 0 {
+            seen = ended;
+            trim_heap();
+        }
+    }
+}
+
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+fn trim_heap() {
+    // SAFETY: malloc_trim only walks and releases the allocator's own free lists.
+    unsafe { libc::malloc_trim(0) };
+}
+
+#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+fn trim_heap() {}
 
 /// How long an accept loop pauses after `accept` failed. Without a pause, running out
 /// of file descriptors (EMFILE) makes the loop spin at 100 % CPU, logging each failure;

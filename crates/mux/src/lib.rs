@@ -45,6 +45,7 @@ pub async fn bind(key: &str, addr: SocketAddr) -> io::Result<TcpListener> {
 pub async fn run_core(cfg: CoreConfig, shutdown: watch::Receiver<bool>) -> io::Result<()> {
     let listener = bind("trunk.listen", cfg.listen).await?;
     let counters = Arc::new(Counters::default());
+    tokio::spawn(guard::release_memory_after_bursts(counters.clone(), shutdown.clone()));
     let registry: core::Registry = Default::default();
     if let Some(m) = cfg.common.metrics {
         let l = bind("metrics.listen", m).await?;
@@ -65,6 +66,7 @@ pub async fn run_edge(cfg: EdgeConfig, shutdown: watch::Receiver<bool>) -> io::R
         listeners.push(bind(&format!("forward[{i}].listen"), f.listen).await?);
     }
     let counters = Arc::new(Counters::default());
+    tokio::spawn(guard::release_memory_after_bursts(counters.clone(), shutdown.clone()));
     let (tx, rx) = tokio::sync::oneshot::channel();
     let metrics_listener = match cfg.common.metrics {
         Some(m) => Some(bind("metrics.listen", m).await?),

@@ -25,7 +25,7 @@ async fn handshakes_are_capped_in_number_and_time() {
     let cfg = CoreConfig::try_from(
         parse(&format!(
             "[trunk]\nlisten = \"{addr}\"\n[auth]\npsk = \"{PSK}\"\n[limits]\nmax_handshakes = 4\n\
-             [timeouts]\nhandshake_timeout_ms = 400\n[[target]]\nname = \"e\"\nconnect = \"127.0.0.1:9\"\n"
+             [timeouts]\nhandshake_timeout_ms = 1000\n[[target]]\nname = \"e\"\nconnect = \"127.0.0.1:9\"\n"
         ))
         .unwrap(),
     )
@@ -50,12 +50,19 @@ async fn handshakes_are_capped_in_number_and_time() {
     for t in idle {
         closed.push(tokio::time::timeout(Duration::from_secs(5), t).await.unwrap().unwrap());
     }
-    let early = closed.iter().filter(|d| **d < Duration::from_millis(300)).count();
-    let timed_out = closed.iter().filter(|d| **d >= Duration::from_millis(390)).count();
+    let early = closed.iter().filter(|d| **d < Duration::from_millis(500)).count();
+    let timed_out = closed.iter().filter(|d| **d >= Duration::from_millis(990)).count();
     assert_eq!((early, timed_out), (6, 4), "6 refused at once, 4 held until the timeout: {closed:?}");
-    assert_eq!(counters.handshakes_refused.load(Ordering::SeqCst), 6);
-    assert_eq!(counters.trunk_failures.load(Ordering::SeqCst), 4, "the 4 admitted timed out");
-    assert_eq!(counters.handshakes.load(Ordering::SeqCst), 0, "every slot is free again");
+    // The core counts a handshake's end just after closing its socket: poll briefly.
+    let load = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::SeqCst);
+    let counts =
+        || (load(&counters.handshakes_refused), load(&counters.trunk_failures), load(&counters.handshakes));
+    let deadline = Instant::now() + Duration::from_secs(2);
+    while counts() != (6, 4, 0) && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    // Refused, admitted and timed out, still in progress.
+    assert_eq!(counts(), (6, 4, 0), "6 refused, the 4 admitted timed out, every slot free again");
     let _ = stop.send(true);
 }
 
