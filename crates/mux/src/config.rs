@@ -421,8 +421,10 @@ fn common(raw: &RawConfig, lanes: u16) -> Result<Common, ConfigError> {
     let grace = t.shutdown_grace_ms.unwrap_or(5000);
     let handshake = ms("handshake_timeout_ms", t.handshake_timeout_ms, DEFAULT_HANDSHAKE_TIMEOUT_MS)?;
     let max_handshakes = l.max_handshakes.unwrap_or(DEFAULT_MAX_HANDSHAKES);
-    if max_handshakes == 0 {
-        return Err(ConfigError::new("limits.max_handshakes", "must be positive"));
+    // The upper bound keeps the semaphore behind it constructible (tokio panics above
+    // 2^61 permits); a million handshakes would need a million descriptors anyway.
+    if !(1..=1_000_000).contains(&max_handshakes) {
+        return Err(ConfigError::new("limits.max_handshakes", "must be between 1 and 1000000"));
     }
     let session = SessionConfig {
         lanes,
@@ -608,9 +610,11 @@ mod tests {
         assert!(e.message.contains("max_stream"), "{e}");
         let e = EdgeConfig::try_from(parse(CORE).unwrap()).unwrap_err();
         assert_eq!(e.key, "trunk.listen");
-        let bad = format!("{CORE}\n[limits]\nmax_handshakes = 0\n");
-        let e = CoreConfig::try_from(parse(&bad).unwrap()).unwrap_err();
-        assert_eq!(e.key, "limits.max_handshakes");
+        for n in ["0", "9223372036854775807"] {
+            let bad = format!("{CORE}\n[limits]\nmax_handshakes = {n}\n");
+            let e = CoreConfig::try_from(parse(&bad).unwrap()).unwrap_err();
+            assert_eq!(e.key, "limits.max_handshakes");
+        }
         let bad = format!("{CORE}\n[timeouts]\nhandshake_timeout_ms = 0\n");
         let e = CoreConfig::try_from(parse(&bad).unwrap()).unwrap_err();
         assert_eq!(e.key, "timeouts.handshake_timeout_ms");
