@@ -15,7 +15,8 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, watch};
 
 use crate::config::{CoreConfig, Target};
-use crate::driver::{tune_trunk, Counters, Opened, Shared};
+use crate::driver::{abort_socket, tune_trunk, Counters, Opened, Shared};
+use crate::guard::{flush_every_window, HandshakeGate, Permit, Warnings, ACCEPT_ERROR_PAUSE};
 use crate::tls::Acceptor;
 
 /// Sessions by id.
@@ -36,21 +37,51 @@ impl Core {
         let acceptor = Acceptor::new(&cfg.common.auth)?;
         let cfg = Arc::new(cfg);
         tracing::info!(listen = %listener.local_addr()?, targets = cfg.targets.len(), "core listening");
+        let gate = HandshakeGate::new(cfg.common.max_handshakes, counters.clone());
+        let warnings = Warnings::new("trunk.listen");
+        tokio::spawn(flush_every_window(vec![warnings.clone()], shutdown.clone()));
+        // Connection tasks, reaped as they end: a finished task kept here until shutdown
+        // held ~7 KB, which let unauthenticated connections grow the core without bound.
         let mut conns = tokio::task::JoinSet::new();
         loop {
+            let mut pause = false;
             tokio::select! {
                 r = listener.accept() => match r {
                     Ok((tcp, peer)) => {
-                        let (cfg, acc, reg, ctr) = (cfg.clone(), acceptor.clone(), registry.clone(), counters.clone());
+                        let Some(permit) = gate.try_enter() else {
+                            abort_socket(&tcp);
+                            let limit = cfg.common.max_handshakes;
+                            warnings.warn(|| tracing::warn!(%peer, limit, "trunk handshakes at limits.max_handshakes; connection refused"));
+                            continue;
+                        };
+                        let (cfg, acc, reg, ctr, w) = (cfg.clone(), acceptor.clone(), registry.clone(), counters.clone(), warnings.clone());
                         conns.spawn(async move {
-                            if let Err(e) = serve_trunk(cfg, acc, reg, ctr.clone(), tcp).await {
-                                tracing::warn!(%peer, error = %e, "trunk connection ended");
+                            match serve_trunk(cfg, acc, reg, ctr, tcp, permit).await {
+                                Ok(()) => {}
+                                Err(Ended::Handshake(e)) => {
+                                    w.warn(|| tracing::warn!(%peer, error = %e, "trunk handshake failed"))
+                                }
+                                Err(Ended::Lane(e)) => tracing::warn!(%peer, error = %e, "trunk connection ended"),
                             }
                         });
                     }
-                    Err(e) => tracing::warn!(error = %e, "accept failed"),
+                    Err(e) => {
+                        warnings.warn(|| tracing::warn!(error = %e, "accept failed"));
+                        pause = true;
+                    }
                 },
+                Some(r) = conns.join_next(), if !conns.is_empty() => {
+                    if let Err(e) = r {
+                        if e.is_panic() {
+                            tracing::error!(error = %e, "trunk connection task panicked");
+                        }
+                    }
+                }
                 _ = shutdown.wait_for(|s| *s) => break,
+            }
+            if pause {
+                // Outside `select!`: its output holds the shutdown watch's guard.
+                tokio::time::sleep(ACCEPT_ERROR_PAUSE).await;
             }
         }
         tracing::info!("core shutting down");
@@ -73,17 +104,26 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
+/// How a trunk connection ended badly: before authentication (rate-limited warning;
+/// anyone can cause it) or after (an authenticated edge's lane).
+enum Ended {
+    Handshake(io::Error),
+    Lane(io::Error),
+}
+
 async fn serve_trunk(
     cfg: Arc<CoreConfig>,
     acceptor: Acceptor,
     registry: Registry,
     counters: Arc<Counters>,
     tcp: TcpStream,
-) -> io::Result<()> {
+    permit: Permit,
+) -> Result<(), Ended> {
     tune_trunk(&tcp, cfg.common.notsent_lowat);
     let handshake = async {
         let mut tls = acceptor.accept(tcp).await?;
-        // Read until the first frame (the Hello) is complete.
+        // Read until the first frame (the Hello) is complete. `peek_hello` rejects a
+        // header announcing more than a hello before its body is buffered.
         let mut buf = Vec::new();
         let mut chunk = [0u8; 4096];
         loop {
@@ -99,15 +139,18 @@ async fn serve_trunk(
             buf.extend_from_slice(&chunk[..n]);
         }
     };
-    let (mut tls, initial, hello) = match tokio::time::timeout(cfg.common.connect_timeout, handshake).await {
+    let result = tokio::time::timeout(cfg.common.handshake_timeout, handshake).await;
+    drop(permit);
+    let (mut tls, initial, hello) = match result {
         Ok(Ok(x)) => x,
         Ok(Err(e)) => {
             counters.trunk_failures.fetch_add(1, Ordering::Relaxed);
-            return Err(e);
+            return Err(Ended::Handshake(e));
         }
         Err(_) => {
             counters.trunk_failures.fetch_add(1, Ordering::Relaxed);
-            return Err(io::Error::new(io::ErrorKind::TimedOut, "trunk handshake timeout"));
+            let why = "no authenticated hello within timeouts.handshake_timeout_ms";
+            return Err(Ended::Handshake(io::Error::new(io::ErrorKind::TimedOut, why)));
         }
     };
     counters.trunk_connects.fetch_add(1, Ordering::Relaxed);
@@ -138,11 +181,11 @@ async fn serve_trunk(
         tracing::warn!(session = hello.session, "resume for an unknown session refused");
         let mut out = Vec::new();
         unknown_session_reply(&hello).encode(&mut out);
-        tls.write_all(&out).await?;
-        tls.flush().await?;
+        tls.write_all(&out).await.map_err(Ended::Lane)?;
+        tls.flush().await.map_err(Ended::Lane)?;
         return Ok(());
     };
-    shared.run_lane(hello.lane, tls, initial).await
+    shared.run_lane(hello.lane, tls, initial).await.map_err(Ended::Lane)
 }
 
 /// Connect streams the edge opened to their targets; never blocks other streams.

@@ -35,6 +35,7 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 use tokio::time::Sleep;
 
+use crate::guard::Warnings;
 use crate::lane::{LaneIo, Read};
 use crate::local::{Local, ReadyQueue, Service};
 use crate::tls::Io;
@@ -56,6 +57,12 @@ pub struct Counters {
     pub target_connect_failures: AtomicU64,
     /// Streams refused because their target is not configured (core).
     pub unknown_targets: AtomicU64,
+    /// Unauthenticated connections in their handshake now (trunk handshakes at the
+    /// core, metrics requests): a gauge.
+    pub handshakes: AtomicU64,
+    /// Unauthenticated connections closed at once because `limits.max_handshakes` were
+    /// in progress.
+    pub handshakes_refused: AtomicU64,
 }
 
 /// The real clock at the edge of the sans-IO world (STYLE.md §2).
@@ -112,8 +119,9 @@ pub struct Shared {
 
 /// Requests to the driver from accept loops, connectors, lane tasks and shutdown.
 enum Command {
-    /// (edge) A client connected to a forward of `target`.
-    Accept { sock: TcpStream, target: String, class: Class },
+    /// (edge) A client connected to a forward of `target`; `warnings` are that
+    /// listener's (rate-limited: anyone who reaches it can connect).
+    Accept { sock: TcpStream, target: String, class: Class, warnings: Arc<Warnings> },
     /// (core) The target of stream `id` is connected.
     Attach { id: StreamId, sock: TcpStream, class: Class },
     /// Reset stream `id` from this side.
@@ -172,11 +180,11 @@ impl Shared {
         self.inner.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// (edge) Carry a client connection as a new stream to `target`.
-    pub fn accept(&self, sock: TcpStream, target: &str, class: Class) {
-        if let Err(mpsc::error::SendError(Command::Accept { sock, .. })) =
-            self.cmds.send(Command::Accept { sock, target: target.to_owned(), class })
-        {
+    /// (edge) Carry a client connection as a new stream to `target`; a refusal is
+    /// logged through `warnings` (the listener's).
+    pub fn accept(&self, sock: TcpStream, target: &str, class: Class, warnings: &Arc<Warnings>) {
+        let cmd = Command::Accept { sock, target: target.to_owned(), class, warnings: warnings.clone() };
+        if let Err(mpsc::error::SendError(Command::Accept { sock, .. })) = self.cmds.send(cmd) {
             self.counters.app_refused.fetch_add(1, Ordering::Relaxed);
             abort_socket(&sock);
         }
@@ -314,17 +322,19 @@ impl Driver {
                 return;
             };
             match cmd {
-                Command::Accept { sock, target, class } => match s.open_stream(&target, class, self.now()) {
-                    Ok(id) => {
-                        tracing::debug!(stream = id, %target, "client connected");
-                        self.locals.insert(id, Local::new(id, Some(sock), &self.ready));
+                Command::Accept { sock, target, class, warnings } => {
+                    match s.open_stream(&target, class, self.now()) {
+                        Ok(id) => {
+                            tracing::debug!(stream = id, %target, "client connected");
+                            self.locals.insert(id, Local::new(id, Some(sock), &self.ready));
+                        }
+                        Err(e) => {
+                            warnings.warn(|| tracing::warn!(?e, %target, "stream refused"));
+                            self.shared.counters.app_refused.fetch_add(1, Ordering::Relaxed);
+                            abort_socket(&sock);
+                        }
                     }
-                    Err(e) => {
-                        tracing::warn!(?e, %target, "stream refused");
-                        self.shared.counters.app_refused.fetch_add(1, Ordering::Relaxed);
-                        abort_socket(&sock);
-                    }
-                },
+                }
                 Command::Attach { id, sock, class } => match self.locals.get_mut(&id) {
                     Some(l) if !l.is_attached() => {
                         s.set_class(id, class);

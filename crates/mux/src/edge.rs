@@ -12,6 +12,7 @@ use tokio::sync::watch;
 
 use crate::config::EdgeConfig;
 use crate::driver::{random_id, tune_trunk, Counters, Shared};
+use crate::guard::{flush_every_window, Warnings, ACCEPT_ERROR_PAUSE};
 use crate::tls::Connector;
 
 /// A running edge: its session (for metrics and tests).
@@ -40,10 +41,16 @@ impl Edge {
         for lane in 0..cfg.common.session.lanes {
             tasks.spawn(lane_loop(shared.clone(), lane, connector.clone(), cfg.clone(), shutdown.clone()));
         }
-        for (l, f) in listeners.into_iter().zip(cfg.forwards.iter().cloned()) {
+        let mut all_warnings = Vec::new();
+        for (i, (l, f)) in listeners.into_iter().zip(cfg.forwards.iter().cloned()).enumerate() {
             let shared = shared.clone();
             let mut stop = shutdown.clone();
-            tracing::info!(listen = %f.listen, target = %f.name, "forwarding");
+            // Anyone who reaches a forward can connect: its per-connection warnings are
+            // rate-limited. Memory per client is bounded by `limits.max_streams` (the
+            // session refuses more) and freed when the stream ends.
+            let warnings = Warnings::new(format!("forward[{i}].listen"));
+            all_warnings.push(warnings.clone());
+            tracing::info!(listen = %l.local_addr()?, target = %f.name, "forwarding");
             tasks.spawn(async move {
                 loop {
                     tokio::select! {
@@ -51,15 +58,19 @@ impl Edge {
                             Ok((sock, peer)) => {
                                 shared.counters.app_connections.fetch_add(1, Ordering::Relaxed);
                                 tracing::debug!(%peer, target = %f.name, "client accepted");
-                                shared.accept(sock, &f.name, f.class);
+                                shared.accept(sock, &f.name, f.class, &warnings);
                             }
-                            Err(e) => tracing::warn!(error = %e, "accept failed"),
+                            Err(e) => {
+                                warnings.warn(|| tracing::warn!(listen = %f.listen, error = %e, "accept failed"));
+                                tokio::time::sleep(ACCEPT_ERROR_PAUSE).await;
+                            }
                         },
                         _ = stop.changed() => return,
                     }
                 }
             });
         }
+        tasks.spawn(flush_every_window(all_warnings, shutdown.clone()));
         let _ = shutdown.wait_for(|s| *s).await;
         tracing::info!("edge shutting down");
         shared.shutdown(cfg.common.shutdown_grace).await;

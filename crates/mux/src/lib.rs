@@ -10,12 +10,14 @@ pub mod config;
 pub mod core;
 pub mod driver;
 pub mod edge;
+pub mod guard;
 mod lane;
 mod local;
 pub mod metrics;
 pub mod tls;
 
 use std::io;
+use std::net::SocketAddr;
 use std::sync::Arc;
 
 use tokio::net::TcpListener;
@@ -31,18 +33,28 @@ pub fn runtime() -> io::Result<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_current_thread().enable_all().build()
 }
 
+/// Bind a listener configured under `key`; the error names the key and the address
+/// (a bare "Address already in use (os error 98)" says neither).
+pub async fn bind(key: &str, addr: SocketAddr) -> io::Result<TcpListener> {
+    TcpListener::bind(addr)
+        .await
+        .map_err(|e| io::Error::new(e.kind(), format!("{key}: cannot listen on {addr}: {e}")))
+}
+
 /// Bind everything a core config names and run until `shutdown`.
 pub async fn run_core(cfg: CoreConfig, shutdown: watch::Receiver<bool>) -> io::Result<()> {
-    let listener = TcpListener::bind(cfg.listen).await?;
+    let listener = bind("trunk.listen", cfg.listen).await?;
     let counters = Arc::new(Counters::default());
+    tokio::spawn(guard::release_memory_after_bursts(counters.clone(), shutdown.clone()));
     let registry: core::Registry = Default::default();
     if let Some(m) = cfg.common.metrics {
-        let l = TcpListener::bind(m).await?;
+        let l = bind("metrics.listen", m).await?;
         let reg = registry.clone();
         let sessions: metrics::Sessions =
             Arc::new(move || reg.lock().unwrap_or_else(|p| p.into_inner()).values().cloned().collect());
-        tokio::spawn(metrics::serve(l, "core", counters.clone(), sessions, shutdown.clone()));
-        tracing::info!(listen = %m, "metrics endpoint");
+        tracing::info!(listen = %l.local_addr()?, "metrics endpoint");
+        let limits = metrics::Limits::new(&cfg.common, &counters);
+        tokio::spawn(metrics::serve(l, "core", counters.clone(), sessions, limits, shutdown.clone()));
     }
     core::Core::run(cfg, listener, counters, registry, shutdown).await
 }
@@ -50,21 +62,26 @@ pub async fn run_core(cfg: CoreConfig, shutdown: watch::Receiver<bool>) -> io::R
 /// Bind everything an edge config names and run until `shutdown`.
 pub async fn run_edge(cfg: EdgeConfig, shutdown: watch::Receiver<bool>) -> io::Result<()> {
     let mut listeners = Vec::new();
-    for f in &cfg.forwards {
-        listeners.push(TcpListener::bind(f.listen).await?);
+    for (i, f) in cfg.forwards.iter().enumerate() {
+        listeners.push(bind(&format!("forward[{i}].listen"), f.listen).await?);
     }
     let counters = Arc::new(Counters::default());
+    tokio::spawn(guard::release_memory_after_bursts(counters.clone(), shutdown.clone()));
     let (tx, rx) = tokio::sync::oneshot::channel();
     let metrics_listener = match cfg.common.metrics {
-        Some(m) => Some(TcpListener::bind(m).await?),
+        Some(m) => Some(bind("metrics.listen", m).await?),
         None => None,
     };
     let (c2, sd) = (counters.clone(), shutdown.clone());
+    let limits = metrics::Limits::new(&cfg.common, &counters);
     tokio::spawn(async move {
         let Ok(shared) = rx.await else { return };
         if let Some(l) = metrics_listener {
+            if let Ok(a) = l.local_addr() {
+                tracing::info!(listen = %a, "metrics endpoint");
+            }
             let sessions: metrics::Sessions = Arc::new(move || vec![Arc::clone(&shared)]);
-            let _ = metrics::serve(l, "edge", c2, sessions, sd).await;
+            let _ = metrics::serve(l, "edge", c2, sessions, limits, sd).await;
         }
     });
     edge::Edge::run(cfg, listeners, counters, Some(tx), shutdown).await

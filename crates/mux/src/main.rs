@@ -59,14 +59,18 @@ fn main() -> ExitCode {
                 ExitCode::from(1)
             }
         },
-        Cmd::Core { config, check } => match load::<CoreConfig>(&config, check) {
+        Cmd::Core { config, check } => match load(&config, check, |c: &CoreConfig| {
+            thinwan_mux::tls::Acceptor::new(&c.common.auth).map(drop)
+        }) {
             Ok(cfg) => {
                 init_logs(&cfg.common);
                 serve(move |rx| thinwan_mux::run_core(cfg, rx))
             }
             Err(code) => code,
         },
-        Cmd::Edge { config, check } => match load::<EdgeConfig>(&config, check) {
+        Cmd::Edge { config, check } => match load(&config, check, |c: &EdgeConfig| {
+            thinwan_mux::tls::Connector::new(&c.common.auth, &c.server_name).map(drop)
+        }) {
             Ok(cfg) => {
                 init_logs(&cfg.common);
                 serve(move |rx| thinwan_mux::run_edge(cfg, rx))
@@ -76,13 +80,18 @@ fn main() -> ExitCode {
     }
 }
 
-/// Load and validate a daemon's configuration. `Err` is the exit code to stop with: 2 for
-/// a bad configuration, 0 after `--check` of a good one.
+/// Load and validate a daemon's configuration, then build its TLS configuration with
+/// `tls` — the constructor the daemon itself calls — so certificate and key files are
+/// read and checked (parsable, key matching the certificate, usable CA) before `--check`
+/// says ok or the daemon starts. `Err` is the exit code to stop with: 2 for a bad
+/// configuration, 0 after `--check` of a good one.
 fn load<C: TryFrom<config::RawConfig, Error = config::ConfigError>>(
     path: &std::path::Path,
     check: bool,
+    tls: impl FnOnce(&C) -> Result<(), config::ConfigError>,
 ) -> Result<C, ExitCode> {
-    match config::load(path).and_then(C::try_from) {
+    let loaded = config::load(path).and_then(C::try_from).and_then(|c| tls(&c).map(|()| c));
+    match loaded {
         Err(e) => {
             eprintln!("thinwan-mux: invalid configuration {}: {e}", path.display());
             Err(ExitCode::from(2))

@@ -13,7 +13,9 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
-use crate::driver::{Counters, Shared};
+use crate::config::Common;
+use crate::driver::{abort_socket, Counters, Shared};
+use crate::guard::{flush_every_window, HandshakeGate, Warnings, ACCEPT_ERROR_PAUSE};
 
 /// Where a scrape finds the sessions.
 pub type Sessions = Arc<dyn Fn() -> Vec<Arc<Shared>> + Send + Sync>;
@@ -90,6 +92,18 @@ pub fn render(role: &str, counters: &Counters, sessions: &[Arc<Shared>]) -> Stri
         c(&counters.app_connections),
     );
     counter(&mut o, "app_refused_total", "Client connections refused.", c(&counters.app_refused));
+    gauge(
+        &mut o,
+        "handshakes",
+        "Unauthenticated connections in their handshake (trunk) or request (metrics).",
+        c(&counters.handshakes) as f64,
+    );
+    counter(
+        &mut o,
+        "handshakes_refused_total",
+        "Unauthenticated connections closed at once: limits.max_handshakes in progress.",
+        c(&counters.handshakes_refused),
+    );
     counter(
         &mut o,
         "unknown_targets_total",
@@ -154,37 +168,93 @@ fn histogram(o: &mut String, role: &str, class: &str, h: &Histogram) {
         writeln!(o, "thinwan_mux_queue_delay_seconds_count{{role=\"{role}\",class=\"{class}\"}} {}", h.count);
 }
 
+/// What a metrics endpoint lets unauthenticated clients spend: the same bounds as trunk
+/// handshakes (`limits.max_handshakes` requests at once, each within
+/// `timeouts.handshake_timeout_ms`), and rate-limited warnings.
+pub struct Limits {
+    gate: HandshakeGate,
+    timeout: std::time::Duration,
+    warnings: Arc<Warnings>,
+}
+
+impl Limits {
+    /// From the daemon's settings; refusals are counted in `counters`.
+    pub fn new(common: &Common, counters: &Arc<Counters>) -> Limits {
+        Limits {
+            gate: HandshakeGate::new(common.max_handshakes, counters.clone()),
+            timeout: common.handshake_timeout,
+            warnings: Warnings::new("metrics.listen"),
+        }
+    }
+}
+
+/// Longest request head read. A scrape's is a few hundred bytes.
+const MAX_REQUEST: usize = 8192;
+
 /// Serve `GET /metrics` (any path, really) until shutdown.
 pub async fn serve(
     listener: TcpListener,
     role: &'static str,
     counters: Arc<Counters>,
     sessions: Sessions,
+    limits: Limits,
     mut shutdown: watch::Receiver<bool>,
 ) -> io::Result<()> {
+    tokio::spawn(flush_every_window(vec![limits.warnings.clone()], shutdown.clone()));
     loop {
-        let (mut sock, _) = tokio::select! {
-            r = listener.accept() => r?,
+        let r = tokio::select! {
+            r = listener.accept() => r,
             _ = shutdown.wait_for(|s| *s) => return Ok(()),
         };
-        let (counters, sessions) = (counters.clone(), sessions.clone());
+        let (mut sock, peer) = match r {
+            Ok(x) => x,
+            Err(e) => {
+                limits.warnings.warn(|| tracing::warn!(error = %e, "metrics accept failed"));
+                tokio::time::sleep(ACCEPT_ERROR_PAUSE).await;
+                continue;
+            }
+        };
+        let Some(permit) = limits.gate.try_enter() else {
+            abort_socket(&sock);
+            limits.warnings.warn(
+                || tracing::warn!(%peer, "metrics requests at limits.max_handshakes; connection refused"),
+            );
+            continue;
+        };
+        let (counters, sessions, timeout) = (counters.clone(), sessions.clone(), limits.timeout);
+        // Detached: the task frees itself when it ends, within `timeout` plus one write.
         tokio::spawn(async move {
-            let mut req = Vec::new();
-            let mut buf = [0u8; 1024];
-            while !req.windows(4).any(|w| w == b"\r\n\r\n") && req.len() < 8192 {
-                match tokio::time::timeout(std::time::Duration::from_secs(5), sock.read(&mut buf)).await {
-                    Ok(Ok(n)) if n > 0 => req.extend_from_slice(&buf[..n]),
-                    _ => return,
+            let read_head = async {
+                let mut req = Vec::new();
+                let mut buf = [0u8; 1024];
+                while !req.windows(4).any(|w| w == b"\r\n\r\n") {
+                    if req.len() >= MAX_REQUEST {
+                        return false;
+                    }
+                    match sock.read(&mut buf).await {
+                        Ok(n) if n > 0 => req.extend_from_slice(&buf[..n]),
+                        _ => return false,
+                    }
                 }
+                true
+            };
+            let complete = tokio::time::timeout(timeout, read_head).await.unwrap_or(false);
+            drop(permit);
+            if !complete {
+                return;
             }
             let body = render(role, &counters, &sessions());
             let head = format!(
                 "HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
                 body.len()
             );
-            let _ = sock.write_all(head.as_bytes()).await;
-            let _ = sock.write_all(body.as_bytes()).await;
-            let _ = sock.shutdown().await;
+            // A client that does not read gets the same bound as one that does not send.
+            let _ = tokio::time::timeout(timeout, async {
+                sock.write_all(head.as_bytes()).await?;
+                sock.write_all(body.as_bytes()).await?;
+                sock.shutdown().await
+            })
+            .await;
         });
     }
 }

@@ -21,7 +21,7 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio_rustls::{TlsAcceptor, TlsConnector};
 
-use crate::config::Auth;
+use crate::config::{Auth, ConfigError};
 
 /// A trunk connection after TLS (and the PSK proof).
 pub type ClientStream = tokio_rustls::client::TlsStream<TcpStream>;
@@ -55,26 +55,28 @@ pub struct Connector {
 }
 
 impl Acceptor {
-    /// Build from the configured authentication.
-    pub fn new(auth: &Auth) -> io::Result<Acceptor> {
+    /// Build from the configured authentication: read and check every file (certificate
+    /// chain, key matching it, CA) exactly as the daemon will use them. `--check` calls
+    /// this too, so a configuration it passes cannot fail here later; the error names
+    /// the key and the file.
+    pub fn new(auth: &Auth) -> Result<Acceptor, ConfigError> {
         let builder = ServerConfig::builder_with_provider(provider())
             .with_protocol_versions(&[&rustls::version::TLS13])
-            .map_err(err)?;
+            .map_err(|e| ConfigError::new("auth", e.to_string()))?;
         let (mut cfg, psk) = match auth {
             Auth::Psk(k) => {
                 let (chain, key) = self_signed("thinwan-core")?;
-                (
-                    builder.with_no_client_auth().with_single_cert(chain, key).map_err(err)?,
-                    Some(k.as_slice().into()),
-                )
+                let cfg = builder.with_no_client_auth().with_single_cert(chain, key);
+                (cfg.map_err(|e| ConfigError::new("auth", e.to_string()))?, Some(k.as_slice().into()))
             }
             Auth::Certs { cert, key, ca } => {
                 let roots = Arc::new(roots(ca)?);
-                let verifier =
-                    WebPkiClientVerifier::builder_with_provider(roots, provider()).build().map_err(err)?;
+                let verifier = WebPkiClientVerifier::builder_with_provider(roots, provider())
+                    .build()
+                    .map_err(|e| ConfigError::new("auth.ca", format!("{}: {e}", ca.display())))?;
                 let cfg =
                     builder.with_client_cert_verifier(verifier).with_single_cert(certs(cert)?, key_der(key)?);
-                (cfg.map_err(err)?, None)
+                (cfg.map_err(|e| own_cert_error(e, cert, key))?, None)
             }
         };
         cfg.alpn_protocols = vec![ALPN.to_vec()];
@@ -97,12 +99,13 @@ impl Acceptor {
 }
 
 impl Connector {
-    /// Build from the configured authentication; `server_name` is checked against the
-    /// core's certificate in certificate mode.
-    pub fn new(auth: &Auth, server_name: &str) -> io::Result<Connector> {
+    /// Build from the configured authentication (files checked as in
+    /// [`Acceptor::new`]); `server_name` is checked against the core's certificate in
+    /// certificate mode.
+    pub fn new(auth: &Auth, server_name: &str) -> Result<Connector, ConfigError> {
         let builder = ClientConfig::builder_with_provider(provider())
             .with_protocol_versions(&[&rustls::version::TLS13])
-            .map_err(err)?;
+            .map_err(|e| ConfigError::new("auth", e.to_string()))?;
         let (mut cfg, psk) = match auth {
             Auth::Psk(k) => {
                 // Encryption only here; the HMAC proof below authenticates the core.
@@ -115,11 +118,12 @@ impl Connector {
                 let cfg = builder
                     .with_root_certificates(roots(ca)?)
                     .with_client_auth_cert(certs(cert)?, key_der(key)?);
-                (cfg.map_err(err)?, None)
+                (cfg.map_err(|e| own_cert_error(e, cert, key))?, None)
             }
         };
         cfg.alpn_protocols = vec![ALPN.to_vec()];
-        let server_name = ServerName::try_from(server_name.to_owned()).map_err(err)?;
+        let server_name = ServerName::try_from(server_name.to_owned())
+            .map_err(|e| ConfigError::new("trunk.server_name", e.to_string()))?;
         Ok(Connector { tls: TlsConnector::from(Arc::new(cfg)), psk, server_name })
     }
 
@@ -160,30 +164,59 @@ fn verify(psk: &[u8], role: &[u8], exporter: &[u8; 32], tag: &[u8]) -> io::Resul
         .map_err(|_| io::Error::new(io::ErrorKind::PermissionDenied, "peer failed the pre-shared-key proof"))
 }
 
-fn self_signed(name: &str) -> io::Result<(Vec<CertificateDer<'static>>, PrivateKeyDer<'static>)> {
-    let ck = rcgen::generate_simple_self_signed(vec![name.to_owned()]).map_err(err)?;
-    let key = PrivateKeyDer::try_from(ck.key_pair.serialize_der()).map_err(err)?;
+fn self_signed(name: &str) -> Result<(Vec<CertificateDer<'static>>, PrivateKeyDer<'static>), ConfigError> {
+    let fail = |e: &dyn std::fmt::Display| ConfigError::new("auth", format!("throw-away certificate: {e}"));
+    let ck = rcgen::generate_simple_self_signed(vec![name.to_owned()]).map_err(|e| fail(&e))?;
+    let key = PrivateKeyDer::try_from(ck.key_pair.serialize_der()).map_err(|e| fail(&e))?;
     Ok((vec![ck.cert.der().clone()], key))
 }
 
-fn certs(path: &Path) -> io::Result<Vec<CertificateDer<'static>>> {
-    let mut r = io::BufReader::new(std::fs::File::open(path)?);
-    let v: Vec<_> = rustls_pemfile::certs(&mut r).collect::<Result<_, _>>()?;
+/// Why rustls refused our own chain and key, blamed on the file at fault. rustls parses
+/// the key first, then the end-entity certificate, then compares their public keys.
+fn own_cert_error(e: rustls::Error, cert: &Path, key: &Path) -> ConfigError {
+    match e {
+        rustls::Error::InvalidCertificate(_) | rustls::Error::NoCertificatesPresented => {
+            ConfigError::new("auth.cert", format!("{}: not a usable certificate: {e}", cert.display()))
+        }
+        rustls::Error::InconsistentKeys(_) => ConfigError::new(
+            "auth.key",
+            format!("{}: does not match the certificate in auth.cert ({})", key.display(), cert.display()),
+        ),
+        e => ConfigError::new("auth.key", format!("{}: not a usable private key: {e}", key.display())),
+    }
+}
+
+/// The certificates in the PEM file of `auth.cert` or `auth.ca` (`key`).
+fn pem_certs(key: &str, path: &Path) -> Result<Vec<CertificateDer<'static>>, ConfigError> {
+    let fail = |why: String| ConfigError::new(key, format!("{}: {why}", path.display()));
+    let file = std::fs::File::open(path).map_err(|e| fail(format!("cannot open: {e}")))?;
+    let v: Vec<_> = rustls_pemfile::certs(&mut io::BufReader::new(file))
+        .collect::<Result<_, _>>()
+        .map_err(|e| fail(format!("not a PEM certificate file: {e}")))?;
     if v.is_empty() {
-        return Err(err(format!("no certificate in {}", path.display())));
+        return Err(fail("no PEM certificate (\"BEGIN CERTIFICATE\") in it".into()));
     }
     Ok(v)
 }
 
-fn key_der(path: &Path) -> io::Result<PrivateKeyDer<'static>> {
-    let mut r = io::BufReader::new(std::fs::File::open(path)?);
-    rustls_pemfile::private_key(&mut r)?.ok_or_else(|| err(format!("no private key in {}", path.display())))
+fn certs(path: &Path) -> Result<Vec<CertificateDer<'static>>, ConfigError> {
+    pem_certs("auth.cert", path)
 }
 
-fn roots(path: &Path) -> io::Result<RootCertStore> {
+fn key_der(path: &Path) -> Result<PrivateKeyDer<'static>, ConfigError> {
+    let fail = |why: String| ConfigError::new("auth.key", format!("{}: {why}", path.display()));
+    let file = std::fs::File::open(path).map_err(|e| fail(format!("cannot open: {e}")))?;
+    rustls_pemfile::private_key(&mut io::BufReader::new(file))
+        .map_err(|e| fail(format!("not a PEM key file: {e}")))?
+        .ok_or_else(|| fail("no PEM private key in it".into()))
+}
+
+fn roots(path: &Path) -> Result<RootCertStore, ConfigError> {
     let mut store = RootCertStore::empty();
-    for c in certs(path)? {
-        store.add(c).map_err(err)?;
+    for c in pem_certs("auth.ca", path)? {
+        store.add(c).map_err(|e| {
+            ConfigError::new("auth.ca", format!("{}: not a usable CA certificate: {e}", path.display()))
+        })?;
     }
     Ok(store)
 }

@@ -34,10 +34,13 @@ async fn echo_server() -> (SocketAddr, Arc<std::sync::atomic::AtomicU64>) {
     (addr, conns)
 }
 
+/// A proxied socket and the task pumping it.
+type Piped = (Arc<TcpStream>, tokio::task::AbortHandle);
+
 /// Forwards edge→core trunk connections; `cut()` resets all of them.
 #[derive(Clone, Default)]
 struct Chaos {
-    conns: Arc<Mutex<Vec<(Arc<TcpStream>, tokio::task::AbortHandle)>>>,
+    conns: Arc<Mutex<Vec<Piped>>>,
 }
 
 impl Chaos {
