@@ -26,7 +26,6 @@ STAGES = ("config", "records", "analysis", "substrates", "execute", "report", "c
 TOP_LEVEL = {
     "thinwan": -1,  # __init__: the version only
     "thinwan._native": 3,  # the simulator: a substrate
-    "thinwan.mux": 3,  # tests/mux's way to the daemon's path (substrates.binaries)
     "thinwan.__main__": len(STAGES) - 1,  # python -m thinwan: the CLI
 }
 

@@ -3,7 +3,7 @@
 kill -9 and restart the core or the edge during transfers: every stream's echoed bytes
 are a prefix of what was sent (never duplicated or reordered — checked by hash), and a
 stream either completes exactly or ends with an error at the client; new streams work
-after the restart. Needs the release binary (scripts/setup.sh builds it; THINWAN_MUX_BIN overrides).
+after the restart. Needs the release binary (scripts/setup.sh builds and installs it; THINWAN_BIN_DIR overrides).
 """
 
 from __future__ import annotations
@@ -19,10 +19,10 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-from thinwan.mux import mux_binary  # noqa: E402
+from thinwan.substrates.binaries import find_binary
 
-BIN = mux_binary()
+ROOT = Path(__file__).resolve().parents[2]
+BIN = find_binary("thinwan-mux")
 PSK = "pytest-psk-0123456789abcdef"
 
 
