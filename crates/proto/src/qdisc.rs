@@ -148,7 +148,7 @@ impl<P: QueueItem> QueueDisc<P> for DropTail<P> {
 pub enum Classifier {
     /// Trust the sender's label ([`QueueItem::is_interactive`]).
     Label,
-    /// Classify per flow by arrival gaps (spec §1's 10^-2.2 s rule): a packet arriving
+    /// Classify per flow by arrival gaps (Ogawa §1's 10^-2.2 s rule): a packet arriving
     /// more than `gap` after the previous packet of its flow starts a new flow and is
     /// served as interactive; packets following within `gap` are bulk. Online, the router
     /// cannot know whether a flow will stand alone, so the head of a bulk block is
@@ -157,7 +157,7 @@ pub enum Classifier {
 }
 
 /// Two bands sharing one buffer; the interactive band is always served first
-/// (spec thin-client-tcp §4). Interactive packets are never dropped while bulk packets
+/// (Ogawa §4). Interactive packets are never dropped while bulk packets
 /// are queued: an interactive arrival to a full buffer pushes out the most recently
 /// queued bulk packets until it fits; a bulk arrival to a full buffer is dropped.
 #[derive(Debug)]
@@ -246,7 +246,7 @@ impl<P: QueueItem> QueueDisc<P> for Priority<P> {
 
 // ----- the typed spec and the one factory ------------------------------------------
 
-/// The gap classifier's default threshold, 10^−2.2 s (spec thin-client-tcp §1), in ms.
+/// The gap classifier's default threshold, 10^−2.2 s (Ogawa §1), in ms.
 /// The scenario's default is Python's (`QueueSection`, docs/scenario.md); this one
 /// serves the emulator's own configuration and flags.
 pub const DEFAULT_CLASSIFIER_GAP_MS: f64 = 6.31;

@@ -1,5 +1,5 @@
-//! Traffic models: the two-state thin-client source of spec §1 (thin-client-tcp.md),
-//! and the game source of the thin-stream mux spec ([`GameSource`]).
+//! Traffic models: the two-state thin-client source of Ogawa §1 (docs/sources.md),
+//! and the game source of Carlmar's test grid ([`GameSource`]).
 //!
 //! Server→client traffic is a sequence of *flows*: an interactive flow is one small
 //! write (a keystroke echo); a bulk flow is a block of writes (a screen update). The
@@ -7,7 +7,7 @@
 //! depends on the transition. Each observed response packet is modelled as one
 //! application write (Nagle off), so a bulk block is `c_B` writes ~0.36 ms apart.
 //!
-//! Default laws (docs/model.md explains the choices): gaps lognormal with the spec's
+//! Default laws (docs/model.md explains the choices): gaps lognormal with the source's
 //! means and σ = 1 (broad, mode well below the mean, as observed); sizes uniform within
 //! ±50 % of the mean, capped at the MSS; block length a discretised Pareto (shape 1.5,
 //! heavy-tailed) whose scale is solved so the mean is exactly `bulk_packets_mean`.
@@ -53,7 +53,7 @@ pub enum GapLaw {
     Constant,
 }
 
-/// Parameters of the two-state source (spec §1 defaults).
+/// Parameters of the two-state source (Ogawa §1 defaults).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct ThinClientParams {
     /// α: P(next = bulk | current = interactive).
@@ -484,8 +484,8 @@ impl ThinClientSource {
     }
 }
 
-/// Parameters of the game source: one MMO server→client stream (spec
-/// `thin-stream-mux.md`, Anarchy Online trace: payload avg 98 B, min 8, max 1333;
+/// Parameters of the game source: one MMO server→client stream (the
+/// Carlmar 2011 statistics in docs/model.md, Anarchy Online trace: payload avg 98 B, min 8, max 1333;
 /// inter-arrival avg 632 ms, median 449 ms, 1st percentile 83 ms, 99th 4195 ms).
 ///
 /// Laws (docs/model.md, "Game traffic"): the inter-arrival time is lognormal with the

@@ -147,7 +147,7 @@ pub struct TrafficSec {
     /// The two-state source's keys (α, β, gaps, sizes, block lengths).
     #[serde(flatten)]
     pub thin_client: thinwan_proto::traffic::ThinClientKeys,
-    /// Interactive and bulk writes on two connections per pair (spec §6 case 2).
+    /// Interactive and bulk writes on two connections per pair (Ogawa §6 case 2).
     pub separate_connections: bool,
     /// Model "pcap": per stream, its writes (seconds, bytes) read from the capture by
     /// the Python layer (`thinwan.trace`); the capture's own keys are not needed here.
@@ -174,7 +174,7 @@ pub struct RecordsSec {
 pub enum TopologyKind {
     /// Server–client pairs across one bottleneck.
     Dumbbell,
-    /// The dumbbell with a last hop proxy → client (spec `thin-stream-mux.md`).
+    /// The dumbbell with a last hop proxy → client (Carlmar 2011, docs/sources.md).
     Mux,
 }
 

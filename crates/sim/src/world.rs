@@ -6,7 +6,7 @@
 //!  server_i ◀──access── R1 ◀═bottleneck-rev═ R2 ◀──access── client_i   (ACKs)
 //! ```
 //!
-//! The mux topology (`topology.kind = "mux"`, spec `thin-stream-mux.md`) is the same
+//! The mux topology (`topology.kind = "mux"`, Carlmar 2011, docs/sources.md) is the same
 //! dumbbell with a *last hop* (proxy → client: `last_hop_*`) in place of the client access
 //! links and, in mux mode, a tunnel ([`crate::tunnel`]): the servers' writes go into the
 //! core's multiplexing session, whose frames travel on trunk lanes from a core host

@@ -1,4 +1,4 @@
-//! The mux topology (spec thin-stream-mux.md): direct TCP per stream vs the tunnel with
+//! The mux topology (Carlmar 2011, docs/sources.md): direct TCP per stream vs the tunnel with
 //! N trunks, game traffic, messages from server write to client read.
 
 mod common;

@@ -114,7 +114,7 @@ def violation_ratio(delays: pd.DataFrame, threshold_s: float) -> float:
 def mean_violation_interval_s(traffic: TrafficSection, ratio: float) -> float:
     """T_I of Ogawa §2: mean time between threshold violations, in seconds.
 
-    Implements the spec's formula as written, with α, β, the transition gaps and
+    Implements Ogawa §2's formula as written, with α, β, the transition gaps and
     c_B = ``bulk_packets_mean`` from the scenario; ``inf`` when ``ratio`` is 0.
     """
     a, b = traffic.p_interactive_to_bulk, traffic.p_bulk_to_interactive

@@ -1,4 +1,4 @@
-//! Thin-stream multiplexing over trunk TCP connections (spec: `thin-stream-mux.md`).
+//! Thin-stream multiplexing over trunk TCP connections (Carlmar 2011, docs/sources.md).
 //!
 //! Sans-IO pieces shared by the tunnel daemons (`crates/mux`) and the simulator:
 //! - [`frame`]: the trunk wire format (typed header, `encode`/`decode`, bounded decoder);

@@ -1,7 +1,7 @@
 //! Which stream sends next on a trunk lane: thin streams first, bulk streams in
 //! round robin, one frame (≤ the frame payload limit) per turn.
 //!
-//! Why: the spec's prototype 2 sent every payload the moment it arrived, so one greedy
+//! Why: Carlmar's prototype 2 sent every payload the moment it arrived, so one greedy
 //! stream filled the kernel buffer and every thin stream queued behind it. Here the
 //! kernel buffer is kept small (TCP_NOTSENT_LOWAT in the shell) and the order is
 //! decided here, where a thin stream's 100-byte frame can overtake a bulk stream's
@@ -82,7 +82,7 @@ impl Scheduler {
 
 /// Exponentially decaying byte count: "bytes sent in about the last `tau`".
 ///
-/// A stream is thin while this stays below the threshold. Thin streams from the spec
+/// A stream is thin while this stays below the threshold. Thin streams from Carlmar's grid
 /// (RDP 111 B / 318 ms, game 98 B / 632 ms) stay orders of magnitude below the
 /// default 32 KiB per 100 ms (≈ 2.6 Mbit/s); a download crosses it within a few frames.
 #[derive(Clone, Copy, Debug)]

@@ -1,5 +1,5 @@
-//! Virtual-time tests of exactly the rule each optional mechanism adds (spec
-//! thin-client-tcp §5, RFC 8985, Linux thin-stream linear timeouts).
+//! Virtual-time tests of exactly the rule each optional mechanism adds (the mechanisms of
+//! Ogawa §5, RFC 8985, Linux thin-stream linear timeouts).
 
 use super::*;
 use crate::time::{Duration, Instant};

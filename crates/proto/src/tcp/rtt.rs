@@ -1,7 +1,7 @@
 //! RTT estimation and the retransmission timeout, RFC 6298.
 //!
 //! The estimator is a separate piece behind [`RttEstimator`] so variants (e.g. the
-//! asymmetric gain of spec §5.1) can replace it without touching the sender. Backoff
+//! asymmetric gain of Ogawa §5.1) can replace it without touching the sender. Backoff
 //! (RFC 6298 (5.5)) belongs to the timer and lives in the sender.
 
 use crate::time::Duration;
@@ -55,7 +55,7 @@ pub trait RttEstimator {
 
 /// The standard estimator: α = 1/8, β = 1/4, K = 4 (RFC 6298 §2). With
 /// [`Rfc6298::asymmetric`], a sample above SRTT moves it by 7/8 instead of 1/8
-/// (spec thin-client-tcp §5.1): the RTO follows a queue that fills fast and shrinks
+/// (Ogawa §5.1): the RTO follows a queue that fills fast and shrinks
 /// slowly when the path switches back to prioritised interactive packets.
 #[derive(Clone, Debug)]
 pub struct Rfc6298 {

@@ -49,16 +49,16 @@ pub struct SenderConfig {
     pub mechanisms: Mechanisms,
 }
 
-/// Mechanisms under study (spec thin-client-tcp §5, RFC 8985, Linux thin streams). Each
+/// Mechanisms under study (Ogawa §5, RFC 8985, Linux thin streams). Each
 /// is an independent switch.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Mechanisms {
-    /// SRTT gain 7/8 for rising samples (spec §5.1).
+    /// SRTT gain 7/8 for rising samples (Ogawa §5.1).
     pub asymmetric_rtt_gain: bool,
-    /// Forget SRTT/RTTVAR after an idle period > RTO, leaving cwnd alone (spec §5.2).
+    /// Forget SRTT/RTTVAR after an idle period > RTO, leaving cwnd alone (Ogawa §5.2).
     pub rto_reset_after_idle: bool,
     /// After a timeout, until all then outstanding is acknowledged: no fast recovery,
-    /// cwnd + 1 SMSS per ACK, go-back-N without the scoreboard (spec §5.3).
+    /// cwnd + 1 SMSS per ACK, go-back-N without the scoreboard (Ogawa §5.3).
     pub sack_off_after_timeout: bool,
     /// RACK-TLP loss detection (RFC 8985); needs [`Recovery::Sack`].
     pub rack_tlp: bool,
@@ -106,7 +106,7 @@ pub struct SenderStats {
     pub tlp_probes: u64,
     /// Segments RACK marked lost (RFC 8985 §6).
     pub rack_marked_lost: u64,
-    /// SRTT/RTTVAR resets after idle (spec §5.2).
+    /// SRTT/RTTVAR resets after idle (Ogawa §5.2).
     pub rto_resets: u64,
 }
 
@@ -300,7 +300,7 @@ impl<E: RttEstimator> Sender<E> {
             // not require it.
             self.dupacks += 1;
             if self.sack_suspended {
-                self.cwnd += self.mss(); // spec §5.3: grow on every ACK
+                self.cwnd += self.mss(); // Ogawa §5.3: grow on every ACK
             } else if !sack {
                 self.on_dupack_reno();
             }
@@ -417,7 +417,7 @@ impl<E: RttEstimator> Sender<E> {
         self.cfg.mss as u64
     }
 
-    /// Is the SACK scoreboard in use right now (spec §5.3 suspends it)?
+    /// Is the SACK scoreboard in use right now (Ogawa §5.3 suspends it)?
     fn use_scoreboard(&self) -> bool {
         self.cfg.recovery == Recovery::Sack && !self.sack_suspended
     }

@@ -1,4 +1,4 @@
-"""The latency micro-benchmark application (spec "Benchmarks"; Lai and Nieh 2006).
+"""The latency micro-benchmark application (Lai and Nieh 2006, "Benchmarks"; docs/sources.md).
 
 A 320×240 window, placed at a fixed position on the remote desktop, with five operations,
 each started by one input a user gives:

@@ -1,4 +1,4 @@
-"""Client-side packet capture (spec "Method" 1): tcpdump on the client namespace's TUN.
+"""Client-side packet capture (Lai and Nieh's method, docs/sources.md): tcpdump on the client namespace's TUN.
 
 ``-U --immediate-mode`` hands every packet to the file as it arrives (no batching, so the
 file grows as traffic flows: :meth:`Capture.idle_for` watches it to tell when traffic has
