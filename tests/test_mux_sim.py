@@ -12,8 +12,8 @@ import pytest
 from thinwan import _native
 from thinwan.analysis.metrics import DELAY_QUANTILES, summarize_run
 from thinwan.config.scenario import Scenario, load_scenario
-from thinwan.config.sweepfile import load_sweep
-from thinwan.execute.sweeps import SweepTask, run_task
+from thinwan.config.sweepfile import SweepTask, load_sweep
+from thinwan.execute.sweeps import run_task
 from thinwan.records.schema import RunRecords
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -95,8 +95,7 @@ def test_a_run_that_cannot_fit_in_memory_is_refused_before_it_starts(tmp_path: P
 
 
 def test_memory_estimate_follows_the_measured_table() -> None:
-    from thinwan.config.limits import estimate_run
-    from thinwan.config.scenario import load_scenario
+    from thinwan.config.scenario import estimate_run, load_scenario
 
     base = load_scenario(REPO / "scenarios/ogawa2011/large-buffer.toml")
     e = estimate_run(base)

@@ -71,7 +71,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 def _check(scenario: Any, jobs: int | None) -> int:
     """``--check``: what the run would ask for, refused as a run would be."""
-    from ..config.limits import estimate_run, human_bytes
+    from ..config.limits import human_bytes
+    from ..config.scenario import estimate_run
     from ..execute.executors import LocalProcesses
     from ..execute.runs import check_memory
 

@@ -5,7 +5,7 @@ Two kinds of limit, both checked before anything runs:
 - **hard bounds** (:data:`MAX_DURATION_S`, :data:`MAX_PAIRS`, :data:`MAX_ROWS`): values
   past them are mistakes on any machine (a duration of 1e12 s, more rows than a record
   table can index); the scenario model rejects them naming the key;
-- **memory**: :func:`estimate_run` says how many message rows and trace rows a run will
+- **memory**: :func:`thinwan.config.scenario.estimate_run` says how many message rows and trace rows a run will
   hold and how much memory that takes; :func:`check_fits` refuses runs that cannot fit in
   the memory the kernel says is available, saying how much they need.
 
@@ -35,12 +35,7 @@ a third high).
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from .scenario import Scenario
 
 __all__ = [
     "MAX_DURATION_S",
@@ -48,7 +43,6 @@ __all__ = [
     "MAX_ROWS",
     "MAX_SEED",
     "RunEstimate",
-    "estimate_run",
     "check_fits",
     "mem_available_bytes",
     "human_bytes",
@@ -90,50 +84,6 @@ class RunEstimate:
             + CONN_TRACE_ROW_BYTES * self.conn_trace_rows
             + QUEUE_TRACE_ROW_BYTES * self.queue_trace_rows
         )
-
-
-def estimate_run(scenario: Scenario) -> RunEstimate:
-    """Expected rows and memory of one run of ``scenario`` (simulator)."""
-    s, t, r = scenario.scenario, scenario.traffic, scenario.records
-    span_s = s.duration_s + s.drain_s
-    messages = math.ceil(writes_per_second(scenario) * s.duration_s)
-    traces = r.traces
-    queue_rows = math.ceil(QUEUE_TRACE_PORTS * span_s / (r.trace_interval_ms / 1000)) if traces else 0
-    # The connection trace is sampled on change: at most one row per interval and
-    # connection, and in practice about one per message (see the table above).
-    conns = scenario.topology.pairs * (2 if t.separate_connections else 1)
-    conn_rows = 0
-    if traces and r.trace_connections == "all":
-        conn_rows = min(messages, math.ceil(conns * span_s / (r.trace_interval_ms / 1000)))
-    return RunEstimate(messages=messages, conn_trace_rows=conn_rows, queue_trace_rows=queue_rows)
-
-
-def writes_per_second(scenario: Scenario) -> float:
-    """Expected writes per second of all sources together (the traffic model's mean rate)."""
-    t, topo, tcp = scenario.traffic, scenario.topology, scenario.tcp
-    pairs = topo.pairs
-    if t.model == "game":
-        # docs/model.md "Game traffic": inter-arrival mean 632 ms.
-        return pairs / 0.632
-    if t.model == "bulk":
-        # A greedy sender writes what the bottleneck carries: one segment per write at most.
-        return topo.bottleneck_rate_mbps * 1e6 / 8 / (tcp.mss + tcp.header_bytes)
-    if t.model == "pcap":
-        writes = sum(len(w) for w in scenario.trace_writes())
-        return writes / scenario.scenario.duration_s
-    # Thin-client: the two-state Markov chain of Ogawa §1 (docs/sources.md). Each step
-    # is an interactive write or a bulk block of bulk_packets_mean writes; its gap
-    # depends on the pair of states it joins.
-    a, b = t.p_interactive_to_bulk, t.p_bulk_to_interactive
-    if a + b == 0:
-        pi_i = 1.0  # a source that never changes state stays in its first (interactive)
-    else:
-        pi_i = b / (a + b)
-    pi_b = 1 - pi_i
-    gap = pi_i * ((1 - a) * t.gap_ii_s + a * t.gap_ib_s) + pi_b * (b * t.gap_bi_s + (1 - b) * t.gap_bb_s)
-    block = t.bulk_packets_mean * t.intra_bulk_gap_ms / 1000
-    writes_per_step = pi_i + pi_b * t.bulk_packets_mean
-    return pairs * writes_per_step / (gap + pi_b * block)
 
 
 def check_fits(estimate_bytes: int, workers: int = 1, available: int | None = None) -> str | None:

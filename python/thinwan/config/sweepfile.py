@@ -23,7 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from .files import ScenarioError, read_toml
 from .scenario import Scenario, load_scenario
 
-__all__ = ["SweepError", "Axis", "Point", "Sweep", "load_sweep", "label", "short_names"]
+__all__ = ["SweepError", "Axis", "Point", "SweepTask", "Sweep", "load_sweep", "label", "short_names"]
 
 _RESERVED_KEYS = {
     "scenario.name": "set by the sweep for each point",
@@ -71,6 +71,19 @@ class Point:
     params: dict[str, Any]  # axis name → label (the value, for a plain axis)
     values: dict[str, Any]  # every key any axis varies → its value at this point
     scenario: Scenario
+
+
+@dataclass(frozen=True)
+class SweepTask:
+    """Run ``run`` of one point: all a worker needs (no paths, so it runs anywhere)."""
+
+    point_id: str
+    run: int
+    scenario: Scenario
+
+    @property
+    def filename(self) -> str:
+        return f"{self.point_id}-run{self.run}.parquet"
 
 
 @dataclass(frozen=True)

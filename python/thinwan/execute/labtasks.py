@@ -19,9 +19,9 @@ from typing import Any
 
 from ..analysis.aggregate import task_result
 from ..config.scenario import LabSection
+from ..config.sweepfile import SweepTask
 from ..substrates.lab.labrun import run_lab_once
 from ..substrates.lab.tunnel import run_tunnel_once
-from .sweeps import SweepTask
 
 __all__ = ["LabTask", "RAW_DIR"]
 

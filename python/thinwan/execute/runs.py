@@ -27,8 +27,8 @@ from .. import __version__
 from ..analysis.digest import RunDigest, digest_run
 from ..analysis.metrics import summarize_runs
 from ..config.files import ScenarioError
-from ..config.limits import check_fits, estimate_run, mem_available_bytes
-from ..config.scenario import Scenario
+from ..config.limits import check_fits, mem_available_bytes
+from ..config.scenario import Scenario, estimate_run
 from ..records.meta import dumps_json, git_revision
 from ..records.schema import write_text_atomic
 from ..records.staging import staged_output

@@ -45,35 +45,21 @@ from ..analysis.aggregate import (
     sweep_document,
     task_result,
 )
-from ..config.limits import estimate_run
-from ..config.scenario import Scenario
-from ..config.sweepfile import Sweep
+from ..config.scenario import Scenario, estimate_run
+from ..config.sweepfile import Sweep, SweepTask
 from ..records.meta import dumps_json, git_revision
 from ..records.schema import write_text_atomic
 from ..substrates.sim import native_available, simulate
 from .errors import RunError
 from .executors import Executor, progress_bar
 
-__all__ = ["SweepTask", "SweepResult", "sweep_tasks", "run_sweep", "run_task", "read_rows", "RUNS_DIR"]
+__all__ = ["SweepResult", "sweep_tasks", "run_sweep", "run_task", "read_rows", "RUNS_DIR"]
 
 RUNS_DIR = "runs.parquet"
 UNUSED_DIR = "unused"
 POINTS_DIR = "points"
 _TASK_FILE = re.compile(r"(?P<id>[0-9a-f]{12})-run(?P<run>\d+)\.parquet")
 _GRID_METADATA_KEY = b"thinwan.ccdf_grid_s"
-
-
-@dataclass(frozen=True)
-class SweepTask:
-    """Run ``run`` of one point: all a worker needs (no paths, so it runs anywhere)."""
-
-    point_id: str
-    run: int
-    scenario: Scenario
-
-    @property
-    def filename(self) -> str:
-        return f"{self.point_id}-run{self.run}.parquet"
 
 
 @dataclass
