@@ -275,7 +275,9 @@ fn pump_conn(
         if source.is_greedy() && clock::now() >= end {
             break;
         }
-        clock::sleep_until(due);
+        if !sleep_until_or_stop(due, stop) {
+            break;
+        }
         let wire = (w.bytes as usize).max(HEADER);
         if buf.len() < wire {
             buf.resize(wire, FILL);
@@ -316,6 +318,27 @@ fn pump_conn(
         "conn": conn, "local": local.to_string(), "remote": remote.to_string(),
         "messages": id, "bytes_written": offset - 4, "write_error": write_error, "tcp_info": info,
     }))
+}
+
+/// How often a thread waiting for its next write looks at `stop`: a stop (SIGINT or
+/// SIGTERM, which wakes only the thread that takes it) must not wait for the longest gap
+/// of any source, which can be seconds.
+const STOP_POLL: Duration = Duration::from_millis(50);
+
+/// Sleep until `due` unless `stop` is set first; false if stopped. The last stretch is
+/// one [`clock::sleep_until`], so a write keeps its precision.
+fn sleep_until_or_stop(due: Instant, stop: &AtomicBool) -> bool {
+    loop {
+        if stop.load(Ordering::Relaxed) {
+            return false;
+        }
+        let step = clock::now() + STOP_POLL;
+        if step >= due {
+            clock::sleep_until(due);
+            return true;
+        }
+        clock::sleep_until(step);
+    }
 }
 
 /// Wait until the peer closes (end of file), `until` passes or `stop`; the stream's
