@@ -44,7 +44,15 @@ def test_arbitrary_bytes_never_escape_as_another_error(tmp_path: Path, data: byt
 
 @FUZZ
 @given(
-    flips=st.lists(st.tuples(st.integers(min_value=0), st.integers(min_value=0, max_value=255)), max_size=8),
+    # Half the flips land in the 24-byte file header or a record header (where a reader
+    # decides what to trust), half anywhere.
+    flips=st.lists(
+        st.tuples(
+            st.one_of(st.integers(min_value=0, max_value=39), st.integers(min_value=0)),
+            st.integers(min_value=0, max_value=255),
+        ),
+        max_size=8,
+    ),
     cut=st.one_of(st.none(), st.integers(min_value=0)),
 )
 def test_a_mutated_capture_never_escapes_as_another_error(
