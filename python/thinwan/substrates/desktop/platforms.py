@@ -21,7 +21,7 @@ from .procs import DesktopError, start_proc, start_xserver
 if TYPE_CHECKING:
     from .session import Desktop
 
-__all__ = ["PLATFORMS", "Platform", "platform_status", "package_version"]
+__all__ = ["PLATFORMS", "Platform", "platform_status", "platform_version", "package_version"]
 
 VNC_PORT = 5900
 RDP_PORT = 3389
@@ -51,6 +51,11 @@ def package_version(pkg: str) -> str | None:
 
 COMMON_PACKAGES = ("xvfb", "xdotool", "imagemagick", "tcpdump", "tshark", "python3-tk", "python3-pil.imagetk")
 COMMON_BINARIES = ("Xvfb", "xdotool", "import", "tcpdump", "tshark", "/usr/bin/python3")
+
+
+def platform_version(name: str) -> str:
+    """The platform's packages and their versions, e.g. ``tigervnc-viewer 1.12.0+dfsg-8, …``."""
+    return ", ".join(f"{pkg} {package_version(pkg) or 'not installed'}" for pkg in PLATFORMS[name].packages)
 
 
 def platform_status(name: str) -> str | None:

@@ -36,6 +36,7 @@ from typing import Any
 import numpy as np
 from PIL import Image
 
+from ...config.desktop_defaults import OPERATIONS
 from . import images as _images
 from .platforms import PLATFORMS, package_version, platform_status
 from .procs import DesktopError, Proc, XDisplay, start_proc, tail, write_xauthority
@@ -43,7 +44,6 @@ from .tcpdump import Capture, CaptureResult
 
 __all__ = ["Desktop", "DesktopSettings", "OpRecord", "PlatformUnavailable", "OPERATIONS"]
 
-OPERATIONS = ("letter", "scroll", "fill", "red_bitmap", "image")
 APP_W, APP_H = 320, 240
 # The set-up key of each operation (see app.py): selects the mode and resets the area.
 RESET_KEY = {"letter": "F1", "scroll": "F2", "fill": "F3", "red_bitmap": "F4", "image": "F5"}

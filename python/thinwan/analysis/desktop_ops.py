@@ -1,0 +1,107 @@
+"""Slow-motion benchmark results from operations (pure: DataFrames in, DataFrames out).
+
+The capture analyser splits a capture into bursts at idle gaps (docs/desktop.md). A
+benchmark run also knows when it gave each input, so :func:`attribute` gives each input
+the bursts that began between it and the next input — normally exactly one; more when an
+update paused longer than the idle gap inside itself (a retransmission timeout on a lossy
+link), and they are then one operation: from the input to the last server→client packet
+before the next input. :func:`summarize` and :func:`wan_minus_lan` make the tables of
+the spec ("Compare environments").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+
+__all__ = ["attribute", "summarize", "wan_minus_lan", "agree", "SUMMARY_KEYS"]
+
+SUMMARY_KEYS = ["platform", "env", "operation"]
+
+
+def attribute(ops: pd.DataFrame, windows: Sequence[tuple[float, float]]) -> pd.DataFrame:
+    """One row per window ``(t_from, t_to)`` (epoch s): the bursts of ``ops`` (the
+    analyser's table) that began in it, merged. Columns: ``bursts``, ``first_packet``,
+    ``last_packet``, ``t_input``, ``t_end``, ``latency_ms``, ``first_update_ms``,
+    ``bytes_s2c``, ``bytes_c2s``, ``packets_s2c``, ``packets_c2s``, ``round_trips``.
+    ``latency_ms`` is NaN when the window has no input packet or no update after it."""
+    rows = []
+    starts = ops["t_start"].to_numpy()
+    for t_from, t_to in windows:
+        sel = ops[(starts >= t_from) & (starts < t_to)]
+        t_in = sel["t_input"].dropna()
+        t_input = float(t_in.iloc[0]) if len(t_in) else np.nan
+        ends = sel["t_end"].dropna()
+        t_end = float(ends.max()) if len(ends) else np.nan
+        first = sel["t_first_update"].dropna()
+        rows.append(
+            {
+                "bursts": len(sel),
+                "first_packet": int(sel["first_packet"].min()) if len(sel) else -1,
+                "last_packet": int(sel["last_packet"].max()) if len(sel) else -1,
+                "t_input": t_input,
+                "t_end": t_end,
+                "latency_ms": (t_end - t_input) * 1e3 if t_end >= t_input else np.nan,
+                "first_update_ms": (float(first.iloc[0]) - t_input) * 1e3 if len(first) else np.nan,
+                "bytes_s2c": int(sel["bytes_s2c"].sum()),
+                "bytes_c2s": int(sel["bytes_c2s"].sum()),
+                "packets_s2c": int(sel["packets_s2c"].sum()),
+                "packets_c2s": int(sel["packets_c2s"].sum()),
+                "round_trips": int(sel["round_trips"].sum()),
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def summarize(results: pd.DataFrame) -> pd.DataFrame:
+    """Per platform × env × operation: median, min and max latency, median bytes each
+    way and round trips, and ``n`` (operations with a latency)."""
+    ok = results.dropna(subset=["latency_ms"])
+    g = ok.groupby(SUMMARY_KEYS, sort=False)
+    out = g.agg(
+        latency_ms_median=("latency_ms", "median"),
+        latency_ms_min=("latency_ms", "min"),
+        latency_ms_max=("latency_ms", "max"),
+        bytes_s2c=("bytes_s2c", "median"),
+        bytes_c2s=("bytes_c2s", "median"),
+        round_trips=("round_trips", "median"),
+        n=("latency_ms", "size"),
+    ).reset_index()
+    return out
+
+
+def wan_minus_lan(summary: pd.DataFrame, rtt_ms: Mapping[str, float], base: str = "lan") -> pd.DataFrame:
+    """For every environment but ``base``: its median latency minus ``base``'s, in ms and
+    in round trips of its configured RTT (``rtt_ms``: env → ms), per platform × operation."""
+    lan = summary[summary["env"] == base].set_index(["platform", "operation"])["latency_ms_median"]
+    rows = []
+    for r in summary[summary["env"] != base].itertuples(index=False):
+        key = (r.platform, r.operation)
+        if key not in lan.index:
+            continue
+        delta = float(r.latency_ms_median) - float(lan[key])
+        rtt = float(rtt_ms.get(r.env, 0.0))
+        rows.append(
+            {
+                "platform": r.platform,
+                "env": r.env,
+                "operation": r.operation,
+                "lan_ms": float(lan[key]),
+                "env_ms": float(r.latency_ms_median),
+                "delta_ms": delta,
+                "rtt_ms": rtt,
+                "delta_rtts": delta / rtt if rtt > 0 else np.nan,
+            }
+        )
+    return pd.DataFrame(
+        rows, columns=["platform", "env", "operation", "lan_ms", "env_ms", "delta_ms", "rtt_ms", "delta_rtts"]
+    )
+
+
+def agree(a: float, b: float, rel: float = 0.05, abs_ms: float = 1.0) -> bool:
+    """The self-checks' tolerance: within ``rel`` (of the larger) or ``abs_ms``."""
+    if not (np.isfinite(a) and np.isfinite(b)):
+        return False
+    return abs(a - b) <= max(rel * max(abs(a), abs(b)), abs_ms)
