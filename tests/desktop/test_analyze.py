@@ -142,6 +142,8 @@ def test_attribute_merges_the_bursts_of_one_input() -> None:
             "t_input": [1.0, np.nan, 3.0],
             "t_first_update": [1.01, np.nan, 3.02],
             "t_end": [1.01, np.nan, 3.02],
+            "latency_ms": [10.0, np.nan, 20.0],
+            "first_update_ms": [10.0, np.nan, 20.0],
             "first_packet": [1, 5, 9],
             "last_packet": [4, 6, 10],
             "bytes_s2c": [100, 50, 70],

@@ -31,11 +31,19 @@ def attribute(ops: pd.DataFrame, windows: Sequence[tuple[float, float]]) -> pd.D
     starts = ops["t_start"].to_numpy()
     for t_from, t_to in windows:
         sel = ops[(starts >= t_from) & (starts < t_to)]
-        t_in = sel["t_input"].dropna()
-        t_input = float(t_in.iloc[0]) if len(t_in) else np.nan
+        with_input = sel[sel["t_input"].notna()]
+        t_input = float(with_input["t_input"].iloc[0]) if len(with_input) else np.nan
         ends = sel["t_end"].dropna()
         t_end = float(ends.max()) if len(ends) else np.nan
-        first = sel["t_first_update"].dropna()
+        latency = first_update = np.nan
+        if len(with_input) and np.isfinite(t_end) and t_end >= t_input:
+            b = with_input.iloc[0]
+            # The analyser's own (ns-exact) latency, plus how much later the window's
+            # last update ended when it came in a later burst.
+            lat0 = float(b["latency_ms"]) if np.isfinite(b["latency_ms"]) else 0.0
+            end0 = float(b["t_end"]) if np.isfinite(b["t_end"]) else t_input
+            latency = lat0 + (t_end - end0) * 1e3
+            first_update = float(b["first_update_ms"])
         rows.append(
             {
                 "bursts": len(sel),
@@ -43,8 +51,8 @@ def attribute(ops: pd.DataFrame, windows: Sequence[tuple[float, float]]) -> pd.D
                 "last_packet": int(sel["last_packet"].max()) if len(sel) else -1,
                 "t_input": t_input,
                 "t_end": t_end,
-                "latency_ms": (t_end - t_input) * 1e3 if t_end >= t_input else np.nan,
-                "first_update_ms": (float(first.iloc[0]) - t_input) * 1e3 if len(first) else np.nan,
+                "latency_ms": latency,
+                "first_update_ms": first_update,
                 "bytes_s2c": int(sel["bytes_s2c"].sum()),
                 "bytes_c2s": int(sel["bytes_c2s"].sum()),
                 "packets_s2c": int(sel["packets_s2c"].sum()),

@@ -165,12 +165,10 @@ def desktop_html(out: Path, doc: Mapping[str, Any], inputs: pd.DataFrame) -> str
         if "lan" in doc["envs"] and len(doc["envs"]) > 1:
             d = wan_minus_lan(s, {k: e["rtt_ms"] for k, e in doc["envs"].items()})
             parts.append(f"<h3>Environment − LAN</h3><pre>{html.escape(delta_table(d))}</pre>")
-        for op in doc["operations"]:
-            fig = bar_figure(s, op, list(doc["envs"]))
-            if fig:
-                figs[f"bar-{op}"] = fig
-        parts.append("<h2>Median latency per operation</h2>")
-        parts += [f'<div class="plot" id="fig-bar-{op}"></div>' for op in doc["operations"] if f"bar-{op}" in figs]
+        fig = bar_figure(s, doc["operations"], list(doc["envs"]))
+        if fig:
+            figs["bars"] = fig
+            parts.append('<h2>Median latency per operation</h2><div class="plot" id="fig-bars"></div>')
         parts.append(
             "<h2>Packet timelines</h2><p>One input per panel (the repetition closest to the median): IP bytes of every "
             "packet against the time since the input's first packet; server→client up, client→server down. Each "
@@ -180,7 +178,7 @@ def desktop_html(out: Path, doc: Mapping[str, Any], inputs: pd.DataFrame) -> str
             fig = timeline_figure(out, inputs, op)
             if fig:
                 figs[f"tl-{op}"] = fig
-                parts.append(f'<div class="plot tall" id="fig-tl-{op}"></div>')
+                parts.append(f'<div class="plot" style="height: {fig["layout"]["height"]}px" id="fig-tl-{op}"></div>')
         parts.append("<h2>The client's screen after each operation</h2>")
         parts.append(screenshots_html(out, inputs, doc))
     return (
@@ -188,7 +186,7 @@ def desktop_html(out: Path, doc: Mapping[str, Any], inputs: pd.DataFrame) -> str
         f"<title>thinwan desktop: {html.escape(str(doc['benchmark']))}</title>\n"
         "<style>body { font-family: system-ui, sans-serif; max-width: 1300px; margin: 2em auto; padding: 0 1em; }"
         " pre { background: #f6f6f6; padding: 0.8em; overflow-x: auto; } .plot { width: 100%; height: 420px; }"
-        " .tall { height: 640px; } figure { display: inline-block; margin: 0.3em; text-align: center; }"
+        " figure { display: inline-block; margin: 0.3em; text-align: center; }"
         " figcaption { font-size: 0.8em; }</style></head>\n<body>\n"
         + "\n".join(parts)
         + f"\n<script>{plotly_js()}</script>\n"
@@ -197,39 +195,57 @@ def desktop_html(out: Path, doc: Mapping[str, Any], inputs: pd.DataFrame) -> str
     )
 
 
-def bar_figure(summary: pd.DataFrame, op: str, envs: Sequence[str]) -> dict[str, Any] | None:
-    """Median latency of ``op``: platforms side by side, one bar per environment, min–max
-    as error bars."""
-    s = summary[summary["operation"] == op]
-    if not len(s):
+def bar_figure(summary: pd.DataFrame, ops: Sequence[str], envs: Sequence[str]) -> dict[str, Any] | None:
+    """Median latency, one panel per operation: platforms side by side, one bar per
+    environment, min–max as error bars."""
+    ops = [op for op in ops if (summary["operation"] == op).any()]
+    if not ops:
         return None
-    platforms = list(dict.fromkeys(s["platform"]))
+    layout = grid_layout("Median latency (ms; whiskers: min–max)", 1, len(ops), gap_x=0.05)
+    layout["barmode"] = "group"
+    layout["height"] = 420
     data = []
-    for i, env in enumerate(envs):
-        e = s[s["env"] == env].set_index("platform").reindex(platforms)
-        med = e["latency_ms_median"]
-        data.append(
+    for k, op in enumerate(ops, start=1):
+        s = summary[summary["operation"] == op]
+        platforms = list(dict.fromkeys(s["platform"]))
+        suffix = "" if k == 1 else str(k)
+        for i, env in enumerate(envs):
+            e = s[s["env"] == env].set_index("platform").reindex(platforms)
+            med = e["latency_ms_median"]
+            data.append(
+                {
+                    "type": "bar",
+                    "name": env,
+                    "legendgroup": env,
+                    "showlegend": k == 1,
+                    "x": platforms,
+                    "y": finite(med),
+                    "marker": {"color": PALETTE[i % len(PALETTE)]},
+                    "error_y": {
+                        "type": "data",
+                        "symmetric": False,
+                        "array": finite(e["latency_ms_max"] - med),
+                        "arrayminus": finite(med - e["latency_ms_min"]),
+                        "thickness": 1,
+                    },
+                    "hovertemplate": "%{x} " + env + ": %{y:.1f} ms<extra></extra>",
+                    "xaxis": f"x{suffix}",
+                    "yaxis": f"y{suffix}",
+                }
+            )
+        layout["annotations"].append(
             {
-                "type": "bar",
-                "name": env,
-                "x": platforms,
-                "y": finite(med),
-                "marker": {"color": PALETTE[i % len(PALETTE)]},
-                "error_y": {
-                    "type": "data",
-                    "symmetric": False,
-                    "array": finite(e["latency_ms_max"] - med),
-                    "arrayminus": finite(med - e["latency_ms_min"]),
-                },
-                "hovertemplate": "%{x} " + env + ": %{y:.1f} ms<extra></extra>",
+                "text": f"<b>{op}</b>",
+                "xref": f"x{suffix} domain",
+                "yref": f"y{suffix} domain",
+                "x": 0.5,
+                "y": 1.0,
+                "yanchor": "bottom",
+                "showarrow": False,
             }
         )
-    layout = {
-        "title": {"text": f"{op}: median latency (min–max)"},
-        "barmode": "group",
-        "yaxis": {"title": {"text": "latency (ms)"}, "rangemode": "tozero"},
-        "margin": {"t": 50, "b": 40},
-    }
+        layout[f"yaxis{suffix}"]["rangemode"] = "tozero"
+    layout["yaxis"]["title"] = {"text": "latency (ms)"}
     return {"data": data, "layout": layout}
 
 
