@@ -7,7 +7,7 @@ use std::path::Path;
 use pcap_file::pcap::PcapReader;
 use pcap_file::pcapng::blocks::interface_description::InterfaceDescriptionOption;
 use pcap_file::pcapng::{Block, PcapNgReader};
-use pcap_file::{DataLink, PcapError};
+use pcap_file::{DataLink, PcapError, TsResolution};
 
 use crate::Error;
 
@@ -49,12 +49,21 @@ pub fn for_each_packet(path: &Path, mut each: impl FnMut(&RawPacket<'_>)) -> Res
     match u32::from_le_bytes(magic) {
         0xa1b2_c3d4 | 0xd4c3_b2a1 | 0xa1b2_3c4d | 0x4d3c_b2a1 => {
             let mut r = PcapReader::new(file).map_err(|e| bad(0, e))?;
-            let linktype = r.header().datalink;
+            let header = r.header();
+            let linktype = header.datalink;
+            let frac_ns = match header.ts_resolution {
+                TsResolution::MicroSecond => 1_000,
+                TsResolution::NanoSecond => 1,
+            };
             let mut number = 0;
-            while let Some(p) = r.next_packet() {
+            // Raw packets: pcap-file's checked `next_packet` rejects every packet longer
+            // than the snap length (orig_len > snaplen), which is what `tcpdump -s` writes.
+            while let Some(p) = r.next_raw_packet() {
                 number += 1;
                 let p = p.map_err(|e| bad(number, e))?;
-                let t_ns = u64::try_from(p.timestamp.as_nanos()).unwrap_or(u64::MAX);
+                let t_ns = u64::from(p.ts_sec)
+                    .saturating_mul(1_000_000_000)
+                    .saturating_add(u64::from(p.ts_frac) * frac_ns);
                 each(&RawPacket { number, t_ns, linktype, data: &p.data });
             }
             Ok((Format::Pcap, number))

@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-__all__ = ["attribute", "summarize", "wan_minus_lan", "agree", "SUMMARY_KEYS"]
+__all__ = ["attribute", "screen_times", "summarize", "wan_minus_lan", "agree", "SUMMARY_KEYS"]
 
 SUMMARY_KEYS = ["platform", "env", "operation"]
 
@@ -113,3 +113,28 @@ def agree(a: float, b: float, rel: float = 0.05, abs_ms: float = 1.0) -> bool:
     if not (np.isfinite(a) and np.isfinite(b)):
         return False
     return abs(a - b) <= max(rel * max(abs(a), abs(b)), abs_ms)
+
+
+def screen_times(
+    attributed: pd.DataFrame,
+    windows: Sequence[tuple[float, float]],
+    changes: Sequence[tuple[float, int, int, int, int]],
+    area: tuple[int, int, int, int],
+) -> np.ndarray:
+    """The client's own latency of each input (ms): the last change of the client's
+    screen inside ``area`` (x, y, w, h) in the input's window − the input's first
+    client→server packet; NaN when the window saw no change or no input packet."""
+    if not changes:
+        return np.full(len(attributed), np.nan)
+    ax, ay, aw, ah = area
+    c = np.array(changes, dtype=float)
+    inside = (c[:, 1] < ax + aw) & (c[:, 1] + c[:, 3] > ax) & (c[:, 2] < ay + ah) & (c[:, 2] + c[:, 4] > ay)
+    t = np.sort(c[inside, 0])
+    out = np.full(len(attributed), np.nan)
+    for i, ((_, t_to), t_in) in enumerate(zip(windows, attributed["t_input"])):
+        if not np.isfinite(t_in):
+            continue
+        sel = t[(t >= t_in) & (t < t_to)]
+        if len(sel):
+            out[i] = (sel[-1] - t_in) * 1e3
+    return out

@@ -29,7 +29,7 @@ import numpy as np
 import pandas as pd
 
 from .. import __version__
-from ..analysis.desktop_ops import attribute, summarize, wan_minus_lan
+from ..analysis.desktop_ops import agree, attribute, screen_times, summarize, wan_minus_lan
 from ..config.desktop_bench import Bench
 from ..records.meta import dumps_json, git_revision
 from ..records.schema import write_text_atomic
@@ -37,6 +37,7 @@ from ..substrates.desktop import Desktop, DesktopError, DesktopSettings, Platfor
 from ..substrates.desktop.envlab import env_json, env_lab_spec
 from ..substrates.desktop.opsplit import CaptureError, split_capture
 from ..substrates.desktop.platforms import platform_version
+from ..substrates.desktop.session import APP_H, APP_W
 from ..substrates.lab.topology import Lab
 from .executors import progress_bar
 
@@ -145,6 +146,7 @@ def _run_one(
             d.screenshot(run_dir / f"{op}.png")
         cap = d.stop_capture()
         info = d.info()
+        changes = d.screen_changes()
     (run_dir / "capture.json").write_text(json.dumps(cap.to_json(), indent=1) + "\n")
     (run_dir / "inputs.json").write_text(json.dumps([r.to_json() for r in records], indent=1) + "\n")
     (run_dir / "desktop.json").write_text(json.dumps(info, indent=1, default=str) + "\n")
@@ -176,6 +178,10 @@ def _run_one(
     att["settled"] = [r.settled for r in records]
     att["verified"] = [r.verified for r in records]
     att["waited_s"] = [r.waited_s for r in records]
+    # The client's own timing: when its screen last changed in the application's area.
+    s = settings
+    att["screen_ms"] = screen_times(att, windows, changes, (s.app_x, s.app_y, APP_W, APP_H))
+    att["screen_diff_ms"] = att["screen_ms"] - att["latency_ms"]
     att.to_parquet(run_dir / "inputs.parquet", index=False)
     return att
 
@@ -220,6 +226,7 @@ def _document(
         "repeat": bench.repeat,
         "idle_ms": bench.idle_ms,
         "desktop": bench.desktop,
+        "checks": {"client_timing": _client_timing(inputs) if inputs is not None else {}},
         "failures": failures,
         "out": str(out),
     }
@@ -227,3 +234,27 @@ def _document(
 
 def _plain(v: Any) -> Any:
     return v.item() if hasattr(v, "item") else v
+
+
+def _client_timing(inputs: pd.DataFrame) -> dict[str, Any]:
+    """Self-check: the analyser's latency against the client's own (the last change of
+    its screen), per platform × environment: within 5 % or 1 ms?"""
+    out: dict[str, Any] = {}
+    if "screen_ms" not in inputs:
+        return out
+    for (p, env), g in inputs.groupby(["platform", "env"], sort=False):
+        timed = g.dropna(subset=["screen_ms", "latency_ms"])
+        if not len(timed):
+            out[f"{p}/{env}"] = {"timed": 0, "note": "no screen change seen (python3-xlib missing?)"}
+            continue
+        ok = [agree(a, b) for a, b in zip(timed["latency_ms"], timed["screen_ms"])]
+        d = timed["screen_diff_ms"]
+        out[f"{p}/{env}"] = {
+            "timed": len(timed),
+            "agree": int(sum(ok)),
+            "diff_ms_median": float(d.median()),
+            "diff_ms_min": float(d.min()),
+            "diff_ms_max": float(d.max()),
+            "pass": all(ok),
+        }
+    return out
