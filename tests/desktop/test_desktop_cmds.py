@@ -126,3 +126,31 @@ def test_up_and_down_leave_nothing(tigervnc: None) -> None:
     assert not set(st["netns"].values()) & set(list_netns())
     assert not Path(f"/tmp/.X{display}-lock").exists()
     assert not any(os.scandir("/run/thinwan/desktop")) if Path("/run/thinwan/desktop").exists() else True
+
+
+def test_slow_motion_does_not_change_what_it_measures(tigervnc: None, tmp_path: Path) -> None:
+    """Spec "Method" 3: letter and fill over 25 ms each way with the default pause and with
+    twice the pause agree within 5 % (or 1 ms)."""
+    medians = []
+    for pause in (1.0, 2.0):
+        bench = tmp_path / f"pause{pause:g}.toml"
+        bench.write_text(
+            BENCH.format(ops='["letter", "fill"]').replace('envs = ["lan", "wan25"]', 'envs = ["wan25"]')
+            + f"\n[desktop]\npause_s = {pause}\n"
+        )
+        done = thinwan(
+            "desktop",
+            "run",
+            str(bench),
+            "--out",
+            str(tmp_path / f"p{pause:g}"),
+            "--json",
+            "--quiet",
+            "--no-report",
+            "--repeat",
+            "3",
+        )
+        assert done.returncode == 0, done.stderr[-2000:]
+        medians.append({r["operation"]: r["latency_ms_median"] for r in json.loads(done.stdout)["results"]})
+    for op in ("letter", "fill"):
+        assert agree(medians[0][op], medians[1][op]), (op, medians)
