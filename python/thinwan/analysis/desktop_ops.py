@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-__all__ = ["attribute", "screen_times", "summarize", "wan_minus_lan", "agree", "SUMMARY_KEYS"]
+__all__ = ["attribute", "attribute_packets", "screen_times", "summarize", "wan_minus_lan", "agree", "SUMMARY_KEYS"]
 
 SUMMARY_KEYS = ["platform", "env", "operation"]
 
@@ -138,3 +138,35 @@ def screen_times(
         if len(sel):
             out[i] = (sel[-1] - t_in) * 1e3
     return out
+
+
+def attribute_packets(packets: pd.DataFrame, t_from: float, t_to: float) -> dict[str, float]:
+    """An input that came while traffic was still flowing (no idle gap before it, so no
+    burst began in its window — e.g. x11vnc sending a late piece of the previous update):
+    its latency straight from the packets: the first client→server payload packet at or
+    after ``t_from`` to the last server→client payload packet before ``t_to``."""
+    w = packets[(packets["t"] >= t_from) & (packets["t"] < t_to)]
+    pay = w[w["payload"] > 0]
+    c2s = pay[~pay["s2c"]]
+    if not len(c2s):
+        return {}
+    t_in = float(c2s["t"].iloc[0])
+    after = pay[pay["t"] >= t_in]
+    s2c = after[after["s2c"]]
+    dirs = after["s2c"].to_numpy()
+    turns = int(((~dirs[:-1]) & dirs[1:]).sum()) if len(dirs) > 1 else 0
+    w = w[w["t"] >= t_in]
+    return {
+        "bursts": 0,
+        "first_packet": int(c2s["number"].iloc[0]),
+        "last_packet": int(after["number"].iloc[-1]),
+        "t_input": t_in,
+        "t_end": float(s2c["t"].iloc[-1]) if len(s2c) else np.nan,
+        "latency_ms": (float(s2c["t"].iloc[-1]) - t_in) * 1e3 if len(s2c) else np.nan,
+        "first_update_ms": (float(s2c["t"].iloc[0]) - t_in) * 1e3 if len(s2c) else np.nan,
+        "bytes_s2c": int(w["ip_len"][w["s2c"]].sum()),
+        "bytes_c2s": int(w["ip_len"][~w["s2c"]].sum()),
+        "packets_s2c": int(w["s2c"].sum()),
+        "packets_c2s": int((~w["s2c"]).sum()),
+        "round_trips": turns,
+    }

@@ -29,7 +29,7 @@ import numpy as np
 import pandas as pd
 
 from .. import __version__
-from ..analysis.desktop_ops import agree, attribute, screen_times, summarize, wan_minus_lan
+from ..analysis.desktop_ops import agree, attribute, attribute_packets, screen_times, summarize, wan_minus_lan
 from ..config.desktop_bench import Bench
 from ..records.meta import dumps_json, git_revision
 from ..records.schema import write_text_atomic
@@ -41,7 +41,7 @@ from ..substrates.desktop.session import APP_H, APP_W
 from ..substrates.lab.topology import Lab
 from .executors import progress_bar
 
-__all__ = ["run_bench", "BenchResult", "RESULT_KEYS"]
+__all__ = ["run_bench", "analyse_run", "BenchResult", "RESULT_KEYS"]
 
 # The keys of each entry of the document's "results" (issue 16).
 RESULT_KEYS = (
@@ -150,13 +150,36 @@ def _run_one(
     (run_dir / "capture.json").write_text(json.dumps(cap.to_json(), indent=1) + "\n")
     (run_dir / "inputs.json").write_text(json.dumps([r.to_json() for r in records], indent=1) + "\n")
     (run_dir / "desktop.json").write_text(json.dumps(info, indent=1, default=str) + "\n")
+    return analyse_run(run_dir, bench.idle_ms, lab.addr, changes)
+
+
+def analyse_run(
+    run_dir: Path,
+    idle_ms: float,
+    addr: dict[str, str],
+    changes: list[tuple[float, int, int, int, int]] | None = None,
+) -> pd.DataFrame:
+    """Analyse what one platform × environment left in ``run_dir`` (run.pcap,
+    inputs.json, desktop.json; ``<platform>/<env>/`` of a run): one row per input, also
+    written as inputs.parquet. Runs again on a kept directory, e.g. with another idle gap."""
+    info = json.loads((run_dir / "desktop.json").read_text())
+    records = json.loads((run_dir / "inputs.json").read_text())
+    platform, env = info["platform"], run_dir.name
+    if changes is None:
+        log = run_dir / "run-screen.log"
+        changes = []
+        if log.exists():
+            for line in log.read_text(errors="replace").splitlines():
+                f = line.split()
+                if len(f) == 5:
+                    changes.append((float(f[0]), int(f[1]), int(f[2]), int(f[3]), int(f[4])))
     x11 = platform == "x11"
     res = split_capture(
-        pcap,
+        run_dir / "run.pcap",
         info["server_port"],
-        addr=lab.addr["client" if x11 else "server"],
+        addr=addr["client" if x11 else "server"],
         port_at_client=x11,
-        idle_ms=bench.idle_ms,
+        idle_ms=idle_ms,
         keep_packets=True,
     )
     res.ops.to_parquet(run_dir / "ops.parquet", index=False)
@@ -167,20 +190,26 @@ def _run_one(
     windows = []
     for i, r in enumerate(records):
         nxt = records[i + 1] if i + 1 < len(records) else None
-        end = (nxt.t_reset if nxt.t_reset is not None else nxt.t_input) if nxt else np.inf
-        windows.append((r.t_input, end))
+        end = (nxt["t_reset"] if nxt["t_reset"] is not None else nxt["t_input"]) if nxt else np.inf
+        windows.append((r["t_input"], end))
     att = attribute(res.ops, windows)
+    # Inputs given while traffic was still flowing: from the packets, and marked.
+    att["idle_before"] = att["bursts"] > 0
+    for i in np.flatnonzero(att["bursts"].to_numpy() == 0):
+        row = attribute_packets(res.packets, *windows[i])
+        for k, v in row.items():
+            att.loc[i, k] = v
     att.insert(0, "platform", platform)
     att.insert(1, "env", env)
-    att.insert(2, "operation", [r.op for r in records])
-    att.insert(3, "repeat", [r.index for r in records])
-    att["t_injected"] = [r.t_input for r in records]
-    att["settled"] = [r.settled for r in records]
-    att["verified"] = [r.verified for r in records]
-    att["waited_s"] = [r.waited_s for r in records]
+    att.insert(2, "operation", [r["op"] for r in records])
+    att.insert(3, "repeat", [r["index"] for r in records])
+    att["t_injected"] = [r["t_input"] for r in records]
+    att["settled"] = [r["settled"] for r in records]
+    att["verified"] = [r["verified"] for r in records]
+    att["waited_s"] = [r["waited_s"] for r in records]
     # The client's own timing: when its screen last changed in the application's area.
-    s = settings
-    att["screen_ms"] = screen_times(att, windows, changes, (s.app_x, s.app_y, APP_W, APP_H))
+    s = info["settings"]
+    att["screen_ms"] = screen_times(att, windows, changes, (s["app_x"], s["app_y"], APP_W, APP_H))
     att["screen_diff_ms"] = att["screen_ms"] - att["latency_ms"]
     att.to_parquet(run_dir / "inputs.parquet", index=False)
     return att
@@ -191,8 +220,8 @@ def _check(df: pd.DataFrame) -> list[str]:
     problems = []
     for r in df.itertuples(index=False):
         what = f"{r.operation} #{r.repeat}"
-        if r.bursts == 0:
-            problems.append(f"{what}: no traffic after the input in the capture")
+        if r.first_packet < 0:
+            problems.append(f"{what}: no client→server packet after the input in the capture (the input was lost)")
         elif np.isnan(r.latency_ms):
             problems.append(f"{what}: showed no update (no server→client payload after the input)")
         if not r.settled:
@@ -226,7 +255,12 @@ def _document(
         "repeat": bench.repeat,
         "idle_ms": bench.idle_ms,
         "desktop": bench.desktop,
-        "checks": {"client_timing": _client_timing(inputs) if inputs is not None else {}},
+        "checks": {
+            "client_timing": _client_timing(inputs) if inputs is not None else {},
+            # Inputs given while the previous update was still arriving (no idle gap
+            # before them): measured from the packets, but slow motion was not slow enough.
+            "not_idle_at_input": _not_idle(inputs),
+        },
         "failures": failures,
         "out": str(out),
     }
@@ -258,3 +292,10 @@ def _client_timing(inputs: pd.DataFrame) -> dict[str, Any]:
             "pass": all(ok),
         }
     return out
+
+
+def _not_idle(inputs: pd.DataFrame | None) -> list[str]:
+    if inputs is None or "idle_before" not in inputs:
+        return []
+    bad = inputs[~inputs["idle_before"].astype(bool)]
+    return [f"{r.platform} {r.env} {r.operation} #{r.repeat}" for r in bad.itertuples(index=False)]
