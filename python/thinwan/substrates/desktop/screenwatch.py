@@ -14,10 +14,6 @@ import struct
 import sys
 import time
 
-from Xlib import display
-from Xlib.ext import damage
-from Xlib.support import unix_connect
-
 
 def _cookie() -> tuple[bytes, bytes]:
     """The first entry of $XAUTHORITY. Ours hold one FamilyWild cookie for any display,
@@ -33,6 +29,12 @@ def _cookie() -> tuple[bytes, bytes]:
 
 
 def main() -> None:
+    # Imported here: the module must import anywhere (the package's layout test imports
+    # every module), python3-xlib exists only for Debian's python.
+    from Xlib import display
+    from Xlib.ext import damage
+    from Xlib.support import unix_connect
+
     cookie = _cookie()
     unix_connect.get_auth = lambda *args: cookie
     d = display.Display()
