@@ -18,7 +18,7 @@ pkgs=(
   x11vnc
   xrdp xorgxrdp freerdp2-x11
   tcpdump tshark
-  python3-tk python3-pil python3-pil.imagetk
+  python3-tk python3-pil python3-pil.imagetk python3-xlib
 )
 
 missing=()

@@ -97,6 +97,24 @@ def test_imports_follow_the_stage_order(module: str) -> None:
     assert backwards == [], f"{module} ({STAGES[here] if here >= 0 else 'top'}) imports a later stage"
 
 
+def test_no_import_cycles() -> None:
+    """No module reaches itself through imports, counting lazy and type-only ones (a
+    cycle inside one stage is as hard to read as one across stages)."""
+    edges = {m: {t for _, t in imports(m) if t != m and t in MODULES and not m.startswith(t + ".")} for m in MODULES}
+    cycles = []
+    for start in MODULES:
+        stack, seen = [(start, (start,))], set()
+        while stack:
+            node, path = stack.pop()
+            for nxt in edges[node]:
+                if nxt == start:
+                    cycles.append(" → ".join((*path, start)))
+                elif nxt not in seen:
+                    seen.add(nxt)
+                    stack.append((nxt, (*path, nxt)))
+    assert cycles == []
+
+
 def test_nothing_imports_the_cli() -> None:
     users = [
         m for m in MODULES if stage(m) < STAGES.index("cli") and any(t.startswith("thinwan.cli") for _, t in imports(m))

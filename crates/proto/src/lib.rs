@@ -4,6 +4,7 @@
 //! carries `now`, every output is a value (ARCHITECTURE.md, STYLE.md §1).
 #![warn(missing_docs)]
 
+pub mod capture;
 pub mod drops;
 pub mod link;
 pub mod mux;

@@ -128,10 +128,85 @@ fn to_python(py: Python<'_>, r: RunRecords, run: u64, wall_s: f64) -> PyResult<P
 }
 
 /// The native module.
+/// Split the display traffic of a capture into operations (crates/capture; issue 16).
+/// `port`/`addr`: the display connection's listening end (`addr` None: any address);
+/// `port_at_client`: it listens on the user's side (plain X11). Returns {"ops": {col:
+/// ndarray}, "packets": {col: ndarray} or None, "format", "packets_total",
+/// "packets_tcp", "packets_matched"}; times in ns since the epoch, -1 where absent.
+/// Raises ValueError with a message naming the file (and packet) on bad input.
+#[pyfunction]
+#[pyo3(signature = (path, port, addr=None, port_at_client=false, idle_ms=500.0, keep_packets=false, require_gap=true))]
+#[allow(clippy::too_many_arguments)]
+fn analyze_capture(
+    py: Python<'_>,
+    path: std::path::PathBuf,
+    port: u16,
+    addr: Option<&str>,
+    port_at_client: bool,
+    idle_ms: f64,
+    keep_packets: bool,
+    require_gap: bool,
+) -> PyResult<PyObject> {
+    use thinwan_capture as cap;
+    let addr = match addr {
+        Some(a) => Some(a.parse().map_err(|_| PyValueError::new_err(format!("not an IP address: {a:?}")))?),
+        None => None,
+    };
+    if !(idle_ms.is_finite() && idle_ms > 0.0) {
+        return Err(PyValueError::new_err(format!("idle gap must be > 0 ms, got {idle_ms}")));
+    }
+    let filter = cap::Filter { port, addr, port_at_client };
+    let opts = cap::Options {
+        idle_gap: thinwan_proto::Duration::from_nanos((idle_ms * 1e6).round() as u64),
+        keep_packets,
+        require_gap,
+    };
+    let a = py
+        .allow_threads(|| cap::analyze(&path, filter, opts))
+        .map_err(|e| PyValueError::new_err(e.to_string()))?;
+    let ns = |t: Option<thinwan_proto::Instant>| t.map_or(-1, |t| t.as_nanos() as i64);
+    let ops = PyDict::new(py);
+    macro_rules! col {
+        ($name:literal, $f:expr) => {
+            ops.set_item($name, a.ops.iter().map($f).collect::<Vec<_>>().into_pyarray(py))?
+        };
+    }
+    col!("first_packet", |o| o.first_packet);
+    col!("last_packet", |o| o.last_packet);
+    col!("t_start_ns", |o| o.t_start.as_nanos() as i64);
+    col!("t_input_ns", |o| ns(o.t_input));
+    col!("t_first_update_ns", |o| ns(o.t_first_update));
+    col!("t_end_ns", |o| ns(o.t_end));
+    col!("t_last_ns", |o| o.t_last.as_nanos() as i64);
+    col!("latency_ns", |o| o.latency().map_or(-1, |d| d.as_nanos() as i64));
+    col!("client_started", |o| o.client_started);
+    col!("packets_c2s", |o| o.c2s.packets);
+    col!("bytes_c2s", |o| o.c2s.bytes);
+    col!("payload_c2s", |o| o.c2s.payload);
+    col!("packets_s2c", |o| o.s2c.packets);
+    col!("bytes_s2c", |o| o.s2c.bytes);
+    col!("payload_s2c", |o| o.s2c.payload);
+    col!("direction_changes", |o| o.direction_changes);
+    col!("round_trips", |o| o.round_trips);
+    col!("gap_before_ns", |o| o.gap_before.map_or(-1, |d| d.as_nanos() as i64));
+    let out = PyDict::new(py);
+    out.set_item("ops", ops)?;
+    match a.packets {
+        Some(p) => out.set_item("packets", table!(py, p, [number, t_ns, s2c, ip_len, payload, op]))?,
+        None => out.set_item("packets", py.None())?,
+    }
+    out.set_item("format", if a.format == cap::Format::Pcap { "pcap" } else { "pcapng" })?;
+    out.set_item("packets_total", a.packets_total)?;
+    out.set_item("packets_tcp", a.packets_tcp)?;
+    out.set_item("packets_matched", a.packets_matched)?;
+    Ok(out.into_any().unbind())
+}
+
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(simulate, m)?)?;
     m.add_function(wrap_pyfunction!(version, m)?)?;
     m.add_function(wrap_pyfunction!(mux_frame_payload_default, m)?)?;
+    m.add_function(wrap_pyfunction!(analyze_capture, m)?)?;
     Ok(())
 }

@@ -55,6 +55,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 def parser() -> argparse.ArgumentParser:
     """The ``thinwan`` parser with every subcommand (cheap: nothing heavy is imported)."""
     from .anatomy_cmd import add_anatomy_subcommand
+    from .desktop_cmd import add_desktop_subcommands
     from .lab_cmds import add_lab_subcommands, add_validate_subcommand
     from .mux_cmd import add_mux_subcommand
     from .run_cmd import add_run_subcommand
@@ -70,6 +71,7 @@ def parser() -> argparse.ArgumentParser:
     add_lab_subcommands(commands)
     add_validate_subcommand(commands)
     add_mux_subcommand(commands)
+    add_desktop_subcommands(commands)
     return p
 
 

@@ -8,7 +8,8 @@ client's screen. :func:`platform_status` says whether a platform can run here.
 
 from .platforms import PLATFORMS, platform_status
 from .procs import DesktopError
-from .session import OPERATIONS, Desktop, DesktopSettings, OpRecord, PlatformUnavailable
+from .session import OPERATIONS, Desktop, OpRecord, PlatformUnavailable
+from .settings import DesktopSettings
 from .tcpdump import CaptureResult
 
 __all__ = [

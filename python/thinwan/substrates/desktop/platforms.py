@@ -14,17 +14,43 @@ import shutil
 import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import Any, Protocol
 
-from .procs import DesktopError, start_proc, start_xserver
+from ..lab.topology import Lab
+from .images import BenchImages
+from .procs import DesktopError, Proc, XDisplay, start_proc, start_xserver
+from .settings import DesktopSettings
 
-if TYPE_CHECKING:
-    from .session import Desktop
-
-__all__ = ["PLATFORMS", "Platform", "platform_status", "package_version"]
+__all__ = ["PLATFORMS", "Platform", "platform_status", "platform_version", "package_version"]
 
 VNC_PORT = 5900
 RDP_PORT = 3389
+
+
+class Desktop(Protocol):
+    """What a platform's ``up`` reads and sets on the :class:`~.session.Desktop` it brings
+    up. A protocol, so the session can consult this table without the table importing
+    the session."""
+
+    lab: Lab
+    settings: DesktopSettings
+    dir: Path
+    procs: list[Proc]
+    server_x: XDisplay | None
+    client_x: XDisplay | None
+    viewer: Proc | None
+    server_port: int
+    options: dict[str, Any]
+    xauthority: Path
+    images: BenchImages | None
+    app_log: Path
+    sweep_server_namespace: bool
+
+    def cleanup(self, hook: Any) -> None: ...
+    def client_env(self) -> dict[str, str]: ...
+    def start_app(self, side: str, display: str) -> Proc: ...
+    def wait_app_ready(self) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -51,6 +77,11 @@ def package_version(pkg: str) -> str | None:
 
 COMMON_PACKAGES = ("xvfb", "xdotool", "imagemagick", "tcpdump", "tshark", "python3-tk", "python3-pil.imagetk")
 COMMON_BINARIES = ("Xvfb", "xdotool", "import", "tcpdump", "tshark", "/usr/bin/python3")
+
+
+def platform_version(name: str) -> str:
+    """The platform's packages and their versions, e.g. ``tigervnc-viewer 1.12.0+dfsg-8, …``."""
+    return ", ".join(f"{pkg} {package_version(pkg) or 'not installed'}" for pkg in PLATFORMS[name].packages)
 
 
 def platform_status(name: str) -> str | None:

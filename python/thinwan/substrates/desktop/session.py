@@ -36,15 +36,15 @@ from typing import Any
 import numpy as np
 from PIL import Image
 
+from ...config.desktop_defaults import OPERATIONS
 from . import images as _images
 from .platforms import PLATFORMS, package_version, platform_status
 from .procs import DesktopError, Proc, XDisplay, start_proc, tail, write_xauthority
+from .settings import APP_H, APP_W, DesktopSettings
 from .tcpdump import Capture, CaptureResult
 
 __all__ = ["Desktop", "DesktopSettings", "OpRecord", "PlatformUnavailable", "OPERATIONS"]
 
-OPERATIONS = ("letter", "scroll", "fill", "red_bitmap", "image")
-APP_W, APP_H = 320, 240
 # The set-up key of each operation (see app.py): selects the mode and resets the area.
 RESET_KEY = {"letter": "F1", "scroll": "F2", "fill": "F3", "red_bitmap": "F4", "image": "F5"}
 # The measured input of each operation.
@@ -61,34 +61,12 @@ INPUT = {
 # page) and reset only when another operation ran last.
 RESET_EACH_TIME = {"fill", "red_bitmap", "image"}
 APP_PY = Path(__file__).with_name("app.py")
+SCREENWATCH_PY = Path(__file__).with_name("screenwatch.py")
 SYSTEM_PYTHON = "/usr/bin/python3"  # Debian's, with python3-tk and python3-pil
 
 
 class PlatformUnavailable(DesktopError):
     """The platform cannot run here: its package is missing or it failed to come up."""
-
-
-@dataclass(frozen=True)
-class DesktopSettings:
-    width: int = 1024
-    height: int = 768
-    depth: int = 24  # colour depth of the desktop (and of the client's screen)
-    app_x: int = 64  # where the 320×240 application sits on the remote desktop
-    app_y: int = 64
-    # Slow motion: after each input wait at least pause_s, and (while capturing) until the
-    # capture has not grown for idle_s, but at most max_wait_s — so each update completes
-    # and traffic is idle before the next input (docs/desktop.md: how long that takes).
-    pause_s: float = 1.0
-    idle_s: float = 0.5
-    max_wait_s: float = 15.0
-    verify: bool = True  # check on the client's screen that each operation was displayed
-    ready_timeout_s: float = 30.0
-
-    def __post_init__(self) -> None:
-        if self.depth not in (8, 16, 24):
-            raise ValueError(f"depth: {self.depth} (expected 8, 16 or 24)")
-        if self.width < self.app_x + APP_W or self.height < self.app_y + APP_H:
-            raise ValueError(f"the {APP_W}x{APP_H} application at +{self.app_x}+{self.app_y} does not fit")
 
 
 @dataclass
@@ -142,6 +120,8 @@ class Desktop:
         self.app_log = Path()  # where the application logs the inputs it handled
         self.sweep_server_namespace = False
         self.is_up = False
+        self.screen_log: Path | None = None
+        self._screen_watch: Proc | None = None
 
     # -- life cycle ------------------------------------------------------------------
 
@@ -346,14 +326,57 @@ class Desktop:
         if self._capture is not None:
             raise DesktopError("a capture is already running")
         self._capture = Capture(self.lab.netns["client"], self.lab.tun["client"], Path(path), self.dir)
+        self._start_screen_watch(Path(path).with_name(Path(path).stem + "-screen.log"))
         # Let the traffic of whatever came before (bring-up, an earlier run) die down.
         self._capture.idle_for(self.settings.idle_s, self.settings.max_wait_s)
+
+    def _start_screen_watch(self, log: Path) -> None:
+        """The client's own timing (screenwatch.py: a DAMAGE report per change of the
+        client's screen, with its receive time) — when python3-xlib is installed."""
+        self.screen_log = None
+        done = subprocess_run([SYSTEM_PYTHON, "-c", "import Xlib.ext.damage"], 10.0)
+        if done.returncode != 0:
+            return
+        log.unlink(missing_ok=True)
+        self._screen_watch = start_proc(
+            self.lab.netns["client"],
+            "screenwatch",
+            [SYSTEM_PYTHON, "-u", str(SCREENWATCH_PY)],
+            log,
+            env=self.client_env(),
+        )
+        self.procs.append(self._screen_watch)
+        deadline = time.monotonic() + 10.0
+        while time.monotonic() < deadline:
+            if log.exists() and b"ready" in log.read_bytes():
+                self.screen_log = log
+                return
+            if not self._screen_watch.alive():
+                break
+            time.sleep(0.02)
+        raise DesktopError(f"the screen watcher did not start: {tail(log)}")
+
+    def screen_changes(self) -> list[tuple[float, int, int, int, int]]:
+        """``(t, x, y, w, h)`` of every change of the client's screen the watcher saw
+        (empty without python3-xlib)."""
+        if self.screen_log is None or not self.screen_log.exists():
+            return []
+        out = []
+        for line in self.screen_log.read_text(errors="replace").splitlines():
+            f = line.split()
+            if len(f) == 5:
+                out.append((float(f[0]), int(f[1]), int(f[2]), int(f[3]), int(f[4])))
+        return out
 
     def stop_capture(self) -> CaptureResult:
         """Stop the capture; fails (DesktopError) if tcpdump dropped any packet."""
         if self._capture is None:
             raise DesktopError("no capture is running")
         cap, self._capture = self._capture, None
+        if self._screen_watch is not None:
+            self._screen_watch.stop()
+            self.procs.remove(self._screen_watch)
+            self._screen_watch = None
         return cap.stop()
 
     def screenshot(

@@ -148,8 +148,10 @@ class TcpSettings:
             "net.ipv4.tcp_rto_min_us": str(int(self.min_rto_ms * 1000)),
             "net.ipv4.tcp_rto_max_ms": str(int(self.max_rto_ms)),
             "net.ipv4.tcp_reordering": str(self.reordering),
-            "net.ipv4.tcp_rmem": f"4096 131072 {self.rmem_max}",
-            "net.ipv4.tcp_wmem": f"4096 16384 {self.wmem_max}",
+            # The initial buffer never above the maximum, so a small maximum clamps
+            # every socket from its first byte (the desktop's 16 KB windows).
+            "net.ipv4.tcp_rmem": f"4096 {min(131072, self.rmem_max)} {self.rmem_max}",
+            "net.ipv4.tcp_wmem": f"4096 {min(16384, self.wmem_max)} {self.wmem_max}",
             "net.ipv4.tcp_no_metrics_save": "1",
         }
 

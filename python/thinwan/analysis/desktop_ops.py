@@ -1,0 +1,172 @@
+"""Slow-motion benchmark results from operations (pure: DataFrames in, DataFrames out).
+
+The capture analyser splits a capture into bursts at idle gaps (docs/desktop.md). A
+benchmark run also knows when it gave each input, so :func:`attribute` gives each input
+the bursts that began between it and the next input — normally exactly one; more when an
+update paused longer than the idle gap inside itself (a retransmission timeout on a lossy
+link), and they are then one operation: from the input to the last server→client packet
+before the next input. :func:`summarize` and :func:`wan_minus_lan` make the tables of
+the spec ("Compare environments").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+
+__all__ = ["attribute", "attribute_packets", "screen_times", "summarize", "wan_minus_lan", "agree", "SUMMARY_KEYS"]
+
+SUMMARY_KEYS = ["platform", "env", "operation"]
+
+
+def attribute(ops: pd.DataFrame, windows: Sequence[tuple[float, float]]) -> pd.DataFrame:
+    """One row per window ``(t_from, t_to)`` (epoch s): the bursts of ``ops`` (the
+    analyser's table) that began in it, merged. Columns: ``bursts``, ``first_packet``,
+    ``last_packet``, ``t_input``, ``t_end``, ``latency_ms``, ``first_update_ms``,
+    ``bytes_s2c``, ``bytes_c2s``, ``packets_s2c``, ``packets_c2s``, ``round_trips``.
+    ``latency_ms`` is NaN when the window has no input packet or no update after it."""
+    rows = []
+    starts = ops["t_start"].to_numpy()
+    for t_from, t_to in windows:
+        sel = ops[(starts >= t_from) & (starts < t_to)]
+        with_input = sel[sel["t_input"].notna()]
+        t_input = float(with_input["t_input"].iloc[0]) if len(with_input) else np.nan
+        ends = sel["t_end"].dropna()
+        t_end = float(ends.max()) if len(ends) else np.nan
+        latency = first_update = np.nan
+        if len(with_input) and np.isfinite(t_end) and t_end >= t_input:
+            b = with_input.iloc[0]
+            # The analyser's own (ns-exact) latency, plus how much later the window's
+            # last update ended when it came in a later burst.
+            lat0 = float(b["latency_ms"]) if np.isfinite(b["latency_ms"]) else 0.0
+            end0 = float(b["t_end"]) if np.isfinite(b["t_end"]) else t_input
+            latency = lat0 + (t_end - end0) * 1e3
+            first_update = float(b["first_update_ms"])
+        rows.append(
+            {
+                "bursts": len(sel),
+                "first_packet": int(sel["first_packet"].min()) if len(sel) else -1,
+                "last_packet": int(sel["last_packet"].max()) if len(sel) else -1,
+                "t_input": t_input,
+                "t_end": t_end,
+                "latency_ms": latency,
+                "first_update_ms": first_update,
+                "bytes_s2c": int(sel["bytes_s2c"].sum()),
+                "bytes_c2s": int(sel["bytes_c2s"].sum()),
+                "packets_s2c": int(sel["packets_s2c"].sum()),
+                "packets_c2s": int(sel["packets_c2s"].sum()),
+                "round_trips": int(sel["round_trips"].sum()),
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def summarize(results: pd.DataFrame) -> pd.DataFrame:
+    """Per platform × env × operation: median, min and max latency, median bytes each
+    way and round trips, and ``n`` (operations with a latency)."""
+    ok = results.dropna(subset=["latency_ms"])
+    g = ok.groupby(SUMMARY_KEYS, sort=False)
+    out = g.agg(
+        latency_ms_median=("latency_ms", "median"),
+        latency_ms_min=("latency_ms", "min"),
+        latency_ms_max=("latency_ms", "max"),
+        bytes_s2c=("bytes_s2c", "median"),
+        bytes_c2s=("bytes_c2s", "median"),
+        round_trips=("round_trips", "median"),
+        n=("latency_ms", "size"),
+    ).reset_index()
+    return out
+
+
+def wan_minus_lan(summary: pd.DataFrame, rtt_ms: Mapping[str, float], base: str = "lan") -> pd.DataFrame:
+    """For every environment but ``base``: its median latency minus ``base``'s, in ms and
+    in round trips of its configured RTT (``rtt_ms``: env → ms), per platform × operation."""
+    lan = summary[summary["env"] == base].set_index(["platform", "operation"])["latency_ms_median"]
+    rows = []
+    for r in summary[summary["env"] != base].itertuples(index=False):
+        key = (r.platform, r.operation)
+        if key not in lan.index:
+            continue
+        delta = float(r.latency_ms_median) - float(lan[key])
+        rtt = float(rtt_ms.get(r.env, 0.0))
+        rows.append(
+            {
+                "platform": r.platform,
+                "env": r.env,
+                "operation": r.operation,
+                "lan_ms": float(lan[key]),
+                "env_ms": float(r.latency_ms_median),
+                "delta_ms": delta,
+                "rtt_ms": rtt,
+                "delta_rtts": delta / rtt if rtt > 0 else np.nan,
+            }
+        )
+    return pd.DataFrame(
+        rows, columns=["platform", "env", "operation", "lan_ms", "env_ms", "delta_ms", "rtt_ms", "delta_rtts"]
+    )
+
+
+def agree(a: float, b: float, rel: float = 0.05, abs_ms: float = 1.0) -> bool:
+    """The self-checks' tolerance: within ``rel`` (of the larger) or ``abs_ms``."""
+    if not (np.isfinite(a) and np.isfinite(b)):
+        return False
+    return abs(a - b) <= max(rel * max(abs(a), abs(b)), abs_ms)
+
+
+def screen_times(
+    attributed: pd.DataFrame,
+    windows: Sequence[tuple[float, float]],
+    changes: Sequence[tuple[float, int, int, int, int]],
+    area: tuple[int, int, int, int],
+) -> np.ndarray:
+    """The client's own latency of each input (ms): the last change of the client's
+    screen inside ``area`` (x, y, w, h) in the input's window − the input's first
+    client→server packet; NaN when the window saw no change or no input packet."""
+    if not changes:
+        return np.full(len(attributed), np.nan)
+    ax, ay, aw, ah = area
+    c = np.array(changes, dtype=float)
+    inside = (c[:, 1] < ax + aw) & (c[:, 1] + c[:, 3] > ax) & (c[:, 2] < ay + ah) & (c[:, 2] + c[:, 4] > ay)
+    t = np.sort(c[inside, 0])
+    out = np.full(len(attributed), np.nan)
+    for i, ((_, t_to), t_in) in enumerate(zip(windows, attributed["t_input"])):
+        if not np.isfinite(t_in):
+            continue
+        sel = t[(t >= t_in) & (t < t_to)]
+        if len(sel):
+            out[i] = (sel[-1] - t_in) * 1e3
+    return out
+
+
+def attribute_packets(packets: pd.DataFrame, t_from: float, t_to: float) -> dict[str, float]:
+    """An input that came while traffic was still flowing (no idle gap before it, so no
+    burst began in its window — e.g. x11vnc sending a late piece of the previous update):
+    its latency straight from the packets: the first client→server payload packet at or
+    after ``t_from`` to the last server→client payload packet before ``t_to``."""
+    w = packets[(packets["t"] >= t_from) & (packets["t"] < t_to)]
+    pay = w[w["payload"] > 0]
+    c2s = pay[~pay["s2c"]]
+    if not len(c2s):
+        return {}
+    t_in = float(c2s["t"].iloc[0])
+    after = pay[pay["t"] >= t_in]
+    s2c = after[after["s2c"]]
+    dirs = after["s2c"].to_numpy()
+    turns = int(((~dirs[:-1]) & dirs[1:]).sum()) if len(dirs) > 1 else 0
+    w = w[w["t"] >= t_in]
+    return {
+        "bursts": 0,
+        "first_packet": int(c2s["number"].iloc[0]),
+        "last_packet": int(after["number"].iloc[-1]),
+        "t_input": t_in,
+        "t_end": float(s2c["t"].iloc[-1]) if len(s2c) else np.nan,
+        "latency_ms": (float(s2c["t"].iloc[-1]) - t_in) * 1e3 if len(s2c) else np.nan,
+        "first_update_ms": (float(s2c["t"].iloc[0]) - t_in) * 1e3 if len(s2c) else np.nan,
+        "bytes_s2c": int(w["ip_len"][w["s2c"]].sum()),
+        "bytes_c2s": int(w["ip_len"][~w["s2c"]].sum()),
+        "packets_s2c": int(w["s2c"].sum()),
+        "packets_c2s": int((~w["s2c"]).sum()),
+        "round_trips": turns,
+    }

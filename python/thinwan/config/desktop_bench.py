@@ -1,0 +1,191 @@
+"""The desktop benchmark file (``thinwan desktop run BENCH.toml``; docs/desktop.md lists
+every key): which platforms, in which environments, which operations, how often, and the
+environments themselves — the built-in ones of the source (Lai and Nieh 2006) plus any the
+file adds. Validated on load; a bad key fails naming the file and the key.
+
+::
+
+    [benchmark]
+    platforms = ["tigervnc", "x11vnc", "x11", "xrdp"]
+    envs = ["lan", "wan"]
+    repeat = 10
+
+    [env.satellite]            # a user's environment
+    rtt_ms = 600
+    rate_mbit = 10
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from .desktop_defaults import DEFAULT_IDLE_MS, DEFAULT_REPEAT, OPERATIONS
+from .files import ScenarioError, read_toml
+
+__all__ = ["Bench", "Env", "BUILTIN_ENVS", "PLATFORM_NAMES", "load_bench", "bench_from_data"]
+
+PLATFORM_NAMES = ("tigervnc", "x11vnc", "x11", "xrdp")
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Env(_Strict):
+    """One emulated path (both directions alike). ``window_bytes`` clamps every socket's
+    receive and send buffer (net.ipv4.tcp_rmem/tcp_wmem maxima) in both namespaces."""
+
+    rtt_ms: float = Field(0.0, ge=0)  # round-trip delay of the emulator (half each way)
+    rate_mbit: float = Field(0.0, ge=0)  # 0 = unshaped
+    jitter: str = "none"  # thinwan-link's: none | uniform:10% | uniform:2ms | normal:1ms
+    loss: float = Field(0.0, ge=0, le=1)  # i.i.d. random loss, each direction
+    queue_packets: int = Field(1000, ge=0)
+    window_bytes: int | None = Field(None, ge=4096)  # None: Linux's autotuning (up to 6 MB)
+    congestion_control: str = "cubic"  # Linux's default
+    description: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return self.model_dump()
+
+
+# The source's environments (spec "Environments of the source"). Its WAN: ~66 ms RTT,
+# ~45 Mbit/s, loss < 0.05 % (we emulate none: one random loss in a run of ten shows as an
+# outlier, and the loss environments cover loss); its LAN: 100 Mbit/s, ~0 RTT.
+_WAN = {"rtt_ms": 66.0, "rate_mbit": 45.0}
+BUILTIN_ENVS: dict[str, Env] = {
+    "lan": Env(rate_mbit=100.0, description="100 Mbit/s, no emulated delay"),
+    "wan": Env(**_WAN, description="the source's cross-country path: 66 ms RTT, 45 Mbit/s"),
+    "wan-small-window": Env(
+        **_WAN, window_bytes=16384, description="wan with 16 KB socket buffers (the source's default window)"
+    ),
+    "wan-1mb": Env(**_WAN, window_bytes=1 << 20, description="wan with 1 MB socket buffers"),
+    "wan-loss-1": Env(**_WAN, loss=0.01, description="wan with 1 % random loss each way"),
+    "wan-loss-10": Env(**_WAN, loss=0.10, description="wan with 10 % random loss each way"),
+}
+
+
+class _BenchmarkSection(_Strict):
+    name: str = ""
+    description: str = ""
+    platforms: list[Literal["tigervnc", "x11vnc", "x11", "xrdp"]] = Field(
+        default_factory=lambda: list(PLATFORM_NAMES), min_length=1
+    )
+    envs: list[str] = Field(default_factory=lambda: ["lan", "wan"], min_length=1)
+    operations: list[Literal["letter", "scroll", "fill", "red_bitmap", "image"]] = Field(
+        default_factory=lambda: list(OPERATIONS), min_length=1
+    )
+    repeat: int = Field(DEFAULT_REPEAT, ge=1)
+    idle_ms: float = Field(DEFAULT_IDLE_MS, gt=0)
+    seed: int = 1  # of the emulator's loss streams (run k of an env uses seed + k)
+
+
+class _DesktopSection(_Strict):
+    """DesktopSettings (docs/desktop.md "API")."""
+
+    width: int = Field(1024, ge=320)
+    height: int = Field(768, ge=240)
+    depth: Literal[8, 16, 24] = 24
+    pause_s: float = Field(1.0, gt=0)
+    idle_s: float = Field(0.5, gt=0)
+    max_wait_s: float = Field(15.0, gt=0)
+    verify: bool = True
+
+
+class _File(_Strict):
+    benchmark: _BenchmarkSection = Field(default_factory=_BenchmarkSection)
+    desktop: _DesktopSection = Field(default_factory=_DesktopSection)
+    env: dict[str, Env] = Field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Bench:
+    """A validated benchmark file."""
+
+    name: str
+    description: str
+    platforms: tuple[str, ...]
+    envs: dict[str, Env]  # the ones to run, in order
+    operations: tuple[str, ...]
+    repeat: int
+    idle_ms: float
+    seed: int
+    desktop: dict[str, Any]  # DesktopSettings keyword arguments
+    source: str
+    known_envs: dict[str, Env]  # built-ins and the file's own: what --env may name
+
+    def select(
+        self, platforms: list[str] | None = None, envs: list[str] | None = None, repeat: int | None = None
+    ) -> Bench:
+        """The same benchmark narrowed to ``platforms``/``envs`` (command-line choices, any
+        environment the file or the built-ins define) and with ``repeat``."""
+        from dataclasses import replace
+
+        known = self.known_envs
+        out = self
+        if platforms:
+            bad = [p for p in platforms if p not in PLATFORM_NAMES]
+            if bad:
+                raise ScenarioError(
+                    f"--platform: unknown platform(s) {', '.join(bad)} (known: {', '.join(PLATFORM_NAMES)})"
+                )
+            out = replace(out, platforms=tuple(platforms))
+        if envs:
+            bad = [e for e in envs if e not in known]
+            if bad:
+                raise ScenarioError(f"--env: unknown environment(s) {', '.join(bad)} (known: {', '.join(known)})")
+            out = replace(out, envs={e: known[e] for e in envs})
+        if repeat is not None:
+            out = replace(out, repeat=repeat)
+        return out
+
+
+def load_bench(path: str | Path) -> Bench:
+    """Read and validate a benchmark file; errors name the file and the key."""
+    path = Path(path)
+    return bench_from_data(read_toml(path, what="a benchmark file"), str(path))
+
+
+def bench_from_data(data: dict[str, Any], where: str = "<benchmark>") -> Bench:
+    try:
+        f = _File.model_validate(data)
+    except ValidationError as e:
+        lines = []
+        for err in e.errors():
+            key = ".".join(map(str, err["loc"]))
+            problem = {"extra_forbidden": "unknown key", "missing": "missing key"}.get(err["type"], err["msg"])
+            lines.append(f"{where}: {key}: {problem}")
+        raise ScenarioError("\n".join(lines)) from None
+    clash = sorted(set(f.env) & set(BUILTIN_ENVS))
+    if clash:
+        raise ScenarioError(f"{where}: env.{clash[0]}: a built-in environment; give yours another name")
+    known = {**BUILTIN_ENVS, **f.env}
+    for i, e in enumerate(f.benchmark.envs):
+        if e not in known:
+            raise ScenarioError(f"{where}: benchmark.envs.{i}: unknown environment {e!r} (known: {', '.join(known)})")
+    for name, env in f.env.items():
+        _check_jitter(env.jitter, f"{where}: env.{name}.jitter")
+    b = f.benchmark
+    return Bench(
+        name=b.name or Path(where).stem,
+        description=b.description,
+        platforms=tuple(dict.fromkeys(b.platforms)),
+        envs={e: known[e] for e in dict.fromkeys(b.envs)},
+        operations=tuple(dict.fromkeys(b.operations)),
+        repeat=b.repeat,
+        idle_ms=b.idle_ms,
+        seed=b.seed,
+        desktop=f.desktop.model_dump(),
+        source=where,
+        known_envs=known,
+    )
+
+
+def _check_jitter(text: str, where: str) -> None:
+    import re
+
+    if not re.fullmatch(r"none|(uniform|normal):\d+(\.\d+)?(%|ms)", text):
+        raise ScenarioError(f"{where}: expected none, uniform:<n>% , uniform:<n>ms or normal:<n>ms, got {text!r}")

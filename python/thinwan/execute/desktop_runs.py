@@ -1,0 +1,301 @@
+"""``thinwan desktop run``: every platform in every environment of a benchmark file,
+each operation ``repeat`` times in slow motion, measured from the client's capture.
+
+Per environment one lab; in it each platform in turn: up, capture on, the operations,
+a screenshot after each operation's repetitions, capture off (zero drops or the run fails),
+down. Then the capture is analysed (idle-gap splitting; each input gets the bursts that
+began before the next input) and checked (every input produced an update). What each
+platform × environment produced is written at once under ``out/<platform>/<env>/`` and
+the document ``out/results.json`` is rewritten, so Ctrl-C keeps everything finished.
+
+Layout of ``out``::
+
+    results.json            the --json document (also written when interrupted)
+    results.parquet         one row per input (docs/desktop.md "Records")
+    <platform>/<env>/run.pcap, ops.parquet, packets.parquet, inputs.json, capture.json,
+                     <operation>.png, desktop-<platform>-*/ (logs, configuration)
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from .. import __version__
+from ..analysis.desktop_ops import agree, attribute, attribute_packets, screen_times, summarize, wan_minus_lan
+from ..config.desktop_bench import Bench
+from ..records.meta import dumps_json, git_revision
+from ..records.schema import write_text_atomic
+from ..substrates.desktop import Desktop, DesktopError, DesktopSettings, PlatformUnavailable, platform_status
+from ..substrates.desktop.envlab import env_json, env_lab_spec
+from ..substrates.desktop.opsplit import CaptureError, split_capture
+from ..substrates.desktop.platforms import platform_version
+from ..substrates.desktop.settings import APP_H, APP_W
+from ..substrates.lab.topology import Lab
+from .executors import progress_bar
+
+__all__ = ["run_bench", "analyse_run", "BenchResult", "RESULT_KEYS"]
+
+# The keys of each entry of the document's "results" (issue 16).
+RESULT_KEYS = (
+    "platform",
+    "env",
+    "operation",
+    "latency_ms_median",
+    "latency_ms_min",
+    "latency_ms_max",
+    "bytes_s2c",
+    "bytes_c2s",
+    "round_trips",
+    "n",
+)
+
+
+@dataclass
+class BenchResult:
+    document: dict[str, Any]
+    inputs: pd.DataFrame  # one row per input, every platform × env
+    failures: list[str] = field(default_factory=list)
+
+
+def run_bench(
+    bench: Bench,
+    out: Path,
+    progress: bool = True,
+    log: Callable[[str], None] | None = None,
+) -> BenchResult:
+    """Run ``bench``; results under ``out``. Platforms that cannot run are reported in
+    the document (never skipped silently); a run that fails a check is listed in
+    ``failures`` with the reason. KeyboardInterrupt propagates after the labs and desktops
+    are down; what finished is already on disk."""
+    out.mkdir(parents=True, exist_ok=True)
+    say = log or (lambda _m: None)
+    platforms: dict[str, str] = {}
+    for p in bench.platforms:
+        reason = platform_status(p)
+        if reason:
+            platforms[p] = f"unavailable: {reason}"
+    runnable = [p for p in bench.platforms if p not in platforms]
+    for p in runnable:
+        platforms[p] = platform_version(p)
+    total = len(bench.envs) * len(runnable) * len(bench.operations) * bench.repeat
+    frames: list[pd.DataFrame] = []
+    failures: list[str] = []
+    doc = _document(bench, out, platforms, frames, failures)
+    write_text_atomic(out / "results.json", dumps_json(doc, indent=1) + "\n")
+    settings = DesktopSettings(**bench.desktop)
+    bar = progress_bar(total, "desktop", progress)
+    bar.unit = "op"
+    try:
+        for k, (env_name, env) in enumerate(bench.envs.items()):
+            if not runnable:
+                break
+            with Lab(env_lab_spec(env, seed=bench.seed + k), events=False) as lab:
+                for p in runnable:
+                    if platforms.get(p, "").startswith("unavailable"):
+                        bar.update(len(bench.operations) * bench.repeat)
+                        continue
+                    bar.set_description(f"{p} {env_name}")
+                    run_dir = out / p / env_name
+                    try:
+                        df = _run_one(bench, lab, p, env_name, settings, run_dir, bar)
+                    except PlatformUnavailable as e:
+                        platforms[p] = f"unavailable: {e}"
+                        say(f"{p}: unavailable: {e}")
+                        continue
+                    except (DesktopError, CaptureError) as e:
+                        failures.append(f"{p} {env_name}: {e}")
+                        say(f"{p} {env_name}: FAILED: {e}")
+                        continue
+                    frames.append(df)
+                    for problem in _check(df):
+                        failures.append(f"{p} {env_name}: {problem}")
+                        say(f"{p} {env_name}: FAILED: {problem}")
+                    doc = _document(bench, out, platforms, frames, failures)
+                    write_text_atomic(out / "results.json", dumps_json(doc, indent=1) + "\n")
+    finally:
+        bar.close()
+        doc = _document(bench, out, platforms, frames, failures)
+        write_text_atomic(out / "results.json", dumps_json(doc, indent=1) + "\n")
+        inputs = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+        if len(inputs):
+            inputs.to_parquet(out / "results.parquet", index=False)
+    return BenchResult(doc, inputs, failures)
+
+
+def _run_one(
+    bench: Bench, lab: Lab, platform: str, env: str, settings: DesktopSettings, run_dir: Path, bar: Any
+) -> pd.DataFrame:
+    """One platform in one environment: the inputs, the capture, the analysis."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    pcap = run_dir / "run.pcap"
+    records = []
+    with Desktop(platform, lab, settings, workdir=run_dir) as d:
+        d.start_capture(pcap)
+        for op in bench.operations:
+            for _ in range(bench.repeat):
+                records.append(d.do(op))
+                bar.update(1)
+            d.screenshot(run_dir / f"{op}.png")
+        cap = d.stop_capture()
+        info = d.info()
+        changes = d.screen_changes()
+    (run_dir / "capture.json").write_text(json.dumps(cap.to_json(), indent=1) + "\n")
+    (run_dir / "inputs.json").write_text(json.dumps([r.to_json() for r in records], indent=1) + "\n")
+    (run_dir / "desktop.json").write_text(json.dumps(info, indent=1, default=str) + "\n")
+    return analyse_run(run_dir, bench.idle_ms, lab.addr, changes)
+
+
+def analyse_run(
+    run_dir: Path,
+    idle_ms: float,
+    addr: dict[str, str],
+    changes: list[tuple[float, int, int, int, int]] | None = None,
+) -> pd.DataFrame:
+    """Analyse what one platform × environment left in ``run_dir`` (run.pcap,
+    inputs.json, desktop.json; ``<platform>/<env>/`` of a run): one row per input, also
+    written as inputs.parquet. Runs again on a kept directory, e.g. with another idle gap."""
+    info = json.loads((run_dir / "desktop.json").read_text())
+    records = json.loads((run_dir / "inputs.json").read_text())
+    platform, env = info["platform"], run_dir.name
+    if changes is None:
+        log = run_dir / "run-screen.log"
+        changes = []
+        if log.exists():
+            for line in log.read_text(errors="replace").splitlines():
+                f = line.split()
+                if len(f) == 5:
+                    changes.append((float(f[0]), int(f[1]), int(f[2]), int(f[3]), int(f[4])))
+    x11 = platform == "x11"
+    res = split_capture(
+        run_dir / "run.pcap",
+        info["server_port"],
+        addr=addr["client" if x11 else "server"],
+        port_at_client=x11,
+        idle_ms=idle_ms,
+        keep_packets=True,
+    )
+    res.ops.to_parquet(run_dir / "ops.parquet", index=False)
+    assert res.packets is not None
+    res.packets.to_parquet(run_dir / "packets.parquet", index=False)
+    # Each input's window: from just before it was injected to the next input (its set-up
+    # key when it has one), or the end of the capture.
+    windows = []
+    for i, r in enumerate(records):
+        nxt = records[i + 1] if i + 1 < len(records) else None
+        end = (nxt["t_reset"] if nxt["t_reset"] is not None else nxt["t_input"]) if nxt else np.inf
+        windows.append((r["t_input"], end))
+    att = attribute(res.ops, windows)
+    # Inputs given while traffic was still flowing: from the packets, and marked.
+    att["idle_before"] = att["bursts"] > 0
+    for i in np.flatnonzero(att["bursts"].to_numpy() == 0):
+        row = attribute_packets(res.packets, *windows[i])
+        for k, v in row.items():
+            att.loc[i, k] = v
+    att.insert(0, "platform", platform)
+    att.insert(1, "env", env)
+    att.insert(2, "operation", [r["op"] for r in records])
+    att.insert(3, "repeat", [r["index"] for r in records])
+    att["t_injected"] = [r["t_input"] for r in records]
+    att["settled"] = [r["settled"] for r in records]
+    att["verified"] = [r["verified"] for r in records]
+    att["waited_s"] = [r["waited_s"] for r in records]
+    # The client's own timing: when its screen last changed in the application's area.
+    s = info["settings"]
+    att["screen_ms"] = screen_times(att, windows, changes, (s["app_x"], s["app_y"], APP_W, APP_H))
+    att["screen_diff_ms"] = att["screen_ms"] - att["latency_ms"]
+    att.to_parquet(run_dir / "inputs.parquet", index=False)
+    return att
+
+
+def _check(df: pd.DataFrame) -> list[str]:
+    """The run's checks on itself (docs/desktop.md "Self-checks")."""
+    problems = []
+    for r in df.itertuples(index=False):
+        what = f"{r.operation} #{r.repeat}"
+        if r.first_packet < 0:
+            problems.append(f"{what}: no client→server packet after the input in the capture (the input was lost)")
+        elif np.isnan(r.latency_ms):
+            problems.append(f"{what}: showed no update (no server→client payload after the input)")
+        if not r.settled:
+            problems.append(f"{what}: traffic was still flowing when the pause ended (max_wait_s)")
+    return problems
+
+
+def _document(
+    bench: Bench, out: Path, platforms: dict[str, str], frames: list[pd.DataFrame], failures: list[str]
+) -> dict[str, Any]:
+    inputs = pd.concat(frames, ignore_index=True) if frames else None
+    results: list[dict[str, Any]] = []
+    deltas: list[dict[str, Any]] = []
+    if inputs is not None and len(inputs):
+        s = summarize(inputs)
+        results = [{k: _plain(v) for k, v in row.items()} for row in s[list(RESULT_KEYS)].to_dict("records")]
+        rtt = {name: env.rtt_ms for name, env in bench.envs.items()}
+        if "lan" in bench.envs:
+            deltas = [{k: _plain(v) for k, v in row.items()} for row in wan_minus_lan(s, rtt).to_dict("records")]
+    return {
+        "benchmark": bench.name,
+        "source": bench.source,
+        "version": __version__,
+        "git": git_revision(),
+        "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "results": results,
+        "platforms": {p: platforms.get(p, "not run") for p in bench.platforms},
+        "envs": {name: env_json(env, bench.seed + k) for k, (name, env) in enumerate(bench.envs.items())},
+        "wan_minus_lan": deltas,
+        "operations": list(bench.operations),
+        "repeat": bench.repeat,
+        "idle_ms": bench.idle_ms,
+        "desktop": bench.desktop,
+        "checks": {
+            "client_timing": _client_timing(inputs) if inputs is not None else {},
+            # Inputs given while the previous update was still arriving (no idle gap
+            # before them): measured from the packets, but slow motion was not slow enough.
+            "not_idle_at_input": _not_idle(inputs),
+        },
+        "failures": failures,
+        "out": str(out),
+    }
+
+
+def _plain(v: Any) -> Any:
+    return v.item() if hasattr(v, "item") else v
+
+
+def _client_timing(inputs: pd.DataFrame) -> dict[str, Any]:
+    """Self-check: the analyser's latency against the client's own (the last change of
+    its screen), per platform × environment: within 5 % or 1 ms?"""
+    out: dict[str, Any] = {}
+    if "screen_ms" not in inputs:
+        return out
+    for (p, env), g in inputs.groupby(["platform", "env"], sort=False):
+        timed = g.dropna(subset=["screen_ms", "latency_ms"])
+        if not len(timed):
+            out[f"{p}/{env}"] = {"timed": 0, "note": "no screen change seen (python3-xlib missing?)"}
+            continue
+        ok = [agree(a, b) for a, b in zip(timed["latency_ms"], timed["screen_ms"])]
+        d = timed["screen_diff_ms"]
+        out[f"{p}/{env}"] = {
+            "timed": len(timed),
+            "agree": int(sum(ok)),
+            "diff_ms_median": float(d.median()),
+            "diff_ms_min": float(d.min()),
+            "diff_ms_max": float(d.max()),
+            "pass": all(ok),
+        }
+    return out
+
+
+def _not_idle(inputs: pd.DataFrame | None) -> list[str]:
+    if inputs is None or "idle_before" not in inputs:
+        return []
+    bad = inputs[~inputs["idle_before"].astype(bool)]
+    return [f"{r.platform} {r.env} {r.operation} #{r.repeat}" for r in bad.itertuples(index=False)]

@@ -1,0 +1,215 @@
+"""The capture analyser on pcaps built here: known timestamps → exact latencies, pcapng,
+damaged files and captures without an idle gap → clear errors; ``thinwan desktop
+analyze`` as a command (needs no root)."""
+
+from __future__ import annotations
+
+import json
+import struct
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from thinwan.analysis.desktop_ops import attribute, summarize, wan_minus_lan
+from thinwan.substrates.desktop.opsplit import CaptureError, split_capture
+
+SRV, CLI = bytes([198, 18, 1, 1]), bytes([198, 18, 2, 1])
+T0_NS = 1_700_000_000 * 10**9
+
+
+def ip_tcp(src: bytes, dst: bytes, sport: int, dport: int, payload: int) -> bytes:
+    total = 40 + payload
+    ip = struct.pack("!BBHHHBBH4s4s", 0x45, 0, total, 0, 0, 64, 6, 0, src, dst)
+    tcp = struct.pack("!HHIIBBHHH", sport, dport, 0, 0, 5 << 4, 0x18, 65535, 0, 0)
+    return ip + tcp + bytes(payload)
+
+
+def vnc(spec: list[tuple[float, bool, int]]) -> list[tuple[int, bytes]]:
+    """(ms after T0, server→client?, payload) → (epoch ns, raw IP packet)."""
+    return [
+        (T0_NS + round(ms * 1e6), ip_tcp(SRV, CLI, 5900, 40000, n) if s2c else ip_tcp(CLI, SRV, 40000, 5900, n))
+        for ms, s2c, n in spec
+    ]
+
+
+def write_pcap(path: Path, pkts: list[tuple[int, bytes]], snaplen: int = 65535) -> Path:
+    """libpcap, nanosecond timestamps, LINKTYPE_RAW (what tcpdump writes on our TUN)."""
+    out = [struct.pack("<IHHiIII", 0xA1B23C4D, 2, 4, 0, 0, snaplen, 101)]
+    for t, p in pkts:
+        ns = t
+        cap = p[:snaplen]
+        out.append(struct.pack("<IIII", ns // 10**9, ns % 10**9, len(cap), len(p)) + cap)
+    path.write_bytes(b"".join(out))
+    return path
+
+
+def write_pcapng(path: Path, pkts: list[tuple[int, bytes]]) -> Path:
+    """pcapng, microsecond ticks (the default if_tsresol), one raw-IP interface."""
+
+    def block(kind: int, body: bytes) -> bytes:
+        body += bytes(-len(body) % 4)
+        n = 12 + len(body)
+        return struct.pack("<II", kind, n) + body + struct.pack("<I", n)
+
+    out = [block(0x0A0D0D0A, struct.pack("<IHHq", 0x1A2B3C4D, 1, 0, -1)), block(1, struct.pack("<HHI", 101, 0, 0))]
+    for t, p in pkts:
+        us = t // 1000
+        out.append(block(6, struct.pack("<IIIII", 0, us >> 32, us & 0xFFFFFFFF, len(p), len(p)) + p))
+    path.write_bytes(b"".join(out))
+    return path
+
+
+# Three operations 1 s apart (times in ms):
+#   0: key at 1000 (two packets), the update at 1025.0 and 1025.4        → 25.4 ms, 1 round trip
+#   1: click at 2000, update 2050, a request at 2099, more at 2160       → 160 ms, 2 round trips
+#   2: key at 3000, update at 3000.9 (a LAN)                             → 0.9 ms
+THREE = [
+    (1000.0, False, 20),
+    (1000.3, False, 20),
+    (1025.0, True, 1400),
+    (1025.4, True, 300),
+    (1026.0, False, 0),  # a pure ACK: counted, never ends or extends an operation
+    (2000.0, False, 10),
+    (2050.0, True, 100),
+    (2099.0, False, 10),
+    (2160.0, True, 100),
+    (3000.0, False, 8),
+    (3000.9, True, 50),
+]
+EXPECTED_MS = [25.4, 160.0, 0.9]
+
+
+def test_exact_latencies_pcap(tmp_path: Path) -> None:
+    res = split_capture(write_pcap(tmp_path / "a.pcap", vnc(THREE), snaplen=60), 5900, idle_ms=300, keep_packets=True)
+    assert res.ops["latency_ms"].round(6).tolist() == EXPECTED_MS
+    assert res.ops["round_trips"].tolist() == [1, 2, 1]
+    # Bytes come from the IP header: a 60-byte snap length does not shorten them.
+    assert res.ops["bytes_s2c"].tolist() == [40 * 2 + 1700, 40 * 2 + 200, 90]
+    assert res.ops["packets_c2s"].tolist() == [3, 2, 1]
+    assert res.ops["first_update_ms"].round(6).tolist() == [25.0, 50.0, 0.9]
+    assert res.meta["format"] == "pcap" and res.meta["packets_matched"] == 11
+    assert res.packets is not None and res.packets["op"].tolist() == [0] * 5 + [1] * 4 + [2] * 2
+
+
+def test_exact_latencies_pcapng(tmp_path: Path) -> None:
+    res = split_capture(write_pcapng(tmp_path / "a.pcapng", vnc(THREE)), 5900, idle_ms=300)
+    assert res.ops["latency_ms"].round(6).tolist() == EXPECTED_MS
+    assert res.meta["format"] == "pcapng"
+
+
+def test_idle_gap_decides_the_end_of_an_update(tmp_path: Path) -> None:
+    """TigerVNC's lossless refresh: the lossy update at +10 ms, the refresh at +110 ms. A
+    100-ms gap ends the update before the refresh (and makes the refresh a burst of its
+    own); a longer one counts the refresh in the operation."""
+    pk = vnc([(0, False, 10), (10, True, 5000), (110, True, 20000), (1000, False, 10), (1010, True, 5000)])
+    path = write_pcap(tmp_path / "refresh.pcap", pk)
+    short = split_capture(path, 5900, idle_ms=100)
+    assert short.ops["latency_ms"].round(6).tolist()[:1] == [10.0]
+    assert len(short.ops) == 3 and not short.ops["client_started"][1]
+    long = split_capture(path, 5900, idle_ms=500)
+    assert long.ops["latency_ms"].round(6).tolist() == [110.0, 10.0]
+
+
+def test_damaged_captures_fail_naming_file_and_packet(tmp_path: Path) -> None:
+    path = write_pcap(tmp_path / "cut.pcap", vnc(THREE))
+    path.write_bytes(path.read_bytes()[:-20])
+    with pytest.raises(CaptureError, match=r"cut\.pcap: truncated: the file ends inside packet 11"):
+        split_capture(path, 5900, idle_ms=300)
+    ng = write_pcapng(tmp_path / "cut.pcapng", vnc(THREE))
+    ng.write_bytes(ng.read_bytes()[:-7])
+    with pytest.raises(CaptureError, match=r"cut\.pcapng: truncated: the file ends inside packet 11"):
+        split_capture(ng, 5900, idle_ms=300)
+    (tmp_path / "x.pcap").write_text("not a capture")
+    with pytest.raises(CaptureError, match=r"x\.pcap: not a pcap or pcapng file"):
+        split_capture(tmp_path / "x.pcap", 5900)
+    good = write_pcap(tmp_path / "good.pcap", vnc(THREE))
+    with pytest.raises(
+        CaptureError, match=r"good\.pcap: no packet of TCP port 3389 among its 11 packets; its busiest TCP ports: 5900"
+    ):
+        split_capture(good, 3389)
+    with pytest.raises(CaptureError, match=r"good\.pcap: no idle gap of 5000 ms or more: packets 1–11 form one burst"):
+        split_capture(good, 5900, idle_ms=5000)
+
+
+def test_attribute_merges_the_bursts_of_one_input() -> None:
+    ops = pd.DataFrame(
+        {
+            "t_start": [1.0, 1.6, 3.0],
+            "t_input": [1.0, np.nan, 3.0],
+            "t_first_update": [1.01, np.nan, 3.02],
+            "t_end": [1.01, np.nan, 3.02],
+            "latency_ms": [10.0, np.nan, 20.0],
+            "first_update_ms": [10.0, np.nan, 20.0],
+            "first_packet": [1, 5, 9],
+            "last_packet": [4, 6, 10],
+            "bytes_s2c": [100, 50, 70],
+            "bytes_c2s": [60, 0, 60],
+            "packets_s2c": [2, 1, 1],
+            "packets_c2s": [1, 0, 1],
+            "round_trips": [1, 0, 1],
+        }
+    )
+    # The retransmission at 1.6 s (a burst of its own: a timeout inside the update).
+    ops.loc[1, "t_end"] = 1.6
+    got = attribute(ops, [(0.9, 2.9), (2.9, 4.0), (5.0, 6.0)])
+    assert got["bursts"].tolist() == [2, 1, 0]
+    assert got["latency_ms"].round(6).tolist()[:2] == [600.0, 20.0]
+    assert np.isnan(got["latency_ms"][2])
+    assert got["bytes_s2c"].tolist() == [150, 70, 0]
+
+
+def test_summary_and_wan_minus_lan() -> None:
+    rows = [
+        {
+            "platform": "p",
+            "env": e,
+            "operation": "fill",
+            "latency_ms": v,
+            "bytes_s2c": 10,
+            "bytes_c2s": 5,
+            "round_trips": 1,
+        }
+        for e, vals in (("lan", [1.0, 2.0, 3.0]), ("wan", [51.0, 52.0, 60.0]))
+        for v in vals
+    ]
+    s = summarize(pd.DataFrame(rows))
+    assert s["latency_ms_median"].tolist() == [2.0, 52.0] and s["n"].tolist() == [3, 3]
+    d = wan_minus_lan(s, {"wan": 50.0})
+    assert d["delta_ms"].tolist() == [50.0] and d["delta_rtts"].tolist() == [1.0]
+
+
+def thinwan(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "thinwan", *args], capture_output=True, text=True, timeout=60)
+
+
+def test_analyze_command(tmp_path: Path) -> None:
+    path = write_pcap(tmp_path / "a.pcap", vnc(THREE))
+    done = thinwan(
+        "desktop",
+        "analyze",
+        str(path),
+        "--server-port",
+        "5900",
+        "--idle-ms",
+        "300",
+        "--json",
+        "--parquet",
+        str(tmp_path / "ops.parquet"),
+    )
+    assert done.returncode == 0, done.stderr
+    doc = json.loads(done.stdout)
+    assert [round(o["latency_ms"], 6) for o in doc["operations"]] == EXPECTED_MS
+    assert doc["meta"]["operations"] == 3
+    assert pd.read_parquet(tmp_path / "ops.parquet")["round_trips"].tolist() == [1, 2, 1]
+    done = thinwan("desktop", "analyze", str(path), "--server-port", "5900", "--server-addr", "198.18.1.1")
+    assert done.returncode == 0 and "25.40" in done.stdout and "160.00" in done.stdout, done.stdout
+    path.write_bytes(path.read_bytes()[:-5])
+    done = thinwan("desktop", "analyze", str(path), "--server-port", "5900")
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert done.stderr.startswith(f"thinwan: error: {path}: truncated"), done.stderr
+    done = thinwan("desktop", "analyze", str(path), "--server-port", "70000")
+    assert done.returncode == 2 and "must be 1..65535" in done.stderr
