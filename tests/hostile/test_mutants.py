@@ -21,13 +21,19 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from thinwan.cli import main
+from thinwan.config.desktop_bench import load_bench
+from thinwan.config.files import ScenarioError
+from thinwan.config.scenario import load_scenario
 from thinwan.substrates.binaries import MissingBinary, find_binary
+from thinwan.substrates.sim import simulate
 
 from .helpers import REPO
 
 SCENARIOS = REPO / "scenarios"
 MUX = sorted((SCENARIOS / "mux").glob("*.toml"))
-FILES = sorted(p for p in SCENARIOS.rglob("*.toml") if p not in MUX)
+# Remote-desktop benchmark files ([benchmark]): checked by their own loader.
+DESKTOP = sorted(p for p in SCENARIOS.rglob("*.toml") if "[benchmark]" in p.read_text())
+FILES = sorted(p for p in SCENARIOS.rglob("*.toml") if p not in MUX and p not in DESKTOP)
 # Keys holding paths relative to their file: made absolute so a mutant can live elsewhere.
 PATH_KEYS = {"inherits", "base", "pcap_file", "psk_file", "cert", "key", "ca", "file"}
 
@@ -189,6 +195,24 @@ def test_scenario_mutants_fail_clearly_or_pass(tmp_path: Path, m: tuple[Path, by
     f.write_bytes(text)
     status, err = _check_in_process(["run", str(f), "--check"])
     _assert_clear(status, err, f, key, "scenario")
+    if status == 0:
+        _simulate_briefly(f)
+
+
+def _simulate_briefly(path: Path) -> None:
+    """A mutant that passed --check also runs in the simulator, shortened to 50 ms of
+    traffic on at most 4 pairs (every other key as mutated), so an error only the Rust
+    side would see still fails here rather than in a user's run."""
+    scenario = load_scenario(path)
+    s, t = scenario.scenario, scenario.topology
+    short = scenario.with_values(
+        {
+            "scenario.duration_s": min(s.duration_s, 0.05),
+            "scenario.drain_s": min(s.drain_s, 0.05),
+            "topology.pairs": min(t.pairs, 4),
+        }
+    )
+    simulate(short, 0)
 
 
 @settings(settings.get_profile("hostile"), max_examples=200)
@@ -219,3 +243,22 @@ def test_mux_mutants_fail_clearly_or_pass(tmp_path: Path, m: tuple[Path, bytes, 
         [_mux_binary(), role, "--config", str(f), "--check"], capture_output=True, text=True, timeout=30
     )
     _assert_clear(done.returncode, done.stderr, f, key, "mux")
+
+
+def _check_desktop_bench(path: Path) -> tuple[int, str]:
+    """What ``thinwan desktop run`` does with the file before it touches the lab."""
+    try:
+        load_bench(path)
+    except ScenarioError as e:
+        return 2, f"thinwan: error: {e}\n"
+    return 0, ""
+
+
+@settings(settings.get_profile("hostile"), max_examples=200)
+@given(m=mutants(DESKTOP))
+def test_desktop_bench_mutants_fail_clearly_or_pass(tmp_path: Path, m: tuple[Path, bytes, str | None]) -> None:
+    source, text, key = m
+    f = tmp_path / f"mutant-{source.stem}.toml"
+    f.write_bytes(text)
+    status, err = _check_desktop_bench(f)
+    _assert_clear(status, err, f, key, "desktop benchmark")

@@ -42,6 +42,8 @@ __all__ = [
     "MAX_PAIRS",
     "MAX_ROWS",
     "MAX_SEED",
+    "U32_MAX",
+    "U64_MAX",
     "RunEstimate",
     "check_fits",
     "mem_available_bytes",
@@ -58,6 +60,10 @@ MAX_PAIRS = 1_000_000
 MAX_ROWS = (1 << 32) - 1
 # Seeds are u64 and run k uses seed + k.
 MAX_SEED = (1 << 64) - 1
+# Largest values of the simulator's unsigned integer keys (crates/sim/src/config.rs): a
+# value past them passes as a Python int and then fails inside the native run.
+U32_MAX = (1 << 32) - 1
+U64_MAX = (1 << 64) - 1
 
 BASE_BYTES = 140_000_000
 MESSAGE_BYTES = 240

@@ -18,7 +18,7 @@ import json
 import math
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
@@ -29,6 +29,8 @@ from .limits import (
     MAX_ROWS,
     MAX_SEED,
     QUEUE_TRACE_PORTS,
+    U32_MAX,
+    U64_MAX,
     RunEstimate,
 )
 
@@ -116,7 +118,7 @@ class TopologySection(_Section):
     pairs: int = Field(10, ge=1, le=MAX_PAIRS)
     access_rate_mbps: float = Field(100.0, gt=0)
     access_delay_ms: float = Field(1.0, ge=0)
-    access_queue_packets: int = Field(1000, ge=1)
+    access_queue_packets: int = Field(1000, ge=1, le=U64_MAX)
     bottleneck_rate_mbps: float = Field(10.0, gt=0)
     bottleneck_delay_ms: float = Field(20.0, ge=0)
     bottleneck_loss: float = Field(0.0, ge=0, le=1)
@@ -130,8 +132,8 @@ class QueueSection(_Section):
     """``[queue]``: the bottleneck port R1→R2 (and, with the same limits, R2→R1)."""
 
     discipline: Literal["droptail", "priority"] = "droptail"
-    limit_bytes: int = Field(0, ge=0)
-    limit_packets: int = Field(1000, ge=0)
+    limit_bytes: int = Field(0, ge=0, le=U64_MAX)
+    limit_packets: int = Field(1000, ge=0, le=U64_MAX)
     priority_classifier: Literal["label", "gap"] = "label"
     classifier_gap_ms: float = Field(6.31, gt=0)
 
@@ -149,8 +151,8 @@ class TcpSection(_Section):
     recovery: Literal["reno", "newreno"] = "newreno"
     sack: bool = True
     mss: int = Field(1460, ge=100, le=9000)
-    header_bytes: int = Field(40, ge=0)
-    initial_cwnd_segments: int = Field(10, ge=1)
+    header_bytes: int = Field(40, ge=0, le=U32_MAX)
+    initial_cwnd_segments: int = Field(10, ge=1, le=U32_MAX)
     nagle: bool = False
     delayed_ack: bool = True
     delayed_ack_ms: float = Field(40.0, gt=0)
@@ -159,9 +161,9 @@ class TcpSection(_Section):
     max_rto_ms: float = 60000.0
     initial_rto_ms: float = Field(1000.0, gt=0)
     clock_granularity_ms: float = Field(1.0, ge=0)
-    rwnd_bytes: int = 4194304
-    send_buffer_bytes: int = Field(0, ge=0)
-    dupthresh: int = Field(3, ge=1)
+    rwnd_bytes: int = Field(4194304, le=U64_MAX)
+    send_buffer_bytes: int = Field(0, ge=0, le=U64_MAX)
+    dupthresh: int = Field(3, ge=1, le=U32_MAX)
     rtt_gain: Literal["rfc6298", "asymmetric"] = "rfc6298"
     rto_formula: Literal["rfc6298", "linux"] = "rfc6298"
     rto_reset_after_idle: bool = False
@@ -203,7 +205,7 @@ class TrafficSection(_Section):
     bulk_bytes_mean: float = Field(936.2, gt=0)
     size_spread: float = Field(0.5, ge=0, le=1)
     bulk_packets_mean: float = Field(7.4, ge=2)
-    bulk_packets_max: int = Field(1000, ge=2)
+    bulk_packets_max: int = Field(1000, ge=2, le=U32_MAX)
     bulk_pareto_shape: float = Field(1.5, gt=1)
     intra_bulk_gap_ms: float = Field(0.36, ge=0)
     separate_connections: bool = False
@@ -234,7 +236,7 @@ class RecordsSection(_Section):
     trace_interval_ms: float = Field(10.0, gt=0)
     trace_connections: Literal["all", "none"] = "all"
     # A tuple keeps the frozen model hashable; TOML arrays are accepted (strict=False).
-    packet_log_conns: tuple[int, ...] = Field((), strict=False)
+    packet_log_conns: tuple[Annotated[int, Field(ge=0, le=U32_MAX)], ...] = Field((), strict=False)
 
 
 # The tunnel session's largest frame payload by default (crates/proto/src/mux/session.rs,
@@ -247,10 +249,10 @@ class MuxSection(_Section):
     """``[mux]``: the thin-stream tunnel of ``topology.kind = "mux"`` (ignored otherwise)."""
 
     mode: Literal["direct", "mux"] = "direct"
-    trunks: int = Field(1, ge=1)
+    trunks: int = Field(1, ge=1, le=U32_MAX)
     frame_payload_bytes: int = Field(MUX_FRAME_PAYLOAD_BYTES, ge=512, le=1 << 20)
     # The daemons' `trunk.notsent_lowat` default (crates/mux/src/config.rs).
-    notsent_lowat_bytes: int = Field(32768, ge=1)
+    notsent_lowat_bytes: int = Field(32768, ge=1, le=U32_MAX)
 
 
 class LabSection(_Section):
