@@ -174,7 +174,7 @@ class SerialLab:
         describe: Callable[[T], str],
         key: Callable[[T], str] | None = None,
     ) -> Iterator[tuple[T, R]]:
-        from ..substrates.lab.topology import sigterm_as_interrupt
+        from ..substrates.lifecycle import sigterm_as_interrupt
 
         self.check()
         with sigterm_as_interrupt():

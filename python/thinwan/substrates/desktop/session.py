@@ -25,18 +25,17 @@ from __future__ import annotations
 import io
 import os
 import shutil
-import signal
 import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from types import FrameType
 from typing import Any
 
 import numpy as np
 from PIL import Image
 
 from ...config.desktop_defaults import OPERATIONS
+from ..lifecycle import Managed
 from . import images as _images
 from .platforms import PLATFORMS, package_version, platform_status
 from .procs import DesktopError, Proc, XDisplay, start_proc, tail, write_xauthority
@@ -87,7 +86,7 @@ class OpRecord:
         return asdict(self)
 
 
-class Desktop:
+class Desktop(Managed):
     """One platform up across ``lab``; see the module docstring."""
 
     def __init__(
@@ -115,7 +114,6 @@ class Desktop:
         self._capture: Capture | None = None
         self._mode: str | None = None
         self._count: dict[str, int] = {}
-        self._old_sigterm: Any = None
         self._cleanup_hooks: list[Any] = []
         self.app_log = Path()  # where the application logs the inputs it handled
         self.sweep_server_namespace = False
@@ -124,22 +122,6 @@ class Desktop:
         self._screen_watch: Proc | None = None
 
     # -- life cycle ------------------------------------------------------------------
-
-    def __enter__(self) -> Desktop:
-        self._old_sigterm = signal.signal(signal.SIGTERM, _raise_interrupt)
-        try:
-            self.up()
-        except BaseException:
-            self.down()
-            signal.signal(signal.SIGTERM, self._old_sigterm)
-            raise
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        try:
-            self.down()
-        finally:
-            signal.signal(signal.SIGTERM, self._old_sigterm)
 
     def up(self) -> None:
         reason = platform_status(self.platform)
@@ -500,13 +482,11 @@ def _sweep_netns(netns: str, grace: float = 5.0) -> None:
     script, chansrv — children of sesman, which does not stop them): SIGTERM first so each
     Xorg removes its lock file, SIGKILL after ``grace``; then remove lock files and sockets
     of X servers that were there and could not."""
-    import subprocess
+    from ..lab import netns as labns
+    from .procs import remove_stale_display_files
 
     def pids() -> list[int]:
-        done = subprocess.run(["ip", "netns", "pids", netns], capture_output=True, text=True, check=False)
-        return [int(p) for p in done.stdout.split() if p.isdigit() and int(p) != os.getpid()]
-
-    from .procs import remove_stale_display_files
+        return [p for p in labns.netns_pids(netns) if p != os.getpid()]
 
     xlocks = {}
     ours = set(pids())
@@ -517,22 +497,11 @@ def _sweep_netns(netns: str, grace: float = 5.0) -> None:
             continue
         if pid in ours:
             xlocks[int(lock.name[2:-5])] = pid
-    for sig in (signal.SIGTERM, signal.SIGKILL):
+    # Twice: a session's children may start while the first round stops their parents.
+    for _ in range(2):
         left = pids()
-        for p in left:
-            try:
-                os.kill(p, sig)
-            except ProcessLookupError:
-                pass
-        deadline = time.monotonic() + grace
-        while left and time.monotonic() < deadline:
-            time.sleep(0.1)
-            left = pids()
         if not left:
             break
+        labns.terminate(left, grace)
     for n, pid in xlocks.items():
         remove_stale_display_files(n, pid)
-
-
-def _raise_interrupt(signum: int, frame: FrameType | None) -> None:
-    raise KeyboardInterrupt(f"signal {signum}")

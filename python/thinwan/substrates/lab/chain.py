@@ -60,10 +60,6 @@ class Chain(Namespaces):
             "client": f"{self.id}-c",
         }
 
-    def __enter__(self) -> Chain:
-        super().__enter__()
-        return self
-
     def up(self, detach: bool = False) -> None:
         """Create the namespaces and TUNs, apply TCP settings (all three namespaces: the
         edge's sockets live in the middle), start both emulators."""

@@ -13,14 +13,13 @@ import os
 import signal
 import subprocess
 import time
-from abc import ABC, abstractmethod
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from abc import abstractmethod
+from collections.abc import Sequence
 from pathlib import Path
-from types import FrameType
 from typing import Any
 
 from ..binaries import find_binary
+from ..lifecycle import Managed
 from . import netns
 from .linkspec import LabSpec, LinkSpec, TcpSettings
 from .netns import LabError
@@ -34,7 +33,7 @@ CLIENT_NET = "198.18.2.0/24"
 READY_TIMEOUT_S = 10.0
 
 
-class Namespaces(ABC):
+class Namespaces(Managed):
     """What every lab shares: namespaces named after one id, emulators between them, and
     processes inside them — all removed by :meth:`down`, also on exceptions, Ctrl-C and
     SIGTERM when used as a context manager. Subclasses lay out the namespaces in ``up``.
@@ -46,7 +45,6 @@ class Namespaces(ABC):
         self.notes: list[str] = list(notes)
         self.emulators: dict[str, subprocess.Popen[bytes]] = {}
         self._procs: list[subprocess.Popen[Any]] = []
-        self._old_handler: Any = None
         self.netns: dict[str, str] = {}
 
     @abstractmethod
@@ -54,22 +52,6 @@ class Namespaces(ABC):
         """Create the namespaces, devices and emulators of this layout."""
 
     # -- lifecycle -------------------------------------------------------------------
-
-    def __enter__(self) -> Namespaces:
-        self._old_handler = signal.signal(signal.SIGTERM, _raise_interrupt)
-        try:
-            self.up()
-        except BaseException:
-            self.down()
-            signal.signal(signal.SIGTERM, self._old_handler)
-            raise
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        try:
-            self.down()
-        finally:
-            signal.signal(signal.SIGTERM, self._old_handler)
 
     def stop(self) -> dict[str, Any]:
         """Stop every process and emulator; returns each emulator's final counters (None
@@ -239,10 +221,6 @@ class Lab(Namespaces):
         self.pcap = pcap
         self.emulator_pid: int | None = None
 
-    def __enter__(self) -> Lab:
-        super().__enter__()
-        return self
-
     def up(self, detach: bool = False) -> None:
         """Create the namespaces and TUNs, apply TCP settings, start the emulator.
 
@@ -324,20 +302,6 @@ def down(lab_id: str | None = None) -> list[str]:
     pids = [p for p in st.get("pids", []) if netns.pid_alive(p)]
     netns.terminate(pids, grace=10.0)
     return netns.teardown(st["id"], st)
-
-
-@contextmanager
-def sigterm_as_interrupt() -> Iterator[None]:
-    """Within the block, SIGTERM raises KeyboardInterrupt (so cleanup runs)."""
-    old = signal.signal(signal.SIGTERM, _raise_interrupt)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, old)
-
-
-def _raise_interrupt(signum: int, frame: FrameType | None) -> None:
-    raise KeyboardInterrupt(f"signal {signum}")
 
 
 def _wait(p: subprocess.Popen[Any], timeout: float) -> None:
