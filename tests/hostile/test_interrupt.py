@@ -137,3 +137,43 @@ def _namespaces() -> set[str]:
     """Network namespaces of the machine (names only; `ip netns list` adds ids)."""
     listing = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
     return {line.split()[0] for line in listing.splitlines() if line.strip()}
+
+
+def test_ctrl_c_stops_a_desktop_run_and_removes_lab_and_desktop(tmp_path: Path) -> None:
+    """`thinwan desktop run`: Xvnc, the viewer, Xvfb, tcpdump and the lab all go within
+    2 s of Ctrl-C, and the operations finished before it stay in --out."""
+    needs_root()
+    from thinwan.substrates.desktop import platform_status
+
+    reason = platform_status("tigervnc")
+    if reason:
+        pytest.skip(f"tigervnc is unavailable here: {reason} (scripts/setup-desktop.sh installs it)")
+    before = _namespaces()
+    locks = set(Path("/tmp").glob(".X*-lock"))
+    out = tmp_path / "out"
+    argv = ["desktop", "run", str(REPO / "scenarios/laineh2006/latency.toml")]
+    argv += ["--platform", "tigervnc", "--env", "lan", "--repeat", "3", "--out", str(out)]
+    p = subprocess.Popen(
+        [sys.executable, "-m", "thinwan", *argv],
+        cwd=tmp_path,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    deadline = time.monotonic() + 60
+    while not _namespaces() - before:  # the lab is up: the desktop comes next
+        assert p.poll() is None and time.monotonic() < deadline, "desktop run ended before its lab came up"
+        time.sleep(0.1)
+    time.sleep(6)  # the desktop is up and the first operations have run
+    assert p.poll() is None, "finished before the interrupt"
+    sent = time.monotonic()
+    os.killpg(p.pid, signal.SIGINT)
+    err = p.communicate(timeout=30)[1]
+    took = time.monotonic() - sent
+    assert p.returncode == 130, err
+    assert "Traceback" not in err, err
+    assert took < 2.0, f"took {took:.1f} s to stop"
+    assert not _group_alive(p.pid)
+    assert _namespaces() <= before, "the lab's namespaces are left behind"
+    assert set(Path("/tmp").glob(".X*-lock")) <= locks, "an X server's lock file is left behind"
+    assert (out / "results.json").is_file(), "the operations finished before Ctrl-C are lost"
