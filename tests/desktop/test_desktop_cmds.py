@@ -14,6 +14,7 @@ import pandas as pd
 import pytest
 
 from thinwan.analysis.desktop_ops import agree
+from thinwan.config.desktop_defaults import PAUSE_S
 from thinwan.execute.desktop_runs import RESULT_KEYS
 from thinwan.substrates.desktop import platform_status
 from thinwan.substrates.lab.netns import list_netns, pid_alive
@@ -132,7 +133,7 @@ def test_slow_motion_does_not_change_what_it_measures(tigervnc: None, tmp_path: 
     """Spec "Method" 3: letter and fill over 25 ms each way with the default pause and with
     twice the pause agree within 5 % (or 1 ms)."""
     medians = []
-    for pause in (1.0, 2.0):
+    for pause in (PAUSE_S, 2 * PAUSE_S):
         bench = tmp_path / f"pause{pause:g}.toml"
         bench.write_text(
             BENCH.format(ops='["letter", "fill"]').replace('envs = ["lan", "wan25"]', 'envs = ["wan25"]')

@@ -23,7 +23,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from .desktop_defaults import DEFAULT_IDLE_MS, DEFAULT_REPEAT, OPERATIONS
+from .desktop_defaults import DEFAULT_IDLE_MS, DEFAULT_REPEAT, IDLE_S, MAX_WAIT_S, OPERATIONS, PAUSE_S
 from .files import ScenarioError, read_toml
 
 __all__ = ["Bench", "Env", "BUILTIN_ENVS", "PLATFORM_NAMES", "load_bench", "bench_from_data"]
@@ -89,9 +89,9 @@ class _DesktopSection(_Strict):
     width: int = Field(1024, ge=320)
     height: int = Field(768, ge=240)
     depth: Literal[8, 16, 24] = 24
-    pause_s: float = Field(1.0, gt=0)
-    idle_s: float = Field(0.5, gt=0)
-    max_wait_s: float = Field(15.0, gt=0)
+    pause_s: float = Field(PAUSE_S, gt=0)
+    idle_s: float = Field(IDLE_S, gt=0)
+    max_wait_s: float = Field(MAX_WAIT_S, gt=0)
     verify: bool = True
 
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ...config.desktop_defaults import IDLE_S, MAX_WAIT_S, PAUSE_S
+
 __all__ = ["APP_W", "APP_H", "DesktopSettings"]
 
 APP_W, APP_H = 320, 240  # the benchmark application's area (app.py)
@@ -21,9 +23,9 @@ class DesktopSettings:
     # Slow motion: after each input wait at least pause_s, and (while capturing) until the
     # capture has not grown for idle_s, but at most max_wait_s — so each update completes
     # and traffic is idle before the next input (docs/desktop.md: how long that takes).
-    pause_s: float = 1.0
-    idle_s: float = 0.5
-    max_wait_s: float = 15.0
+    pause_s: float = PAUSE_S
+    idle_s: float = IDLE_S
+    max_wait_s: float = MAX_WAIT_S
     verify: bool = True  # check on the client's screen that each operation was displayed
     ready_timeout_s: float = 30.0
 
