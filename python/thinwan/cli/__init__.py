@@ -106,17 +106,24 @@ def seed_value(text: str) -> int:
     return value
 
 
-def positive_float(text: str) -> float:
-    """An argparse type: a finite number > 0 (of seconds)."""
-    import math
+def positive_number(unit: str) -> Callable[[str], float]:
+    """An argparse type: a finite number > 0 of ``unit`` (e.g. "seconds")."""
 
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
-    if not (value > 0 and math.isfinite(value)):
-        raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
-    return value
+    def parse(text: str) -> float:
+        import math
+
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a number of {unit}, got {text!r}") from None
+        if not (value > 0 and math.isfinite(value)):
+            raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
+        return value
+
+    return parse
+
+
+positive_float = positive_number("seconds")
 
 
 def span(seeds: Sequence[int]) -> str:

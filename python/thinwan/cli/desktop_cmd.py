@@ -23,6 +23,7 @@ slow-motion latency benchmark measured from the client's packet capture (docs/de
 def add_desktop_subcommands(subparsers: Any) -> argparse.ArgumentParser:
     """Add ``desktop`` (analyze/run/up/down) to a subparsers object."""
     from ..config.desktop_defaults import DEFAULT_IDLE_MS
+    from . import positive_number
 
     d = subparsers.add_parser("desktop", help="remote-desktop latency benchmark and capture analysis", description=HELP)
     cmds = d.add_subparsers(dest="desktop_command", metavar="DESKTOP_COMMAND", required=True)
@@ -44,7 +45,7 @@ def add_desktop_subcommands(subparsers: Any) -> argparse.ArgumentParser:
     )
     a.add_argument(
         "--idle-ms",
-        type=_positive_ms,
+        type=positive_number("milliseconds"),
         default=DEFAULT_IDLE_MS,
         metavar="M",
         help=f"silence that ends an operation (default {DEFAULT_IDLE_MS:g} ms)",
@@ -63,16 +64,6 @@ def _port(text: str) -> int:
         raise argparse.ArgumentTypeError(f"expected a port number, got {text!r}") from None
     if not 0 < v < 65536:
         raise argparse.ArgumentTypeError(f"must be 1..65535, got {v}")
-    return v
-
-
-def _positive_ms(text: str) -> float:
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected milliseconds, got {text!r}") from None
-    if not (v > 0 and math.isfinite(v)):
-        raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
     return v
 
 

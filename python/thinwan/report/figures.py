@@ -24,6 +24,7 @@ __all__ = [
     "curve_trace",
     "line",
     "ccdf_layout",
+    "threshold_lines",
     "grid_layout",
     "panel_title",
     "panel_note",
@@ -117,21 +118,26 @@ def ccdf_layout(title: str, thresholds_ms: Sequence[float], panels: int, cols: i
             "title": {"text": "P(delay > x)"},
             "exponentformat": "power",
         }
-        for t in thresholds_ms:
-            if t > 0:  # a WAN delay ≥ the threshold leaves nothing to draw
-                layout["shapes"].append(
-                    {
-                        "type": "line",
-                        "xref": f"x{suffix}",
-                        "x0": t,
-                        "x1": t,
-                        "yref": f"y{suffix} domain",
-                        "y0": 0,
-                        "y1": 1,
-                        "line": {"color": "gray", "dash": "dash", "width": 1},
-                    }
-                )
+        threshold_lines(layout, suffix, thresholds_ms)
     return layout
+
+
+def threshold_lines(layout: dict[str, Any], suffix: str, thresholds_ms: Sequence[float]) -> None:
+    """The usability thresholds as dashed vertical lines on the panel of axes ``suffix``."""
+    for t in thresholds_ms:
+        if t > 0:  # a WAN delay ≥ the threshold leaves nothing to draw
+            layout["shapes"].append(
+                {
+                    "type": "line",
+                    "xref": f"x{suffix}",
+                    "x0": t,
+                    "x1": t,
+                    "yref": f"y{suffix} domain",
+                    "y0": 0,
+                    "y1": 1,
+                    "line": {"color": "gray", "dash": "dash", "width": 1},
+                }
+            )
 
 
 def panel_title(text: str, i: int) -> dict[str, Any]:

@@ -27,7 +27,17 @@ from ..analysis.aggregate import CCDF_GRID_S, configuration_axis, mean_ccdfs, po
 from ..analysis.metrics import COMPONENTS, thresholds_s
 from ..config.sweepfile import Point, Sweep, label
 from ..records.schema import write_text_atomic
-from .figures import PALETTE, PLOT_SCRIPT, curve_trace, grid_layout, panel_note, panel_title, plotly_js, script_json
+from .figures import (
+    PALETTE,
+    PLOT_SCRIPT,
+    curve_trace,
+    grid_layout,
+    panel_note,
+    panel_title,
+    plotly_js,
+    script_json,
+    threshold_lines,
+)
 from .text import TABLE_METRICS, display_axes, display_order, metric_cell, number, short_axis
 
 __all__ = ["html_comparison", "write_sweep_report", "figure_titles"]
@@ -253,20 +263,7 @@ def _ccdf_axes(layout: dict[str, Any], suffix: str, thresholds_ms: Sequence[floa
     """Log-log CCDF axes with the usability thresholds as dashed lines."""
     layout[f"xaxis{suffix}"].update(type="log", title={"text": "delay (ms)"}, exponentformat="power")
     layout[f"yaxis{suffix}"].update(type="log", title={"text": "P(delay > x)"}, exponentformat="power")
-    for t in thresholds_ms:
-        if t > 0:  # a WAN delay ≥ the threshold leaves nothing to draw
-            layout["shapes"].append(
-                {
-                    "type": "line",
-                    "xref": f"x{suffix}",
-                    "x0": t,
-                    "x1": t,
-                    "yref": f"y{suffix} domain",
-                    "y0": 0,
-                    "y1": 1,
-                    "line": {"color": "gray", "dash": "dash", "width": 1},
-                }
-            )
+    threshold_lines(layout, suffix, thresholds_ms)
 
 
 def _fig_delay_boxes(document: Mapping[str, Any], title: str) -> dict[str, Any]:
