@@ -1,0 +1,164 @@
+//! Who decides each flow's class and the class rates: the seam between the daemon's
+//! I/O (capture, netlink) and the decision. [`Static`] uses fixed tables from the
+//! configuration; `engine::Qds` runs proto's monitor, classifier and QDS controller.
+
+use std::collections::BTreeMap;
+
+use thinwan_proto::{Duration, Instant};
+
+use crate::capture::{Dir, TcpInfo};
+use crate::config::{Config, StaticKeys};
+use crate::htb::Rate;
+use crate::tc::FiveTuple;
+
+/// One managed flow's state after a period, for the filters and the metrics.
+#[derive(Clone, Debug, PartialEq)]
+pub struct FlowReport {
+    /// The flow.
+    pub flow: FiveTuple,
+    /// Its class.
+    pub class: usize,
+    /// Its application type, when known (`video`, `data`, …).
+    pub app: Option<&'static str>,
+    /// Its estimated RTT in seconds, when measured.
+    pub rtt: Option<f64>,
+}
+
+/// What to program for the next period.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Decision {
+    /// Every managed flow, with its class.
+    pub flows: Vec<FlowReport>,
+    /// Rate and ceil of every class, bytes/s.
+    pub rates: Vec<Rate>,
+}
+
+/// A class decider. Call order: [`Control::observe`] for every captured packet of a
+/// managed flow, [`Control::tick`] once per period.
+pub trait Control {
+    /// Number of classes (fixed for the daemon's life).
+    fn classes(&self) -> usize;
+    /// Class rates before any traffic.
+    fn initial_rates(&self) -> Vec<Rate>;
+    /// One packet of `flow` travelling `dir`.
+    fn observe(&mut self, now: Instant, flow: FiveTuple, dir: Dir, pkt: &TcpInfo);
+    /// The period's decision.
+    fn tick(&mut self, now: Instant) -> Decision;
+}
+
+/// The flow a packet belongs to, oriented server → client, if it is managed.
+pub fn flow_of(cfg: &Config, dir: Dir, p: &TcpInfo) -> Option<FiveTuple> {
+    let f = match dir {
+        Dir::ToClient => {
+            FiveTuple { server: p.src, server_port: p.sport, client: p.dst, client_port: p.dport }
+        }
+        Dir::ToServer => {
+            FiveTuple { server: p.dst, server_port: p.dport, client: p.src, client_port: p.sport }
+        }
+    };
+    cfg.is_server(f.server, f.server_port).then_some(f)
+}
+
+/// A flow idle this long is forgotten (its filter removed): the monitor's default.
+pub const IDLE_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Fixed class rates and a fixed flow → class table (`controller = "static"`).
+pub struct Static {
+    table: StaticKeys,
+    capacity: u64,
+    seen: BTreeMap<FiveTuple, Instant>,
+}
+
+impl Static {
+    /// From `[static]` and the capacity in bytes/s.
+    pub fn new(table: StaticKeys, capacity: u64) -> Static {
+        Static { table, capacity, seen: BTreeMap::new() }
+    }
+
+    fn rates(&self) -> Vec<Rate> {
+        self.table
+            .rates_mbps
+            .iter()
+            .map(|r| Rate { rate: (r * 1e6 / 8.0).round() as u64, ceil: self.capacity })
+            .collect()
+    }
+}
+
+impl Control for Static {
+    fn classes(&self) -> usize {
+        self.table.rates_mbps.len()
+    }
+
+    fn initial_rates(&self) -> Vec<Rate> {
+        self.rates()
+    }
+
+    fn observe(&mut self, now: Instant, flow: FiveTuple, _dir: Dir, _pkt: &TcpInfo) {
+        self.seen.insert(flow, now);
+    }
+
+    fn tick(&mut self, now: Instant) -> Decision {
+        self.seen.retain(|_, last| now.saturating_since(*last) < IDLE_TIMEOUT);
+        let last = self.classes() - 1;
+        let flows = self
+            .seen
+            .keys()
+            .map(|f| {
+                let class = self
+                    .table
+                    .flows
+                    .iter()
+                    .find(|e| e.flow.matches(f.server, f.server_port))
+                    .map_or(last, |e| e.class);
+                FlowReport { flow: *f, class, app: None, rtt: None }
+            })
+            .collect();
+        Decision { flows, rates: self.rates() }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{FlowMatch, StaticFlow};
+
+    fn pkt(sport: u16, dport: u16) -> TcpInfo {
+        TcpInfo {
+            src: "198.18.1.1".parse().unwrap(),
+            dst: "198.18.2.1".parse().unwrap(),
+            sport,
+            dport,
+            seq: 0,
+            ack: 0,
+            has_ack: true,
+            syn: false,
+            fin: false,
+            rst: false,
+            payload: 100,
+            wire_len: 152,
+            ts: None,
+        }
+    }
+
+    #[test]
+    fn static_table_assigns_and_expires() {
+        let keys = StaticKeys {
+            rates_mbps: vec![8.0, 2.0],
+            flows: vec![StaticFlow { flow: FlowMatch { port: Some(5001), address: None }, class: 0 }],
+        };
+        let mut s = Static::new(keys, 2_500_000);
+        let a =
+            FiveTuple { server: pkt(0, 0).src, server_port: 5001, client: pkt(0, 0).dst, client_port: 40000 };
+        let b = FiveTuple { server_port: 5002, ..a };
+        s.observe(Instant::ZERO, a, Dir::ToClient, &pkt(5001, 40000));
+        s.observe(Instant::from_nanos(1), b, Dir::ToClient, &pkt(5002, 40000));
+        let d = s.tick(Instant::from_nanos(2));
+        assert_eq!(d.flows.iter().map(|f| f.class).collect::<Vec<_>>(), vec![0, 1], "unmatched → last class");
+        assert_eq!(
+            d.rates,
+            vec![Rate { rate: 1_000_000, ceil: 2_500_000 }, Rate { rate: 250_000, ceil: 2_500_000 }]
+        );
+        let later = Instant::from_nanos(IDLE_TIMEOUT.as_nanos() + 1);
+        assert!(s.tick(later).flows.is_empty(), "idle flows are forgotten");
+    }
+}

@@ -1,0 +1,383 @@
+//! The daemon's life: restore what a killed run left, save the downlink's original
+//! qdisc, install HTB, then loop — capture until the next period, decide, program —
+//! until SIGTERM/SIGINT, and put the original qdisc back.
+//!
+//! One thread does capture and control (the metrics listener has its own): `poll(2)` on
+//! the capture sockets with the time left to the next period as its timeout, so a
+//! packet's timestamp is its dequeue from the socket (µs after arrival), and an
+//! update (~1 ms) only delays reading, never drops: the sockets buffer 8 MiB.
+
+use std::io;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use serde::Serialize;
+use thinwan_proto::Instant;
+
+use crate::capture::{Capture, Dir};
+use crate::config::Config;
+use crate::control::{flow_of, Control, Decision};
+use crate::htb::{Htb, Rate};
+use crate::metrics::Metrics;
+use crate::netlink::Socket;
+use crate::restore::{self, State};
+use crate::tc::FiveTuple;
+
+/// What a run did (printed as JSON at exit, and written to `--stats`).
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Stats {
+    /// Packets read from the capture sockets.
+    pub packets: u64,
+    /// Of them, TCP packets of managed flows.
+    pub managed_packets: u64,
+    /// Periods run.
+    pub updates: u64,
+    /// Update latency distribution, µs.
+    pub update_us: Quantiles,
+    /// Netlink requests the kernel refused.
+    pub netlink_errors: u64,
+    /// Most flows managed at once.
+    pub peak_flows: usize,
+    /// Whether a state file of an earlier run was found and restored at start.
+    pub restored_at_start: bool,
+    /// CPU time of the process, seconds (user + system).
+    pub cpu_s: f64,
+    /// Wall time of the loop, seconds.
+    pub wall_s: f64,
+}
+
+/// Quantiles of a sample, in its unit.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Quantiles {
+    /// Samples.
+    pub count: usize,
+    /// Median.
+    pub p50: f64,
+    /// 90th percentile.
+    pub p90: f64,
+    /// 99th percentile.
+    pub p99: f64,
+    /// Largest.
+    pub max: f64,
+    /// Mean.
+    pub mean: f64,
+}
+
+impl Quantiles {
+    /// Nearest-rank quantiles of `v`.
+    pub fn of(mut v: Vec<f64>) -> Quantiles {
+        if v.is_empty() {
+            return Quantiles::default();
+        }
+        v.sort_by(f64::total_cmp);
+        let q = |p: f64| v[((p * v.len() as f64).ceil() as usize).clamp(1, v.len()) - 1];
+        Quantiles {
+            count: v.len(),
+            p50: q(0.5),
+            p90: q(0.9),
+            p99: q(0.99),
+            max: v[v.len() - 1],
+            mean: v.iter().sum::<f64>() / v.len() as f64,
+        }
+    }
+}
+
+/// A daemon error: the message to print; the exit code is 1.
+pub type Error = String;
+
+/// The interface index of `name`.
+pub fn ifindex(name: &str, key: &str) -> Result<u32, Error> {
+    let c = std::ffi::CString::new(name).map_err(|_| format!("{key}: {name:?} is not an interface name"))?;
+    // SAFETY: c is a valid NUL-terminated string.
+    let i = unsafe { libc::if_nametoindex(c.as_ptr()) };
+    if i == 0 {
+        return Err(format!("{key}: no interface {name:?} in this network namespace"));
+    }
+    Ok(i)
+}
+
+/// The downlink, claimed: its original qdisc saved and HTB installed. Dropping it
+/// does not restore; call [`Claim::release`].
+pub struct Claim {
+    ifindex: u32,
+    state: State,
+    state_file: std::path::PathBuf,
+    /// The netlink socket.
+    pub sock: Socket,
+    /// The installed tree.
+    pub htb: Htb,
+    /// Whether a previous run's state file was restored first.
+    pub restored_at_start: bool,
+}
+
+impl Claim {
+    /// Restore a killed run's leftovers, save the original, install HTB with `rates`.
+    pub fn take(cfg: &Config, rates: &[Rate]) -> Result<Claim, Error> {
+        let ifindex = ifindex(&cfg.downlink, "downlink")?;
+        let mut sock = Socket::open().map_err(|e| format!("netlink: {e}"))?;
+        let state_file = cfg.state_file();
+        let nl = |e: io::Error| format!("netlink: {e}");
+        let restored_at_start = match restore::load(&state_file).map_err(|e| format!("state file: {e}"))? {
+            Some(old) => {
+                restore::restore(&mut sock, ifindex, &old.original).map_err(nl)?.map_err(|e| {
+                    format!(
+                        "restoring {} from {} (left by pid {}): {e}",
+                        cfg.downlink,
+                        state_file.display(),
+                        old.pid
+                    )
+                })?;
+                std::fs::remove_file(&state_file).map_err(|e| format!("{}: {e}", state_file.display()))?;
+                eprintln!(
+                    "thinwan-qds: restored {} from {} (left by pid {})",
+                    cfg.downlink,
+                    state_file.display(),
+                    old.pid
+                );
+                true
+            }
+            None => false,
+        };
+        let original = restore::snapshot(&mut sock, ifindex, &cfg.downlink)
+            .map_err(nl)?
+            .map_err(|e| format!("refusing to start: {e}"))?;
+        let state = State { interface: cfg.downlink.clone(), original, pid: std::process::id() };
+        // Saved before the interface is touched: a kill at any later point is undone by
+        // the next start.
+        restore::save(&state_file, &state)
+            .map_err(|e| format!("state file {}: {e}", state_file.display()))?;
+        let htb = match Htb::install(&mut sock, ifindex, cfg.capacity_bytes(), rates).map_err(nl)? {
+            Ok(h) => h,
+            Err(e) => {
+                let claim_err = e;
+                let _ = restore::restore(&mut sock, ifindex, &state.original);
+                let _ = std::fs::remove_file(&state_file);
+                return Err(claim_err);
+            }
+        };
+        Ok(Claim { ifindex, state, state_file, sock, htb, restored_at_start })
+    }
+
+    /// Put the original qdisc back and remove the state file.
+    pub fn release(mut self) -> Result<(), Error> {
+        restore::restore(&mut self.sock, self.ifindex, &self.state.original)
+            .map_err(|e| format!("netlink: {e}"))?
+            .map_err(|e| {
+                format!(
+                    "restoring {}: {e} (the state file {} is kept: the next start retries)",
+                    self.state.interface,
+                    self.state_file.display()
+                )
+            })?;
+        std::fs::remove_file(&self.state_file).map_err(|e| format!("{}: {e}", self.state_file.display()))
+    }
+}
+
+/// Run until `stop` is set. Prints `{"ready":true,…}` once HTB is installed and the
+/// captures are open.
+pub fn run(
+    cfg: &Config,
+    control: &mut dyn Control,
+    metrics: &Arc<Metrics>,
+    stop: &AtomicBool,
+) -> Result<Stats, Error> {
+    let down = ifindex(&cfg.downlink, "downlink")?;
+    let up = ifindex(&cfg.uplink, "uplink")?;
+    let mut caps = [
+        Capture::open(up, Dir::ToClient).map_err(|e| format!("capture on {}: {e}", cfg.uplink))?,
+        Capture::open(down, Dir::ToServer).map_err(|e| format!("capture on {}: {e}", cfg.downlink))?,
+    ];
+    let mut claim = Claim::take(cfg, &control.initial_rates())?;
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        loop_until(cfg, control, metrics, stop, &mut caps, &mut claim)
+    }));
+    let restored_at_start = claim.restored_at_start;
+    let released = claim.release();
+    let mut stats = match result {
+        Ok(r) => r?,
+        Err(_) => {
+            return Err(format!(
+                "the control loop panicked; {}",
+                released.err().unwrap_or_else(|| "the original qdisc was restored".into())
+            ))
+        }
+    };
+    released?;
+    stats.restored_at_start = restored_at_start;
+    Ok(stats)
+}
+
+fn loop_until(
+    cfg: &Config,
+    control: &mut dyn Control,
+    metrics: &Arc<Metrics>,
+    stop: &AtomicBool,
+    caps: &mut [Capture; 2],
+    claim: &mut Claim,
+) -> Result<Stats, Error> {
+    let start = std::time::Instant::now();
+    let cpu0 = cpu_seconds();
+    let now = || Instant::from_nanos(start.elapsed().as_nanos() as u64);
+    let period = std::time::Duration::from_millis(cfg.period_ms);
+    let mut stats = Stats::default();
+    let mut latencies = Vec::new();
+    let mut next = start + period;
+    let mut pfds: Vec<libc::pollfd> =
+        caps.iter().map(|c| libc::pollfd { fd: c.raw_fd(), events: libc::POLLIN, revents: 0 }).collect();
+    let dir_label =
+        |d: Dir| vec![("direction", if d == Dir::ToClient { "to_client" } else { "to_server" }.to_string())];
+    println!(
+        "{}",
+        serde_json::json!({"ready": true, "downlink": cfg.downlink, "classes": claim.htb.classes(), "pid": std::process::id()})
+    );
+    while !stop.load(Ordering::Relaxed) {
+        let wait = next.saturating_duration_since(std::time::Instant::now());
+        if !wait.is_zero() {
+            // SAFETY: pfds is a valid array of pollfd of the given length.
+            let r = unsafe {
+                libc::poll(
+                    pfds.as_mut_ptr(),
+                    pfds.len() as libc::nfds_t,
+                    wait.as_millis().max(1) as libc::c_int,
+                )
+            };
+            if r < 0 && io::Error::last_os_error().kind() != io::ErrorKind::Interrupted {
+                return Err(format!("poll: {}", io::Error::last_os_error()));
+            }
+            for (cap, pfd) in caps.iter_mut().zip(&pfds) {
+                if pfd.revents == 0 {
+                    continue;
+                }
+                let mut n = 0u64;
+                while let Some(p) = cap.recv_next().map_err(|e| format!("capture: {e}"))? {
+                    n += 1;
+                    let Some(p) = p else { continue };
+                    if let Some(flow) = flow_of(cfg, cap.dir, &p) {
+                        control.observe(now(), flow, cap.dir, &p);
+                        stats.managed_packets += 1;
+                    }
+                }
+                stats.packets += n;
+                metrics.packets.get_or_create(&dir_label(cap.dir)).inc_by(n);
+            }
+            continue;
+        }
+        next += period;
+        let decision = control.tick(now());
+        let t0 = std::time::Instant::now();
+        let class_of: Vec<(FiveTuple, usize)> = decision.flows.iter().map(|f| (f.flow, f.class)).collect();
+        let report = claim
+            .htb
+            .update(&mut claim.sock, &class_of, &decision.rates)
+            .map_err(|e| format!("netlink: {e}"))?;
+        let dt = t0.elapsed().as_secs_f64();
+        latencies.push(dt * 1e6);
+        stats.updates += 1;
+        stats.netlink_errors += report.errors.len() as u64;
+        stats.peak_flows = stats.peak_flows.max(decision.flows.len());
+        for e in report.errors.iter().take(3) {
+            eprintln!("thinwan-qds: netlink: {e}");
+        }
+        publish(metrics, &decision, claim.htb.classes(), claim.htb.filters(), dt, report.errors.len());
+    }
+    stats.update_us = Quantiles::of(latencies);
+    stats.wall_s = start.elapsed().as_secs_f64();
+    stats.cpu_s = cpu_seconds() - cpu0;
+    Ok(stats)
+}
+
+fn publish(m: &Metrics, d: &Decision, classes: usize, filters: usize, dt: f64, errors: usize) {
+    m.update_latency.observe(dt);
+    m.netlink_errors.inc_by(errors as u64);
+    m.filters.set(filters as i64);
+    let mut per_class = vec![0i64; classes];
+    let mut per_type = std::collections::BTreeMap::<&str, i64>::new();
+    for f in &d.flows {
+        per_class[f.class.min(classes - 1)] += 1;
+        *per_type.entry(f.app.unwrap_or("unknown")).or_default() += 1;
+        if let Some(r) = f.rtt {
+            m.rtt.observe(r);
+        }
+    }
+    for (k, n) in per_class.iter().enumerate() {
+        m.flows.get_or_create(&vec![("class", k.to_string())]).set(*n);
+    }
+    for t in ["video", "audio", "data", "interactive", "unknown"] {
+        m.flows_by_type
+            .get_or_create(&vec![("type", t.to_string())])
+            .set(per_type.get(t).copied().unwrap_or(0));
+    }
+    for (k, r) in d.rates.iter().enumerate() {
+        m.class_rate.get_or_create(&vec![("class", k.to_string())]).set(r.rate as f64 * 8.0);
+    }
+}
+
+/// User + system CPU time of this process.
+pub fn cpu_seconds() -> f64 {
+    // SAFETY: zeroed rusage is valid; getrusage fills it.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: valid pointer.
+    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) };
+    let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 * 1e-6;
+    tv(ru.ru_utime) + tv(ru.ru_stime)
+}
+
+/// `--bench-updates`: install HTB, then `updates` updates of all class rates with
+/// `flows` flow filters of which a tenth move class each time; the latency
+/// distribution in µs. The original qdisc is restored afterwards.
+pub fn bench(
+    cfg: &Config,
+    classes: usize,
+    flows: usize,
+    updates: usize,
+    stop: &AtomicBool,
+) -> Result<Quantiles, Error> {
+    let cap = cfg.capacity_bytes();
+    let even = vec![Rate { rate: cap / classes as u64, ceil: cap }; classes];
+    let mut claim = Claim::take(cfg, &even)?;
+    let base = FiveTuple {
+        server: "198.18.1.1".parse().expect("literal"),
+        server_port: 5000,
+        client: "198.18.2.1".parse().expect("literal"),
+        client_port: 40000,
+    };
+    let flow = |i: usize| FiveTuple {
+        server_port: 5000 + (i % 1000) as u16,
+        client_port: 40000 + (i / 1000) as u16,
+        ..base
+    };
+    let mut lat = Vec::with_capacity(updates);
+    let mut errors = 0;
+    // A fixed LCG: the same sequence of rates and moves on every run.
+    let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+    let mut rnd = move || {
+        x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        x >> 33
+    };
+    let mut class_of: Vec<(FiveTuple, usize)> = (0..flows).map(|i| (flow(i), i % classes)).collect();
+    claim.htb.update(&mut claim.sock, &class_of, &even).map_err(|e| format!("netlink: {e}"))?;
+    for _ in 0..updates {
+        if stop.load(Ordering::Relaxed) {
+            break;
+        }
+        let w: Vec<u64> = (0..classes).map(|_| 1 + rnd() % 100).collect();
+        let sum: u64 = w.iter().sum();
+        let rates: Vec<Rate> = w.iter().map(|wk| Rate { rate: (cap * wk / sum).max(1), ceil: cap }).collect();
+        for _ in 0..flows / 10 {
+            let i = rnd() as usize % flows;
+            class_of[i].1 = rnd() as usize % classes;
+        }
+        let t0 = std::time::Instant::now();
+        let r = claim.htb.update(&mut claim.sock, &class_of, &rates).map_err(|e| format!("netlink: {e}"))?;
+        lat.push(t0.elapsed().as_secs_f64() * 1e6);
+        errors += r.errors.len();
+        if let Some(e) = r.errors.first() {
+            eprintln!("thinwan-qds: netlink: {e}");
+        }
+    }
+    claim.release()?;
+    if errors > 0 {
+        return Err(format!("{errors} netlink requests were refused"));
+    }
+    Ok(Quantiles::of(lat))
+}
