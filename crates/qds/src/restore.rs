@@ -100,8 +100,9 @@ pub fn snapshot(sock: &mut Socket, ifindex: u32, ifname: &str) -> io::Result<Res
         }
         let dumped = sock.dump(Msg::tc(RTM_GETTCLASS, F_DUMP, ifindex, 0, 0, 0))?;
         let mut left: Vec<_> = dumped.into_iter().filter(|c| c.ifindex == ifindex).collect();
-        // Parents before children: take a class once its parent is the qdisc or placed.
-        let mut placed = vec![root.handle];
+        // Parents before children: take a class once its parent is placed (a top-level
+        // class has the qdisc or TC_H_ROOT as its parent).
+        let mut placed = vec![root.handle, TC_H_ROOT];
         while !left.is_empty() {
             let before = left.len();
             left.retain(|c| {
@@ -143,13 +144,11 @@ pub fn restore(sock: &mut Socket, ifindex: u32, original: &Original) -> io::Resu
     if let Original::Tree { qdisc, classes } = original {
         let opts = |o: &TcObject| o.options.as_deref().map(unhex).transpose();
         let bad = |_| io::Error::other("state file: options are not hex");
-        msgs.push(tc::raw_qdisc(
-            ifindex,
-            qdisc.handle,
-            TC_H_ROOT,
-            &qdisc.kind,
-            opts(qdisc).map_err(bad)?.as_deref(),
-        ));
+        let mut qopts = opts(qdisc).map_err(bad)?;
+        if qdisc.kind == "htb" {
+            qopts = qopts.as_deref().map(tc::htb_init_from_dump);
+        }
+        msgs.push(tc::raw_qdisc(ifindex, qdisc.handle, TC_H_ROOT, &qdisc.kind, qopts.as_deref()));
         for c in classes {
             msgs.push(tc::raw_class(ifindex, c.handle, c.parent, &c.kind, opts(c).map_err(bad)?.as_deref()));
         }

@@ -220,6 +220,25 @@ pub fn raw_qdisc(ifindex: u32, handle: u32, parent: u32, kind: &str, options: Op
     m
 }
 
+/// An HTB qdisc's dumped options made acceptable to `htb_init`: the dump reports
+/// `tc_htb_glob.version` as `HTB_VER` (0x30011) but init accepts only its major, 3.
+pub fn htb_init_from_dump(options: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(options.len());
+    for (ty, p) in crate::netlink::attrs(options) {
+        let mut p = p.to_vec();
+        if ty == TCA_HTB_INIT && p.len() >= 4 {
+            p[0..4].copy_from_slice(&3u32.to_ne_bytes());
+        }
+        out.extend_from_slice(&((4 + p.len()) as u16).to_ne_bytes());
+        out.extend_from_slice(&ty.to_ne_bytes());
+        out.extend_from_slice(&p);
+        while !out.len().is_multiple_of(4) {
+            out.push(0);
+        }
+    }
+    out
+}
+
 /// A class to re-create as it was dumped.
 pub fn raw_class(ifindex: u32, handle: u32, parent: u32, kind: &str, options: Option<&[u8]>) -> Msg {
     let mut m = Msg::tc(RTM_NEWTCLASS, F_CREATE, ifindex, handle, parent, 0);
