@@ -25,6 +25,8 @@ import json
 import re
 import signal
 import subprocess
+import sys
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -94,7 +96,7 @@ def daemon_toml(s: QdsSettings, downlink: str, uplink: str, state_dir: Path) -> 
 
 
 def middlebox_chain(
-    workdir: Path, client_delay_ms: float = 5.0, congestion_control: str = "cubic", mtu: int = 1500
+    workdir: Path | None = None, client_delay_ms: float = 5.0, congestion_control: str = "cubic", mtu: int = 1500
 ) -> Chain:
     """The chain for QDS: a clean WAN link (no delay, unshaped: the servers sit next to
     the middlebox) and a last hop that only adds ``client_delay_ms`` each way. TCP's
@@ -259,3 +261,54 @@ def tc_rate_bits(bits: int) -> str:
 def ip_key(addr: str) -> str:
     """An IPv4 address as u32 prints a match value (8 hex digits)."""
     return "".join(f"{int(x):02x}" for x in addr.split("."))
+
+
+# -- `thinwan qds --lab`: the daemon on a fresh chain, in the foreground ---------------
+
+_IFACE_KEY = re.compile(r"^\s*(downlink|uplink)\s*=.*$", re.MULTILINE)
+
+
+def with_interfaces(config_text: str, downlink: str, uplink: str) -> str:
+    """``config_text`` with its top-level ``downlink``/``uplink`` set to the given names
+    (the lab's interfaces get fresh names every time)."""
+    body = _IFACE_KEY.sub("", config_text)
+    return f'downlink = "{downlink}"\nuplink = "{uplink}"\n{body}'
+
+
+def run_on_lab(config: Path, extra: list[str], client_delay_ms: float, congestion_control: str) -> int:
+    """Bring up the middlebox chain, run ``thinwan-qds`` with ``config`` (interfaces
+    replaced by the chain's) in its middle namespace until it exits or Ctrl-C/SIGTERM,
+    then tear everything down; the daemon's exit status."""
+    # Check the configuration before creating anything (exit 2 and its message, as ever).
+    with tempfile.TemporaryDirectory() as tmp:
+        probe = Path(tmp) / config.name
+        probe.write_text(with_interfaces(config.read_text(), "probe-l", "probe-w"))
+        done = subprocess.run([str(find_binary("thinwan-qds")), str(probe), "--check"], capture_output=True, text=True)
+        if done.returncode != 0:
+            sys.stderr.write(done.stderr.replace(str(probe), str(config)))
+            return done.returncode
+    with middlebox_chain(None, client_delay_ms, congestion_control) as chain:
+        text = with_interfaces(config.read_text(), chain.tun["last_hop"], chain.tun["wan"])
+        lab_config = chain.workdir / "qds.toml"
+        lab_config.write_text(text)
+        ns = chain.netns
+        print(
+            "\n".join(
+                [
+                    f"qds lab {chain.id} is up; thinwan-qds runs in {ns['middle']} (Ctrl-C stops it and tears down)",
+                    f"  servers: netns {ns['server']}, {SERVER_ADDR} (e.g. ip netns exec {ns['server']} "
+                    f"{find_binary('thinwan-net')} pump --listen {SERVER_ADDR}:5001 --model bulk --cc {congestion_control} …)",
+                    f"  clients: netns {ns['client']}, 198.18.2.1 (e.g. ip netns exec {ns['client']} "
+                    f"{find_binary('thinwan-net')} sink --connect {SERVER_ADDR}:5001 …)",
+                    f"  HTB:     ip netns exec {ns['middle']} tc -s class show dev {chain.tun['last_hop']}",
+                    f"  config:  {lab_config}",
+                ]
+            ),
+            flush=True,
+        )
+        daemon = chain.popen("middle", [str(find_binary("thinwan-qds")), str(lab_config), *extra])
+        try:
+            return daemon.wait()
+        except KeyboardInterrupt:
+            daemon.send_signal(signal.SIGTERM)
+            return daemon.wait(timeout=STOP_S)
