@@ -14,7 +14,7 @@ use std::sync::Arc;
 use serde::Serialize;
 use thinwan_proto::Instant;
 
-use crate::capture::{Capture, Dir};
+use crate::capture::{realtime_ns, Capture, Dir};
 use crate::config::Config;
 use crate::control::{flow_of, Control, Decision};
 use crate::htb::{Htb, Rate};
@@ -22,6 +22,10 @@ use crate::metrics::Metrics;
 use crate::netlink::Socket;
 use crate::restore::{self, State};
 use crate::tc::FiveTuple;
+
+/// How long packets gather in the socket buffers between reads. At 1 ms a 1 Gbit/s
+/// burst is ~85 full-size packets — about one [`crate::capture::BATCH`].
+const GATHER: std::time::Duration = std::time::Duration::from_millis(1);
 
 /// What a run did (printed as JSON at exit, and written to `--stats`).
 #[derive(Clone, Debug, Default, Serialize)]
@@ -224,6 +228,7 @@ fn loop_until(
     let mut next = start + period;
     let mut pfds: Vec<libc::pollfd> =
         caps.iter().map(|c| libc::pollfd { fd: c.raw_fd(), events: libc::POLLIN, revents: 0 }).collect();
+    let mut batch = Vec::with_capacity(crate::capture::BATCH);
     let dir_label =
         |d: Dir| vec![("direction", if d == Dir::ToClient { "to_client" } else { "to_server" }.to_string())];
     println!(
@@ -244,21 +249,44 @@ fn loop_until(
             if r < 0 && io::Error::last_os_error().kind() != io::ErrorKind::Interrupted {
                 return Err(format!("poll: {}", io::Error::last_os_error()));
             }
+            let mut got = false;
             for (cap, pfd) in caps.iter_mut().zip(&pfds) {
                 if pfd.revents == 0 {
                     continue;
                 }
+                got = true;
                 let mut n = 0u64;
-                while let Some(p) = cap.recv_next().map_err(|e| format!("capture: {e}"))? {
-                    n += 1;
-                    let Some(p) = p else { continue };
-                    if let Some(flow) = flow_of(cfg, cap.dir, &p) {
-                        control.observe(now(), flow, cap.dir, &p);
-                        stats.managed_packets += 1;
+                loop {
+                    batch.clear();
+                    let k = cap.recv_batch(&mut batch).map_err(|e| format!("capture: {e}"))?;
+                    if k == 0 {
+                        break;
+                    }
+                    n += k as u64;
+                    // A packet's instant: now minus its age since the kernel stamped it
+                    // (ages, not absolute wall-clock times, so a clock step does no harm).
+                    let (t, wall) = (now(), realtime_ns());
+                    for c in &batch {
+                        let Some(p) = c.tcp else { continue };
+                        if let Some(flow) = flow_of(cfg, cap.dir, &p) {
+                            let age = if c.stamp_ns == 0 { 0 } else { wall.saturating_sub(c.stamp_ns) };
+                            control.observe(
+                                Instant::from_nanos(t.as_nanos().saturating_sub(age)),
+                                flow,
+                                cap.dir,
+                                &p,
+                            );
+                            stats.managed_packets += 1;
+                        }
                     }
                 }
                 stats.packets += n;
                 metrics.packets.get_or_create(&dir_label(cap.dir)).inc_by(n);
+            }
+            if got {
+                // Let packets gather before the next read: one wake-up per batch instead
+                // of per packet; their kernel timestamps keep the timing exact.
+                std::thread::sleep(GATHER.min(next.saturating_duration_since(std::time::Instant::now())));
             }
             continue;
         }
