@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from thinwan.substrates.binaries import MissingBinary, find_binary
+from thinwan.substrates.lab.netns import LabError
 from thinwan.substrates.lab.qds import (
     QdsDaemon,
     QdsSettings,
@@ -182,6 +183,19 @@ def test_sigterm_and_kill9_restart_leave_the_downlink_as_it_was(tmp_path: Path) 
         wait_for(lambda: tc_filters(chain, dev), 5.0, "a filter")
         stats = daemon.stop(signal.SIGTERM)
         assert stats is not None and stats["restored_at_start"] is True
+        assert tc_state(chain, dev) == before
+        assert not daemon.state_file().exists()
+
+        # 3. What it cannot re-create (an HTB with a filter) it refuses, touching nothing.
+        chain.run("middle", ["tc", "qdisc", "replace", "dev", dev, "root", "handle", "5:", "htb", "default", "1"])
+        chain.run(
+            "middle", ["tc", "class", "add", "dev", dev, "parent", "5:", "classid", "5:1", "htb", "rate", "10mbit"]
+        )
+        match = ["u32", "match", "ip", "dport", "80", "0xffff", "flowid", "5:1"]
+        chain.run("middle", ["tc", "filter", "add", "dev", dev, "parent", "5:", "protocol", "ip", "prio", "1", *match])
+        before = tc_state(chain, dev)
+        with pytest.raises(LabError, match="refusing to start: .*filters"):
+            daemon.start()
         assert tc_state(chain, dev) == before
         assert not daemon.state_file().exists()
         for pump, sink in flows:
