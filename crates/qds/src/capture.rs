@@ -191,8 +191,9 @@ impl Capture {
         };
         if n < 0 {
             let e = io::Error::last_os_error();
-            return match e.kind() {
-                io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted => Ok(0),
+            // An interface that goes down (ENETDOWN) comes back: nothing to read until then.
+            return match e.raw_os_error() {
+                Some(libc::EAGAIN | libc::EINTR | libc::ENETDOWN) => Ok(0),
                 _ => Err(e),
             };
         }

@@ -122,6 +122,14 @@ impl Claim {
         let state_file = cfg.state_file();
         let nl = |e: io::Error| format!("netlink: {e}");
         let restored_at_start = match restore::load(&state_file).map_err(|e| format!("state file: {e}"))? {
+            Some(old) if old.pid != std::process::id() && daemon_alive(old.pid) => {
+                return Err(format!(
+                    "another thinwan-qds (pid {}) manages {} (state file {}); stop it first",
+                    old.pid,
+                    cfg.downlink,
+                    state_file.display()
+                ));
+            }
             Some(old) => {
                 restore::restore(&mut sock, ifindex, &old.original).map_err(nl)?.map_err(|e| {
                     format!(
@@ -340,6 +348,11 @@ fn publish(m: &Metrics, d: &Decision, classes: usize, filters: usize, dt: f64, e
     }
 }
 
+/// Is `pid` a running thinwan-qds (not a recycled pid of another program)?
+fn daemon_alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|c| c.trim_end() == "thinwan-qds")
+}
+
 /// User + system CPU time of this process.
 pub fn cpu_seconds() -> f64 {
     // SAFETY: zeroed rusage is valid; getrusage fills it.
@@ -363,6 +376,20 @@ pub fn bench(
     let cap = cfg.capacity_bytes();
     let even = vec![Rate { rate: cap / classes as u64, ceil: cap }; classes];
     let mut claim = Claim::take(cfg, &even)?;
+    let result = bench_updates(&mut claim, cap, classes, flows, updates, stop);
+    claim.release()?;
+    result
+}
+
+fn bench_updates(
+    claim: &mut Claim,
+    cap: u64,
+    classes: usize,
+    flows: usize,
+    updates: usize,
+    stop: &AtomicBool,
+) -> Result<Quantiles, Error> {
+    let even = vec![Rate { rate: cap / classes as u64, ceil: cap }; classes];
     let base = FiveTuple {
         server: "198.18.1.1".parse().expect("literal"),
         server_port: 5000,
@@ -403,7 +430,6 @@ pub fn bench(
             eprintln!("thinwan-qds: netlink: {e}");
         }
     }
-    claim.release()?;
     if errors > 0 {
         return Err(format!("{errors} netlink requests were refused"));
     }

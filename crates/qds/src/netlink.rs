@@ -60,6 +60,12 @@ const NETLINK_EXT_ACK: libc::c_int = 11;
 const NETLINK_CAP_ACK: libc::c_int = 10;
 
 const NLMSG_HDRLEN: usize = 16;
+/// Largest datagram we send: well under the socket's default send buffer (the kernel
+/// refuses a message larger than it with EMSGSIZE). ~200 filter requests or ~700 class
+/// changes fit; a larger batch goes out in several datagrams, each acknowledged before
+/// the next, so the acknowledgements never overflow our receive buffer.
+const MAX_DATAGRAM: usize = 32 * 1024;
+
 /// `struct tcmsg`: family, 3 pad bytes, ifindex, handle, parent, info.
 pub const TCMSG_LEN: usize = 20;
 
@@ -247,6 +253,19 @@ impl Socket {
                 );
             }
         }
+        // Room for the acknowledgements of a whole datagram and the kernel's extended-ack
+        // texts, with margin.
+        let rcvbuf: libc::c_int = 1 << 20;
+        // SAFETY: valid fd, pointer to a c_int of the stated size.
+        unsafe {
+            libc::setsockopt(
+                fd.as_raw_fd(),
+                libc::SOL_SOCKET,
+                libc::SO_RCVBUF,
+                (&rcvbuf as *const libc::c_int).cast(),
+                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+            );
+        }
         // SAFETY: zeroed sockaddr_nl is valid (pid 0 = let the kernel assign).
         let mut sa: libc::sockaddr_nl = unsafe { std::mem::zeroed() };
         sa.nl_family = libc::AF_NETLINK as libc::sa_family_t;
@@ -268,21 +287,41 @@ impl Socket {
     /// acknowledgement. `Ok` lists the requests the kernel refused (empty = all done);
     /// `Err` is a failure of the socket itself.
     pub fn transact(&mut self, msgs: &mut [Msg]) -> io::Result<Vec<NlError>> {
-        if msgs.is_empty() {
-            return Ok(Vec::new());
-        }
         let first = self.seq;
-        let mut out = Vec::with_capacity(msgs.iter().map(|m| m.buf.len()).sum());
         for m in msgs.iter_mut() {
             let flags = u16::from_ne_bytes([m.buf[6], m.buf[7]]) | F_ACK;
             m.buf[6..8].copy_from_slice(&flags.to_ne_bytes());
             m.finish(self.seq);
             self.seq = self.seq.wrapping_add(1);
-            out.extend_from_slice(&m.buf);
         }
-        self.send(&out)?;
-        let mut pending = msgs.len();
         let mut errors = Vec::new();
+        let mut start = 0;
+        while start < msgs.len() {
+            // As many whole messages as fit one datagram (at least one).
+            let mut end = start + 1;
+            let mut size = msgs[start].buf.len();
+            while end < msgs.len() && size + msgs[end].buf.len() <= MAX_DATAGRAM {
+                size += msgs[end].buf.len();
+                end += 1;
+            }
+            let out: Vec<u8> = msgs[start..end].iter().flat_map(|m| m.buf.iter().copied()).collect();
+            self.send(&out)?;
+            self.collect_acks(first, start..end, &mut errors)?;
+            start = end;
+        }
+        errors.sort_by_key(|e| e.index);
+        Ok(errors)
+    }
+
+    /// Read acknowledgements until every message of `range` (indices from sequence
+    /// number `first`) has one.
+    fn collect_acks(
+        &mut self,
+        first: u32,
+        range: std::ops::Range<usize>,
+        errors: &mut Vec<NlError>,
+    ) -> io::Result<()> {
+        let mut pending = range.len();
         while pending > 0 {
             let n = self.recv()?;
             let buf = self.rx[..n].to_vec();
@@ -291,7 +330,7 @@ impl Socket {
                     continue;
                 }
                 let index = hdr.seq.wrapping_sub(first) as usize;
-                if index >= msgs.len() {
+                if !range.contains(&index) {
                     continue; // a stale reply of an earlier batch
                 }
                 pending -= 1;
@@ -300,8 +339,7 @@ impl Socket {
                 }
             }
         }
-        errors.sort_by_key(|e| e.index);
-        Ok(errors)
+        Ok(())
     }
 
     /// Send one dump request and collect every reply's `tcmsg`.
