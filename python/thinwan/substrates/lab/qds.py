@@ -246,9 +246,11 @@ def tc_filters(chain: Chain, dev: str) -> list[dict[str, Any]]:
 
 
 def tc_rate_bits(bits: int) -> str:
-    """How ``tc`` prints a rate of ``bits`` bit/s (iproute2 ``print_rate``: a unit is
-    taken only while the value divides exactly or is ≥ 10^6 of it)."""
+    """How ``tc`` prints a rate of ``bits`` bit/s set through netlink (whole bytes per
+    second in the kernel; iproute2 ``print_rate`` takes a unit only while the value
+    divides exactly or is ≥ 10^6 of it)."""
     units = ["", "K", "M", "G", "T"]
+    bits = bits // 8 * 8  # the kernel keeps whole bytes per second
     i = 0
     while i < len(units) - 1:
         if bits < 1000 or (bits % 1000 != 0 and bits < 1000 * 1000):
