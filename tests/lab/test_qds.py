@@ -65,7 +65,9 @@ def test_htb_from_netlink_matches_tc_and_holds_rates_under_load(tmp_path: Path) 
     # Ten classes of distinct rates summing to the capacity (so no class has spare
     # capacity to borrow and each greedy flow gets exactly its class's rate).
     rates = (7.0, 4.0, 2.5, 2.0, 1.5, 1.0, 0.75, 0.5, 0.5, 0.25)
-    settings = QdsSettings(capacity_mbps=20.0, static_rates_mbps=rates, static_ports={5001: 0, 5002: 1})
+    settings = QdsSettings(
+        capacity_mbps=20.0, static_rates_mbps=rates, static_ports={5001: 0, 5002: 1}, class_queue_packets=200
+    )
     with middlebox_chain(tmp_path / "lab") as chain:
         dev = chain.tun["last_hop"]
         daemon = QdsDaemon(chain, settings)
@@ -82,6 +84,8 @@ def test_htb_from_netlink_matches_tc_and_holds_rates_under_load(tmp_path: Path) 
             assert (c["parent"], c["rate"], c["ceil"]) == ("1:1", tc_rate_bits(mbit(r)), tc_rate_bits(mbit(20))), k
         qdisc = chain.run("middle", ["tc", "qdisc", "show", "dev", dev]).stdout
         assert "htb 1: root" in qdisc and f"default 0x{0x10 + len(rates) - 1:x}" in qdisc, qdisc
+        for k in range(len(rates)):
+            assert f"qdisc pfifo {0x10 + k:x}: parent 1:{0x10 + k:x} limit 200p" in qdisc, qdisc
 
         # One u32 node per flow: TCP, server → client addresses, server port, → its class.
         by_class = {f["flowid"]: f for f in filters}

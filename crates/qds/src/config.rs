@@ -26,6 +26,11 @@ pub struct Config {
     /// `host:port` of the Prometheus endpoint (`GET /metrics`); absent = no endpoint.
     #[serde(default)]
     pub metrics: Option<SocketAddr>,
+    /// Leaf queue of every class: a `pfifo` of this many packets; absent = HTB's default
+    /// leaf (a pfifo of the device's txqueuelen, 1000 on most NICs, 10000 on the lab's
+    /// TUNs — long enough to hide any scheduling behind seconds of queue).
+    #[serde(default)]
+    pub class_queue_packets: Option<u32>,
     /// Directory of the state file that records the downlink's original root qdisc.
     #[serde(default = "default_state_dir")]
     pub state_dir: PathBuf,
@@ -279,6 +284,9 @@ impl Config {
         }
         if !(self.capacity_mbps.is_finite() && self.capacity_mbps > 0.0) {
             return err("capacity_mbps", format!("must be a positive number, got {}", self.capacity_mbps));
+        }
+        if self.class_queue_packets == Some(0) {
+            return err("class_queue_packets", "must be at least 1 packet".into());
         }
         if !(10..=10_000).contains(&self.period_ms) {
             return err("period_ms", format!("must be 10..=10000 ms, got {}", self.period_ms));

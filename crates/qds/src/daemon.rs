@@ -158,7 +158,9 @@ impl Claim {
         // the next start.
         restore::save(&state_file, &state)
             .map_err(|e| format!("state file {}: {e}", state_file.display()))?;
-        let htb = match Htb::install(&mut sock, ifindex, cfg.capacity_bytes(), rates).map_err(nl)? {
+        let htb = match Htb::install(&mut sock, ifindex, cfg.capacity_bytes(), rates, cfg.class_queue_packets)
+            .map_err(nl)?
+        {
             Ok(h) => h,
             Err(e) => {
                 let claim_err = e;

@@ -64,12 +64,16 @@ struct Filter {
 
 impl Htb {
     /// Replace the root qdisc of `ifindex` with the tree above, `rates.len()` classes
-    /// at the given rates under a root class at `capacity` bytes/s.
+    /// at the given rates under a root class at `capacity` bytes/s; with
+    /// `queue_packets`, each class queues in a `pfifo` of that many packets (handle
+    /// `1x:` below class `1:1x`, as `tc` prints them) instead of HTB's default leaf (a
+    /// pfifo of the device's txqueuelen).
     pub fn install(
         sock: &mut Socket,
         ifindex: u32,
         capacity: u64,
         rates: &[Rate],
+        queue_packets: Option<u32>,
     ) -> io::Result<Result<Htb, String>> {
         let classes = rates.len();
         let default_minor = FIRST_CLASS_MINOR + classes as u32 - 1;
@@ -80,6 +84,11 @@ impl Htb {
         ];
         for (k, r) in rates.iter().enumerate() {
             msgs.push(tc::htb_class(ifindex, root, tc::class_id(k), r.rate, r.ceil));
+        }
+        if let Some(limit) = queue_packets {
+            for k in 0..classes {
+                msgs.push(tc::pfifo_leaf(ifindex, tc::class_id(k), FIRST_CLASS_MINOR + k as u32, limit));
+            }
         }
         let errors = sock.transact(&mut msgs)?;
         if let Some(e) = errors.first() {

@@ -210,6 +210,15 @@ fn u32_sel(f: &FiveTuple) -> Vec<u8> {
     v
 }
 
+/// `tc qdisc replace dev IF parent CLASS handle MAJOR: pfifo limit N`: a class's leaf
+/// queue (`struct tc_fifo_qopt { u32 limit }`).
+pub fn pfifo_leaf(ifindex: u32, class: u32, major: u32, limit: u32) -> Msg {
+    let mut m = Msg::tc(RTM_NEWQDISC, F_CREATE | F_REPLACE, ifindex, handle(major, 0), class, 0);
+    m.attr_str(TCA_KIND, "pfifo");
+    m.attr(TCA_OPTIONS, &limit.to_ne_bytes());
+    m
+}
+
 /// A qdisc or class to re-create as it was dumped: kind and raw options.
 pub fn raw_qdisc(ifindex: u32, handle: u32, parent: u32, kind: &str, options: Option<&[u8]>) -> Msg {
     let mut m = Msg::tc(RTM_NEWQDISC, F_CREATE | F_REPLACE, ifindex, handle, parent, 0);
@@ -302,6 +311,15 @@ mod tests {
     /// A field of the message's tcmsg (4: ifindex, 8: handle, 12: parent, 16: info).
     fn m_tcmsg(m: &Msg, at: usize) -> [u8; 4] {
         m.as_bytes()[16 + at..16 + at + 4].try_into().unwrap()
+    }
+
+    #[test]
+    fn leaf_pfifo_hangs_below_its_class() {
+        let m = pfifo_leaf(3, class_id(4), 5, 100);
+        assert_eq!(u32::from_ne_bytes(m_tcmsg(&m, 8)), 0x50000, "handle 5:");
+        assert_eq!(u32::from_ne_bytes(m_tcmsg(&m, 12)), class_id(4), "parent 1:14");
+        let a: Vec<_> = attrs(m.attrs()).collect();
+        assert_eq!(a, vec![(TCA_KIND, &b"pfifo\0"[..]), (TCA_OPTIONS, &100u32.to_ne_bytes()[..])]);
     }
 
     #[test]

@@ -70,6 +70,7 @@ class QdsSettings:
     beta: float = 1.0
     variant: str = "bandwidth_aware"
     metrics: str | None = None  # "127.0.0.1:9464" inside the middle namespace
+    class_queue_packets: int | None = None  # each class's pfifo; None = HTB's default leaf
 
 
 def daemon_toml(s: QdsSettings, downlink: str, uplink: str, state_dir: Path) -> str:
@@ -84,6 +85,8 @@ def daemon_toml(s: QdsSettings, downlink: str, uplink: str, state_dir: Path) -> 
     ]
     if s.metrics:
         lines.append(f'metrics = "{s.metrics}"')
+    if s.class_queue_packets:
+        lines.append(f"class_queue_packets = {s.class_queue_packets}")
     lines += ["", "[servers]", f'nets = ["{SERVER_NET}"]']
     if s.controller == "static":
         lines += ["", "[static]", f"rates_mbps = [{', '.join(str(r) for r in s.static_rates_mbps)}]"]
