@@ -1,6 +1,8 @@
 //! Assembling the records of a finished run (docs/records.md).
 
 use super::*;
+use thinwan_proto::qdisc::DisciplineName;
+use thinwan_proto::DropReason;
 
 impl World {
     pub(super) fn finish(mut self) -> RunRecords {
@@ -24,7 +26,7 @@ impl World {
         ] {
             v.reserve_exact(total_msgs);
         }
-        let (mut overflow, mut pushed, mut lost) = (0u64, 0u64, 0u64);
+        let (mut overflow, mut pushed, mut lost, mut codel) = (0u64, 0u64, 0u64, 0u64);
         for (i, c) in self.conns.iter().enumerate() {
             let mut prev_end = 0;
             for msg in c.msgs.iter().filter(|_| is_write_row(c)) {
@@ -65,6 +67,7 @@ impl World {
             let s = p.queue.stats();
             overflow += s.drops_overflow;
             pushed += s.drops_pushed_out;
+            codel += s.drops_codel;
             lost += p.drops_loss;
             if !link.wan {
                 continue;
@@ -82,6 +85,11 @@ impl World {
         }
         out.drops_by_reason =
             vec![("overflow".into(), overflow), ("pushed_out".into(), pushed), ("loss".into(), lost)];
+        // Only a discipline with CoDel can drop for that reason: the other scenarios'
+        // records keep their three rows.
+        if self.cfg.queue.discipline == DisciplineName::FqCodel {
+            out.drops_by_reason.push((DropReason::Codel.as_str().into(), codel));
+        }
         out
     }
 }
