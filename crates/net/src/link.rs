@@ -605,10 +605,12 @@ mod tests {
 
     #[test]
     fn a_shaped_class_wakes_the_link_at_next_ready() {
-        use thinwan_proto::qdisc::ClassKeys;
-        let class = ClassKeys { rate_share: 0.1, ceil_share: 0.1, interactive: false, flows: vec![] };
-        let queue =
-            QueueKeys { discipline: DisciplineName::Classes, classes: vec![class], ..Default::default() };
+        let queue = QueueKeys {
+            discipline: DisciplineName::Classes,
+            class_rate_shares: vec![0.1],
+            class_ceil_shares: vec![0.1],
+            ..Default::default()
+        };
         let cfg = DirConfig { rate_bps: 10_000_000, queue, ..Default::default() };
         let frames: Vec<_> = (0..50).map(|_| (ms(0.0), flow_packet(1, 1000, 0))).collect();
         let (out, _) = run_frames(&cfg, &frames);

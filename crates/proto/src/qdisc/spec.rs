@@ -76,33 +76,22 @@ pub struct QueueKeys {
     pub fq_codel_hash_seed: u64,
     /// Class schedulers (`classes`, `qds`): DRR quantum of a flow inside a class, bytes.
     pub class_quantum_bytes: u32,
-    /// `discipline = "classes"`: the static classes, in order; the last is the default.
-    pub classes: Vec<ClassKeys>,
+    /// `discipline = "classes"`: each class's guaranteed rate as a share of the link
+    /// rate, in class order; the last class is the default. One entry per class.
+    pub class_rate_shares: Vec<f64>,
+    /// Each class's ceil as a share of the link rate (≥ its rate share); empty = every
+    /// class may borrow the whole link.
+    pub class_ceil_shares: Vec<f64>,
+    /// The class that takes packets labelled interactive (of flows not listed in
+    /// `class_flows`); -1 = none (they go to the default class like the rest).
+    pub class_interactive: i64,
+    /// Flows (the simulator's connection numbers) filtered into each class: entry i
+    /// lists class i's flows; may be shorter than the class list.
+    pub class_flows: Vec<Vec<u64>>,
 }
 
-/// One entry of `queue.classes`: rates as shares of the link rate, so one scenario
-/// serves any link rate.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ClassKeys {
-    /// Guaranteed rate, share of the link rate in [0, 1].
-    pub rate_share: f64,
-    /// Most the class may send when borrowing, share of the link rate in
-    /// [rate_share, 1]; default 1 (borrow everything unused).
-    #[serde(default = "one")]
-    pub ceil_share: f64,
-    /// Packets labelled interactive go here (unless their flow is listed elsewhere);
-    /// at most one class may say so.
-    #[serde(default)]
-    pub interactive: bool,
-    /// Flows (the simulator's connection numbers) filtered into this class.
-    #[serde(default)]
-    pub flows: Vec<u64>,
-}
-
-fn one() -> f64 {
-    1.0
-}
+// Parallel arrays rather than an array of tables: a scenario dumps every key as a
+// JSON value into TOML (`Scenario.to_toml`), and arrays of numbers survive that.
 
 impl Default for QueueKeys {
     fn default() -> Self {
@@ -119,7 +108,10 @@ impl Default for QueueKeys {
             fq_codel_flows: fq.flows,
             fq_codel_hash_seed: fq.perturbation,
             class_quantum_bytes: 1514,
-            classes: Vec::new(),
+            class_rate_shares: Vec::new(),
+            class_ceil_shares: Vec::new(),
+            class_interactive: -1,
+            class_flows: Vec::new(),
         }
     }
 }
@@ -256,14 +248,14 @@ impl TryFrom<&QueueKeys> for QueueSpec {
         if k.class_quantum_bytes == 0 {
             return Err("class_quantum_bytes: must be ≥ 1".into());
         }
-        let classes = static_classes(&k.classes)?;
+        let classes = static_classes(k)?;
         let quantum = k.class_quantum_bytes;
         Ok(match k.discipline {
             DisciplineName::Droptail => QueueSpec::DropTail { limits },
             DisciplineName::Priority => QueueSpec::Priority { limits, classifier },
             DisciplineName::FqCodel => QueueSpec::FqCodel { limits, params },
             DisciplineName::Classes if classes.is_empty() => {
-                return Err("classes: discipline \"classes\" needs at least one class".into())
+                return Err("class_rate_shares: discipline \"classes\" needs at least one class".into())
             }
             DisciplineName::Classes => QueueSpec::Classes { limits, quantum, classes },
             DisciplineName::Qds => QueueSpec::Qds { limits, quantum, classes: QDS_DEFAULT_CLASSES },
@@ -307,43 +299,52 @@ fn fq_codel_params(k: &QueueKeys) -> Result<FqCodelParams, String> {
     })
 }
 
-fn static_classes(keys: &[ClassKeys]) -> Result<Vec<StaticClass>, String> {
+fn static_classes(k: &QueueKeys) -> Result<Vec<StaticClass>, String> {
+    let n = k.class_rate_shares.len();
+    if !k.class_ceil_shares.is_empty() && k.class_ceil_shares.len() != n {
+        return Err(format!(
+            "class_ceil_shares: {} entries for {n} classes (class_rate_shares); give one per class or none",
+            k.class_ceil_shares.len()
+        ));
+    }
     let mut sum = 0.0;
-    for (i, c) in keys.iter().enumerate() {
-        let key = |f: &str| format!("classes[{i}].{f}");
-        if !(0.0..=1.0).contains(&c.rate_share) {
-            return Err(format!("{}: must be in [0, 1], got {}", key("rate_share"), c.rate_share));
+    for (i, &rate) in k.class_rate_shares.iter().enumerate() {
+        if !(0.0..=1.0).contains(&rate) {
+            return Err(format!("class_rate_shares[{i}]: must be in [0, 1], got {rate}"));
         }
-        if !(c.ceil_share > 0.0 && c.ceil_share <= 1.0 && c.ceil_share >= c.rate_share) {
+        let ceil = k.class_ceil_shares.get(i).copied().unwrap_or(1.0);
+        if !(ceil > 0.0 && ceil <= 1.0 && ceil >= rate) {
             return Err(format!(
-                "{}: must be in [rate_share, 1] and > 0, got {} (rate_share {})",
-                key("ceil_share"),
-                c.ceil_share,
-                c.rate_share
+                "class_ceil_shares[{i}]: must be in [rate share {rate}, 1] and > 0, got {ceil}"
             ));
         }
-        sum += c.rate_share;
+        sum += rate;
     }
     // A small tolerance for shares written as decimals (0.7 + 0.2 + 0.1).
     if sum > 1.0 + 1e-9 {
-        return Err(format!("classes: the rate shares sum to {sum}, more than the link (1)"));
+        return Err(format!("class_rate_shares: sum to {sum}, more than the link (1)"));
     }
-    if keys.iter().filter(|c| c.interactive).count() > 1 {
-        return Err("classes: more than one class has interactive = true".into());
+    if !(k.class_interactive == -1 || (0..n as i64).contains(&k.class_interactive)) {
+        return Err(format!(
+            "class_interactive: must be -1 or a class index below {n}, got {}",
+            k.class_interactive
+        ));
+    }
+    if k.class_flows.len() > n {
+        return Err(format!("class_flows: {} entries for {n} classes", k.class_flows.len()));
     }
     let mut seen = std::collections::BTreeSet::new();
-    for (i, c) in keys.iter().enumerate() {
-        if let Some(f) = c.flows.iter().find(|f| !seen.insert(**f)) {
-            return Err(format!("classes[{i}].flows: flow {f} is already in an earlier class"));
+    for (i, flows) in k.class_flows.iter().enumerate() {
+        if let Some(f) = flows.iter().find(|f| !seen.insert(**f)) {
+            return Err(format!("class_flows[{i}]: flow {f} is already in an earlier class"));
         }
     }
-    Ok(keys
-        .iter()
-        .map(|c| StaticClass {
-            rate_share: c.rate_share,
-            ceil_share: c.ceil_share,
-            interactive: c.interactive,
-            flows: c.flows.clone(),
+    Ok((0..n)
+        .map(|i| StaticClass {
+            rate_share: k.class_rate_shares[i],
+            ceil_share: k.class_ceil_shares.get(i).copied().unwrap_or(1.0),
+            interactive: k.class_interactive == i as i64,
+            flows: k.class_flows.get(i).cloned().unwrap_or_default(),
         })
         .collect())
 }
@@ -407,13 +408,16 @@ mod tests {
     #[test]
     fn class_keys_parse_and_build_for_the_link_rate() {
         let spec = parse(
-            r#"{"discipline": "classes", "class_quantum_bytes": 3000, "classes": [
-                {"rate_share": 0.3, "interactive": true}, {"rate_share": 0.7, "ceil_share": 0.9, "flows": [4]}]}"#,
+            r#"{"discipline": "classes", "class_quantum_bytes": 3000, "class_rate_shares": [0.3, 0.7],
+                "class_ceil_shares": [1, 0.9], "class_interactive": 0, "class_flows": [[], [4]]}"#,
         )
         .expect("valid");
         let QueueSpec::Classes { quantum, ref classes, .. } = spec else { panic!("{spec:?}") };
         assert_eq!((quantum, classes.len()), (3000, 2));
-        assert_eq!(classes[0].ceil_share, 1.0, "ceil_share defaults to the whole link");
+        assert_eq!((classes[0].ceil_share, classes[1].ceil_share), (1.0, 0.9));
+        let no_ceil = parse(r#"{"discipline": "classes", "class_rate_shares": [0.3, 0.7]}"#).expect("valid");
+        let QueueSpec::Classes { classes: ref dflt, .. } = no_ceil else { panic!("{no_ceil:?}") };
+        assert!(dflt.iter().all(|c| c.ceil_share == 1.0 && !c.interactive), "ceil defaults to the link");
         assert!(classes[0].interactive && classes[1].flows == [4]);
         let mut q: Box<dyn QueueDisc<P> + Send> = spec.build(20_000_000);
         let c = q.classes().expect("a class scheduler");
@@ -438,27 +442,20 @@ mod tests {
             (r#"{"fq_codel_flows": 0}"#, "fq_codel_flows:"),
             (r#"{"fq_codel_flows": 70000}"#, "fq_codel_flows:"),
             (r#"{"class_quantum_bytes": 0}"#, "class_quantum_bytes:"),
-            (r#"{"discipline": "classes"}"#, "classes:"),
-            (r#"{"classes": [{"rate_share": 1.5}]}"#, "classes[0].rate_share:"),
-            (
-                r#"{"classes": [{"rate_share": 0.5}, {"rate_share": 0.5, "ceil_share": 0.4}]}"#,
-                "classes[1].ceil_share:",
-            ),
-            (r#"{"classes": [{"rate_share": 0.6}, {"rate_share": 0.6}]}"#, "classes: the rate shares sum"),
-            (
-                r#"{"classes": [{"rate_share": 0.1, "interactive": true}, {"rate_share": 0.1, "interactive": true}]}"#,
-                "classes: more than one",
-            ),
-            (
-                r#"{"classes": [{"rate_share": 0.1, "flows": [1]}, {"rate_share": 0.1, "flows": [1]}]}"#,
-                "classes[1].flows:",
-            ),
+            (r#"{"discipline": "classes"}"#, "class_rate_shares:"),
+            (r#"{"class_rate_shares": [1.5]}"#, "class_rate_shares[0]:"),
+            (r#"{"class_rate_shares": [0.5, 0.5], "class_ceil_shares": [1, 0.4]}"#, "class_ceil_shares[1]:"),
+            (r#"{"class_rate_shares": [0.5, 0.5], "class_ceil_shares": [1]}"#, "class_ceil_shares:"),
+            (r#"{"class_rate_shares": [0.6, 0.6]}"#, "class_rate_shares: sum"),
+            (r#"{"class_rate_shares": [0.5], "class_interactive": 1}"#, "class_interactive:"),
+            (r#"{"class_rate_shares": [0.5], "class_flows": [[1], [2]]}"#, "class_flows:"),
+            (r#"{"class_rate_shares": [0.1, 0.1], "class_flows": [[1], [1]]}"#, "class_flows[1]:"),
         ] {
             let e = parse(json).expect_err(json);
             assert!(e.starts_with(key), "{json}: {e}");
         }
         for (json, word) in
-            [(r#"{"discipline": "fq-codel"}"#, "fq-codel"), (r#"{"classes": [{"rate": 1}]}"#, "rate")]
+            [(r#"{"discipline": "fq-codel"}"#, "fq-codel"), (r#"{"class_rate": [1]}"#, "class_rate")]
         {
             let e = parse(json).expect_err(json);
             assert!(e.contains(word), "{json}: {e}");

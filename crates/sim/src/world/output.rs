@@ -1,7 +1,6 @@
 //! Assembling the records of a finished run (docs/records.md).
 
 use super::*;
-use thinwan_proto::qdisc::DisciplineName;
 use thinwan_proto::DropReason;
 
 impl World {
@@ -83,13 +82,12 @@ impl World {
             r.drops_loss.push(p.drops_loss);
             r.max_queue_bytes.push(s.max_bytes);
         }
-        out.drops_by_reason =
-            vec![("overflow".into(), overflow), ("pushed_out".into(), pushed), ("loss".into(), lost)];
-        // Only a discipline with CoDel can drop for that reason: the other scenarios'
-        // records keep their three rows.
-        if self.cfg.queue.discipline == DisciplineName::FqCodel {
-            out.drops_by_reason.push((DropReason::Codel.as_str().into(), codel));
-        }
+        out.drops_by_reason = vec![
+            ("overflow".into(), overflow),
+            ("pushed_out".into(), pushed),
+            ("loss".into(), lost),
+            (DropReason::Codel.as_str().into(), codel),
+        ];
         out
     }
 }
