@@ -36,7 +36,7 @@ use serde::Serialize;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use thinwan_proto::link::{Impairment, LinkDir};
-use thinwan_proto::qdisc::{Dropped, QueueDisc, QueueItem};
+use thinwan_proto::qdisc::{ClassControl, Dropped, QueueDisc, QueueItem};
 use thinwan_proto::{DropReason, Duration, Instant};
 
 /// A packet inside the emulator.
@@ -288,6 +288,23 @@ impl Direction {
             (EventKind::Drop, Some(DropReason::WriteError))
         };
         events.push(self.event(now, kind, reason, d.packet.id, d.packet.hdr, d.due));
+    }
+
+    /// Change the class scheduler's rates or filters at `now` (a QDS controller):
+    /// `f` gets its [`ClassControl`]; afterwards an idle link that was waiting for
+    /// tokens tries again at once, since the new rates may let a class send sooner.
+    /// None (and `f` not called) when the discipline has no classes.
+    pub fn with_classes<R>(
+        &mut self,
+        now: Instant,
+        events: &mut Vec<Event>,
+        f: impl FnOnce(&mut dyn ClassControl) -> R,
+    ) -> Option<R> {
+        let r = f(self.queue.classes()?);
+        if self.on_wire.is_none() && self.queue.backlog_packets() > 0 {
+            self.start_tx(now.max(self.free_at), events);
+        }
+        Some(r)
     }
 
     /// Packets still inside (queued, on the wire, propagating).
@@ -622,6 +639,33 @@ mod tests {
         let no_rate = DirConfig { rate_bps: 0, ..cfg.clone() };
         let e = Direction::new(&no_rate, 1, LinkDir::Fwd).err().expect("classes need a link rate");
         assert!(e.0.contains("queue.discipline"), "{e}");
+    }
+
+    #[test]
+    fn raising_a_class_rate_wakes_a_waiting_link_at_once() {
+        use thinwan_proto::qdisc::ClassRate;
+        let queue = QueueKeys {
+            discipline: DisciplineName::Classes,
+            class_rate_shares: vec![0.01],
+            class_ceil_shares: vec![0.01],
+            ..Default::default()
+        };
+        let cfg = DirConfig { rate_bps: 10_000_000, queue, ..Default::default() };
+        let mut d = Direction::new(&cfg, 1, LinkDir::Fwd).expect("a valid configuration");
+        let (mut events, mut out) = (Vec::new(), Vec::new());
+        for _ in 0..10 {
+            d.arrive(Instant::ZERO, flow_packet(1, 1000, 0), &mut events);
+        }
+        // The 100-kbit/s class spends its burst, then waits for tokens (~83 ms a packet).
+        while let Some(t) = d.poll_timeout().filter(|&t| t < ms(20.0)) {
+            d.handle_timeout(t, &mut out, &mut events);
+        }
+        let waiting_until = d.poll_timeout().expect("a wake-up is due");
+        assert!(waiting_until > ms(50.0), "waiting until {waiting_until}");
+        let full = ClassRate { rate_bps: 10_000_000, ceil_bps: 10_000_000 };
+        let set = d.with_classes(ms(20.0), &mut events, |c| c.set_rates(ms(20.0), &[full]));
+        assert!(set.is_some());
+        assert!(d.poll_timeout().expect("transmitting") < ms(21.0), "the new rate applies at once");
     }
 
     #[test]

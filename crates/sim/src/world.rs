@@ -40,7 +40,7 @@ use crate::tunnel::{FrameSpan, Tunnel};
 use diag::{Cycles, Pad, Section, Stamp};
 use thinwan_proto::link::Impairment;
 use thinwan_proto::mux::session::Event as MuxEvent;
-use thinwan_proto::qdisc::{Dropped, Limits, QueueDisc, QueueItem};
+use thinwan_proto::qdisc::{ClassControl, Dropped, Limits, QueueDisc, QueueItem};
 use thinwan_proto::tcp::{
     Ack, DataSegment, Mechanisms, Receiver, ReceiverConfig, Recovery, RtoConfig, SackBlocks, Sender,
     SenderConfig,
@@ -845,6 +845,22 @@ impl World {
             pt.free_scheduled = false;
         }
         self.transmit_item(port, item, backlog);
+    }
+
+    /// Change the class scheduler of `port` now (a QDS controller's period): `f` gets
+    /// its [`ClassControl`]; afterwards a port waiting for tokens tries again at once,
+    /// since the new rates may let a class send sooner. None when it has no classes.
+    #[allow(dead_code)] // the QDS control loop (issue 18, branch qds-sim) calls it
+    pub(crate) fn with_classes<R>(
+        &mut self,
+        port: u32,
+        f: impl FnOnce(&mut dyn ClassControl) -> R,
+    ) -> Option<R> {
+        let r = f(self.queues[port as usize].queue.classes()?);
+        if self.ports[port as usize].waiting {
+            self.start_tx(port);
+        }
+        Some(r)
     }
 
     /// The queue holds packets but gave none (a shaped class out of tokens): wake the
