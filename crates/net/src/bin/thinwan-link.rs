@@ -270,6 +270,8 @@ fn link_config(a: &Args) -> Result<LinkConfig, FlagError> {
             "queue.limit_bytes, limit_packets" if a.queue_bytes.is_some() => "queue-bytes",
             "queue.classifier_gap_ms" if a.classifier.is_some() => "classifier",
             "queue.discipline" if a.queue.is_some() => "queue",
+            // `--queue classes` without a --config that lists the classes.
+            "queue.class_rate_shares" if a.queue.is_some() => "queue",
             _ => return Err(FlagError::new("config", e)),
         };
         return Err(FlagError::new(flag, why));
