@@ -118,24 +118,26 @@ impl<P: QueueItem> FqCodel<P> {
         (z % self.queues.len() as u64) as usize
     }
 
-    /// Drop the head of the queue holding the most bytes (§4.1); ties go to the lowest
-    /// bucket so the choice is repeatable. Only queues on a list can hold packets.
-    fn drop_from_fattest(&mut self, drops: &mut Vec<Dropped<P>>) {
+    /// Drop the head of the queue holding the most bytes (§4.1; then the most packets,
+    /// for zero-length ones); ties go to the lowest bucket so the choice is repeatable.
+    /// Only queues on a list can hold packets. False if no queue holds any.
+    fn drop_from_fattest(&mut self, drops: &mut Vec<Dropped<P>>) -> bool {
         let fattest = self
             .new_flows
             .iter()
             .chain(&self.old_flows)
             .map(|&i| i as usize)
-            .max_by_key(|&i| (self.queues[i].bytes, std::cmp::Reverse(i)));
-        let Some(i) = fattest else { return };
+            .max_by_key(|&i| (self.queues[i].bytes, self.queues[i].packets.len(), std::cmp::Reverse(i)));
+        let Some(i) = fattest else { return false };
         let q = &mut self.queues[i];
-        let Some(head) = q.packets.pop_front() else { return };
+        let Some(head) = q.packets.pop_front() else { return false };
         let len = head.packet.wire_len() as u64;
         q.bytes -= len;
         self.bytes -= len;
         self.packets -= 1;
         self.stats.count_drop(DropReason::Overflow);
         drops.push(Dropped { packet: head.packet, reason: DropReason::Overflow });
+        true
     }
 
     fn over_limits(&self) -> bool {
@@ -173,9 +175,7 @@ impl<P: QueueItem> QueueDisc<P> for FqCodel<P> {
         self.packets += 1;
         self.stats.enqueued += 1;
         self.stats.max_bytes = self.stats.max_bytes.max(self.bytes);
-        while self.over_limits() {
-            self.drop_from_fattest(drops);
-        }
+        while self.over_limits() && self.drop_from_fattest(drops) {}
     }
 
     fn dequeue(&mut self, now: Instant) -> Option<P> {
