@@ -848,8 +848,9 @@ impl World {
     }
 
     /// Change the class scheduler of `port` now (a QDS controller's period): `f` gets
-    /// its [`ClassControl`]; afterwards a port waiting for tokens tries again at once,
-    /// since the new rates may let a class send sooner. None when it has no classes.
+    /// its [`ClassControl`]; afterwards an idle port with packets queued tries again at
+    /// once, since the new rates may let a class send sooner. None when it has no
+    /// classes.
     #[allow(dead_code)] // the QDS control loop (issue 18, branch qds-sim) calls it
     pub(crate) fn with_classes<R>(
         &mut self,
@@ -857,7 +858,9 @@ impl World {
         f: impl FnOnce(&mut dyn ClassControl) -> R,
     ) -> Option<R> {
         let r = f(self.queues[port as usize].queue.classes()?);
-        if self.ports[port as usize].waiting {
+        // Idle (waiting for tokens, or stuck with no class able to send at all).
+        let pt = &self.ports[port as usize];
+        if (pt.waiting || !pt.free_scheduled) && pt.busy_until <= self.now {
             self.start_tx(port);
         }
         Some(r)
