@@ -1,0 +1,1 @@
+//! Monitor transcripts, grouped by situation.
