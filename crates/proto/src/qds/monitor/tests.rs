@@ -1,1 +1,314 @@
-//! Monitor transcripts, grouped by situation.
+//! Monitor transcripts, grouped by situation. Times are when a packet passes the
+//! middlebox; the halves are chosen different (client 20.5 ms, server 6.5 ms) so a
+//! sample in the wrong half shows.
+
+use super::*;
+
+const MSS: u32 = 1448;
+const HDR: u32 = 52; // IPv4 + TCP with the timestamps option
+
+fn at_us(us: u64) -> Instant {
+    Instant::from_nanos(us * 1_000)
+}
+
+fn ms(x: f64) -> Duration {
+    Duration::from_secs_f64(x / 1e3)
+}
+
+/// A data segment (ACK set) of `payload` bytes at `seq`, acknowledging `ack`.
+fn data(seq: u32, ack: u32, payload: u32) -> Segment {
+    Segment { seq, ack, has_ack: true, payload, wire_len: payload + HDR, ..Segment::default() }
+}
+
+/// A pure ACK.
+fn pure_ack(seq: u32, ack: u32) -> Segment {
+    data(seq, ack, 0)
+}
+
+fn monitor() -> FlowMonitor<u32> {
+    FlowMonitor::new(MonitorConfig::default())
+}
+
+/// Replay `(time µs, toward, segment)` in time order into flow 1.
+fn replay(m: &mut FlowMonitor<u32>, mut events: Vec<(u64, Toward, Segment)>) {
+    events.sort_by_key(|e| e.0);
+    for (t, toward, seg) in events {
+        m.observe(at_us(t), 1, toward, &seg);
+    }
+}
+
+/// A download of `n` full segments, one per ms from t = 0, each acknowledged by the
+/// client 20.5 ms after it passed (one ACK per segment). Server ISN 1000, client 7000.
+fn download(n: u32, timestamps: bool) -> Vec<(u64, Toward, Segment)> {
+    let mut ev = Vec::new();
+    for i in 0..n {
+        let t = u64::from(i) * 1000;
+        let mut d = data(1000 + i * MSS, 7000, MSS);
+        let mut a = pure_ack(7000, 1000 + (i + 1) * MSS);
+        if timestamps {
+            // Server TSval = its ms clock; the client's ACK echoes it (RFC 7323 §4.3) and
+            // carries the client's clock (1,000,000 + µs, unique per ACK). The server
+            // echoes the newest client TSval that reached it: the ACK that passed the
+            // middlebox at least 6.5 ms (the server half) before this segment.
+            let echoed = (0..i).rev().map(|j| u64::from(j) * 1000 + 20_500).find(|&ta| ta + 6_500 <= t);
+            d.ts = Some((i, echoed.map_or(0, |ta| 1_000_000 + ta as u32)));
+            a.ts = Some((1_000_000 + (t + 20_500) as u32, i));
+        }
+        ev.push((t, Toward::Client, d));
+        ev.push((t + 20_500, Toward::Server, a));
+    }
+    ev
+}
+
+mod handshake {
+    use super::*;
+
+    #[test]
+    fn syn_synack_ack_times_both_halves() {
+        let mut m = monitor();
+        let syn = Segment { seq: 100, syn: true, wire_len: 60, ..Segment::default() };
+        let synack =
+            Segment { seq: 5000, ack: 101, has_ack: true, syn: true, wire_len: 60, ..Segment::default() };
+        let ack = pure_ack(101, 5001);
+        replay(
+            &mut m,
+            vec![(0, Toward::Server, syn), (6_500, Toward::Client, synack), (27_000, Toward::Server, ack)],
+        );
+        let v = m.view(at_us(27_000), &1).unwrap();
+        assert_eq!(v.server_half, Some(ms(6.5)), "SYN → SYN/ACK is the server half");
+        assert_eq!(v.client_half, Some(ms(20.5)), "SYN/ACK → first ACK is the client half");
+        assert_eq!((v.rtt, v.partial, v.samples), (Some(ms(27.0)), false, (1, 1)));
+    }
+
+    #[test]
+    fn a_retransmitted_syn_gives_no_sample() {
+        // Karn: the SYN/ACK could answer either SYN.
+        let mut m = monitor();
+        let syn = Segment { seq: 100, syn: true, wire_len: 60, ..Segment::default() };
+        let synack =
+            Segment { seq: 5000, ack: 101, has_ack: true, syn: true, wire_len: 60, ..Segment::default() };
+        replay(
+            &mut m,
+            vec![
+                (0, Toward::Server, syn),
+                (1_000_000, Toward::Server, syn),
+                (1_006_500, Toward::Client, synack),
+            ],
+        );
+        let v = m.view(at_us(1_006_500), &1).unwrap();
+        assert_eq!(v.server_half, None);
+        assert_eq!(m.stats().ambiguous, 1);
+    }
+}
+
+mod data_and_acks {
+    use super::*;
+
+    #[test]
+    fn a_download_times_the_client_half_and_its_rates() {
+        let mut m = monitor();
+        replay(&mut m, download(1000, false));
+        let now = at_us(1_020_500);
+        let v = m.view(now, &1).unwrap();
+        assert_eq!(v.client_half, Some(ms(20.5)));
+        assert_eq!(v.samples.0, 1000, "one sample per ACK, pending never full (≈ 21 in flight < 64)");
+        // 1500 B per ms toward the client: 12 Mbit/s over the 1-s window ending at
+        // 1.0205 s — the sub-windows 0.1..1.0 s (900 segments) plus the first 20.5 ms of
+        // the 1.0-s one (none: the last segment passed at 0.999 s) → 900 · 1500 · 8 / 0.9205 s.
+        let expect = 900.0 * 1500.0 * 8.0 / 0.9205;
+        assert!((v.rate_bps - expect).abs() < 1.0, "{} vs {expect}", v.rate_bps);
+        assert!(v.rate_up_bps > 0.0 && v.rate_up_bps < v.rate_bps / 20.0);
+        assert_eq!(v.features.full_share, 1.0);
+        assert!((v.features.size_mean - 1500.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn a_half_never_timed_counts_as_zero_and_is_flagged() {
+        // One-way data, no timestamps, no handshake: nothing toward the server is ever
+        // answered, so the server half has no sample (docs/qds.md).
+        let mut m = monitor();
+        replay(&mut m, download(50, false));
+        let v = m.view(at_us(70_000), &1).unwrap();
+        assert_eq!((v.server_half, v.client_half), (None, Some(ms(20.5))));
+        assert_eq!(v.rtt, Some(ms(20.5)));
+        assert!(v.partial);
+        // And no sample at all: no RTT.
+        let mut m = monitor();
+        m.observe(at_us(0), 1, Toward::Client, &data(1, 1, 100));
+        let v = m.view(at_us(0), &1).unwrap();
+        assert_eq!((v.rtt, v.partial), (None, false));
+    }
+
+    #[test]
+    fn karn_discards_samples_a_retransmission_makes_ambiguous() {
+        // Segments 0..10 at 0..9 ms; segment 3 is lost. The client ACKs 0, 1, 2 at +20.5 ms
+        // and then repeats ACK 3 (duplicates). Segment 3 is retransmitted at 40 ms; its
+        // cumulative ACK covering everything comes back at 60.5 ms. Without Karn that ACK
+        // would give a 60.5 − 9 = 51.5 ms sample; with it, the three 20.5-ms samples stay.
+        let mut m = monitor();
+        let mut ev = Vec::new();
+        for i in 0..10u32 {
+            let t = u64::from(i) * 1000;
+            ev.push((t, Toward::Client, data(1000 + i * MSS, 7000, MSS)));
+            let acked = if i < 3 { i + 1 } else { 3 };
+            ev.push((t + 20_500, Toward::Server, pure_ack(7000, 1000 + acked * MSS)));
+        }
+        ev.push((40_000, Toward::Client, data(1000 + 3 * MSS, 7000, MSS)));
+        ev.push((60_500, Toward::Server, pure_ack(7000, 1000 + 10 * MSS)));
+        replay(&mut m, ev);
+        let v = m.view(at_us(60_500), &1).unwrap();
+        assert_eq!(v.client_half, Some(ms(20.5)), "RFC 6298 §3 (Karn): no sample from a retransmitted range");
+        assert_eq!(v.samples.0, 3);
+        assert_eq!(m.stats().ambiguous, 7, "segments 3..9 were pending");
+    }
+
+    #[test]
+    fn keep_alives_are_neither_timed_nor_retransmissions() {
+        // After the download is acknowledged (SND.UNA = 1000 + 5·MSS), a 1-byte probe at
+        // SND.UNA − 1 (RFC 9293 §3.8.4), answered 20.5 ms later by a duplicate ACK.
+        let mut m = monitor();
+        let mut ev = download(5, false);
+        let una = 1000 + 5 * MSS;
+        ev.push((100_000, Toward::Client, data(una - 1, 7000, 1)));
+        ev.push((100_000 + 20_500, Toward::Server, pure_ack(7000, una)));
+        replay(&mut m, ev);
+        let s = m.stats();
+        assert_eq!((s.keepalives, s.ambiguous, s.samples_seq), (1, 0, 5));
+    }
+
+    #[test]
+    fn sequence_numbers_wrap() {
+        // The download starts 3 segments below 2^32.
+        let mut m = monitor();
+        let isn = 0u32.wrapping_sub(3 * MSS);
+        for i in 0..6u32 {
+            let t = u64::from(i) * 1000;
+            m.observe(at_us(t), 1, Toward::Client, &data(isn.wrapping_add(i * MSS), 7000, MSS));
+        }
+        // One cumulative ACK past the wrap, 20.5 ms after the last segment.
+        m.observe(at_us(25_500), 1, Toward::Server, &pure_ack(7000, isn.wrapping_add(6 * MSS)));
+        let v = m.view(at_us(25_500), &1).unwrap();
+        assert_eq!(v.client_half, Some(ms(20.5)), "the newest covered segment is timed");
+        assert_eq!(m.stats().ambiguous, 0, "no false retransmission at the wrap");
+    }
+
+    #[test]
+    fn pending_samples_are_bounded() {
+        let mut m = FlowMonitor::new(MonitorConfig { max_pending: 4, ..MonitorConfig::default() });
+        for i in 0..10u32 {
+            let mut d = data(1000 + i * MSS, 7000, MSS);
+            d.ts = Some((i, 0));
+            m.observe(at_us(u64::from(i) * 1000), 1, Toward::Client, &d);
+        }
+        assert_eq!(m.pending(&1, Toward::Client), (4, 4));
+        // The ACK of the first four closes the sub-sample (the 4th segment, at 3 ms);
+        // sending resumes timing.
+        m.observe(at_us(23_500), 1, Toward::Server, &pure_ack(7000, 1000 + 4 * MSS));
+        assert_eq!(m.view(at_us(23_500), &1).unwrap().client_half, Some(ms(20.5)));
+        assert_eq!(m.pending(&1, Toward::Client).0, 0);
+        m.observe(at_us(24_000), 1, Toward::Client, &data(1000 + 10 * MSS, 7000, MSS));
+        assert_eq!(m.pending(&1, Toward::Client).0, 1);
+    }
+}
+
+mod timestamps {
+    use super::*;
+
+    #[test]
+    fn echoes_time_the_half_without_data() {
+        // The same one-way download with RFC 7323 timestamps: the client's pure ACKs carry
+        // TSvals the server echoes, which times the server half.
+        let mut m = monitor();
+        replay(&mut m, download(200, true));
+        let v = m.view(at_us(220_000), &1).unwrap();
+        assert_eq!(v.server_half, Some(ms(6.5)), "TSval toward the server → its TSecr back");
+        assert_eq!(v.client_half, Some(ms(20.5)));
+        assert_eq!((v.rtt, v.partial), (Some(ms(27.0)), false));
+        assert!(m.stats().samples_ts > 150, "{:?}", m.stats());
+    }
+
+    #[test]
+    fn a_tsecr_without_the_ack_flag_is_ignored() {
+        // RFC 7323 §3.2: TSecr is only valid with ACK set.
+        let mut m = monitor();
+        m.observe(
+            at_us(0),
+            1,
+            Toward::Server,
+            &Segment { ts: Some((50, 0)), wire_len: 52, ..Segment::default() },
+        );
+        let mut rogue = Segment { seq: 9, ts: Some((1, 50)), wire_len: 52, ..Segment::default() };
+        m.observe(at_us(5_000), 1, Toward::Client, &rogue);
+        assert_eq!(m.view(at_us(5_000), &1).unwrap().server_half, None);
+        rogue.has_ack = true;
+        m.observe(at_us(6_500), 1, Toward::Client, &rogue);
+        assert_eq!(m.view(at_us(6_500), &1).unwrap().server_half, Some(ms(6.5)));
+    }
+}
+
+mod lifecycle {
+    use super::*;
+
+    fn touch(m: &mut FlowMonitor<u32>, t_ms: u64, key: u32) {
+        m.observe(at_us(t_ms * 1000), key, Toward::Client, &data(1, 1, 100));
+    }
+
+    #[test]
+    fn a_new_flow_beyond_the_limit_evicts_the_least_recently_seen() {
+        let mut m = FlowMonitor::new(MonitorConfig { max_flows: 2, ..MonitorConfig::default() });
+        touch(&mut m, 0, 1);
+        touch(&mut m, 5, 2);
+        touch(&mut m, 10, 1);
+        touch(&mut m, 15, 3);
+        assert_eq!(m.views(at_us(15_000)).iter().map(|(k, _)| *k).collect::<Vec<_>>(), [1, 3]);
+        assert_eq!((m.len(), m.stats().evicted), (2, 1));
+    }
+
+    #[test]
+    fn idle_flows_expire() {
+        let mut m =
+            FlowMonitor::new(MonitorConfig { idle_timeout: Duration::from_secs(1), ..Default::default() });
+        touch(&mut m, 0, 1);
+        touch(&mut m, 900, 2);
+        m.expire(at_us(1_000_000));
+        assert_eq!(m.len(), 2, "exactly the timeout is not idle yet");
+        m.expire(at_us(1_500_000));
+        assert_eq!(m.views(at_us(1_500_000)).iter().map(|(k, _)| *k).collect::<Vec<_>>(), [2]);
+        assert_eq!(m.stats().expired, 1);
+        m.expire(at_us(2_000_000));
+        assert!(m.is_empty());
+    }
+
+    #[test]
+    fn fin_both_ways_or_rst_ends_a_flow() {
+        let mut m = monitor();
+        touch(&mut m, 0, 1);
+        m.observe(at_us(1_000), 1, Toward::Client, &Segment { fin: true, ..data(101, 1, 0) });
+        assert!(m.view(at_us(1_000), &1).is_some(), "half-closed: still a flow");
+        m.observe(at_us(2_000), 1, Toward::Server, &Segment { fin: true, ..data(1, 102, 0) });
+        assert!(m.view(at_us(2_000), &1).is_none(), "FIN both ways: gone from the views");
+        // The last ACK does not bring it back; expire frees it.
+        m.observe(at_us(3_000), 1, Toward::Client, &pure_ack(102, 2));
+        assert!(m.views(at_us(3_000)).is_empty());
+        assert_eq!(m.len(), 1);
+        m.expire(at_us(3_000));
+        assert_eq!((m.len(), m.stats().closed), (0, 1));
+
+        touch(&mut m, 10, 2);
+        m.observe(at_us(11_000), 2, Toward::Server, &Segment { rst: true, ..Segment::default() });
+        assert!(m.view(at_us(11_000), &2).is_none(), "RST: gone at once");
+        // A SYN on the same key is a new connection.
+        m.observe(at_us(12_000), 2, Toward::Server, &Segment { seq: 5, syn: true, ..Segment::default() });
+        assert!(m.view(at_us(12_000), &2).is_some());
+        assert_eq!(m.stats().flows_started, 3);
+    }
+
+    #[test]
+    fn views_come_in_key_order() {
+        let mut m = monitor();
+        for k in [5, 1, 9, 3] {
+            touch(&mut m, u64::from(k), k);
+        }
+        assert_eq!(m.views(at_us(10_000)).iter().map(|(k, _)| *k).collect::<Vec<_>>(), [1, 3, 5, 9]);
+    }
+}
