@@ -312,3 +312,73 @@ mod lifecycle {
         assert_eq!(m.views(at_us(10_000)).iter().map(|(k, _)| *k).collect::<Vec<_>>(), [1, 3, 5, 9]);
     }
 }
+
+mod properties {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn segment() -> impl Strategy<Value = (u32, bool, u8, Segment)> {
+        // Small sequence space so ranges overlap, ACKs cover sends and TSvals repeat.
+        (
+            0u32..6,
+            any::<bool>(),
+            0u8..64,
+            0u32..5000,
+            0u32..5000,
+            any::<u8>(),
+            0u32..3000,
+            proptest::option::of((0u32..50, 0u32..50)),
+        )
+            .prop_map(|(key, to_client, dt, seq, ack, flags, payload, ts)| {
+                let seg = Segment {
+                    seq,
+                    ack,
+                    has_ack: flags & 1 != 0,
+                    syn: flags & 2 != 0 && flags & 0x30 == 0,
+                    fin: flags & 4 != 0 && flags & 0x40 == 0,
+                    rst: flags & 8 != 0 && flags & 0x80 == 0 && flags & 0x10 != 0,
+                    payload,
+                    wire_len: payload + 40,
+                    ts,
+                };
+                (key, to_client, dt, seg)
+            })
+    }
+
+    proptest! {
+        /// Any packet sequence: no panic, memory within its bounds, no half longer than
+        /// the time since the flow started, views in key order.
+        #[test]
+        fn arbitrary_traffic_stays_within_bounds(events in proptest::collection::vec(segment(), 1..300)) {
+            let cfg = MonitorConfig { max_flows: 4, max_pending: 3, rtt_samples: 2, ..MonitorConfig::default() };
+            let mut m = FlowMonitor::new(cfg);
+            let mut now = Instant::ZERO;
+            for (i, (key, to_client, dt, seg)) in events.iter().enumerate() {
+                now += Duration::from_micros(u64::from(*dt) * 100);
+                let toward = if *to_client { Toward::Client } else { Toward::Server };
+                m.observe(now, *key, toward, seg);
+                prop_assert!(m.len() <= 4);
+                for k in 0..6 {
+                    if m.flows.contains_key(&k) {
+                        for t in [Toward::Client, Toward::Server] {
+                            let (p, q) = m.pending(&k, t);
+                            prop_assert!(p <= 3 && q <= 3);
+                        }
+                    }
+                }
+                if i % 50 == 49 {
+                    m.expire(now);
+                }
+            }
+            let views = m.views(now);
+            prop_assert!(views.windows(2).all(|w| w[0].0 < w[1].0));
+            for (_, v) in views {
+                for h in [v.client_half, v.server_half].into_iter().flatten() {
+                    prop_assert!(h <= now.saturating_since(Instant::ZERO));
+                }
+                prop_assert!(v.rate_bps.is_finite() && v.rate_bps >= 0.0);
+                prop_assert!(v.features.as_array().iter().all(|x| x.is_finite() && *x >= 0.0));
+            }
+        }
+    }
+}
