@@ -382,3 +382,151 @@ mod properties {
         }
     }
 }
+
+/// The monitor in the middle of thinwan's own TCP sender and receiver: what it measures
+/// against what the path is.
+mod with_tcp {
+    use super::*;
+    use crate::tcp::{Ack, DataSegment, Receiver, ReceiverConfig, Sender, SenderConfig};
+
+    /// A 2-MB transfer across server ─3 ms─ middlebox ─10 ms─ client (one way); data
+    /// packet `lose` (1-based, none if 0) is lost after the middlebox, as a drop at the
+    /// downlink's queue would be. Returns every client-half sample and the monitor.
+    fn transfer(lose: u64, delayed_ack: bool) -> (Vec<Duration>, FlowMonitor<u32>) {
+        let (server_leg, client_leg) = (Duration::from_millis(3), Duration::from_millis(10));
+        let mut s = Sender::new(SenderConfig::default());
+        let mut r = Receiver::new(ReceiverConfig { delayed_ack, ..ReceiverConfig::default() });
+        let mut m = FlowMonitor::new(MonitorConfig { rtt_samples: 1, ..MonitorConfig::default() });
+        s.write(2 << 20);
+        // In flight: (arrival time, where: 0 middlebox→client, 1 server→middlebox,
+        // 2 client→middlebox, 3 middlebox→server, the packet).
+        let mut data: Vec<(Instant, u8, DataSegment)> = Vec::new();
+        let mut acks: Vec<(Instant, u8, Ack)> = Vec::new();
+        let mut samples = Vec::new();
+        let mut sent = 0u64;
+        let mut now = Instant::ZERO;
+        for _ in 0..1_000_000 {
+            s.handle_timeout(now);
+            r.handle_timeout(now);
+            let mut arrived: Vec<(Instant, u8, DataSegment)> = Vec::new();
+            data.retain(|x| {
+                if x.0 <= now {
+                    arrived.push(*x);
+                    false
+                } else {
+                    true
+                }
+            });
+            for (_, hop, seg) in arrived {
+                if hop == 1 {
+                    // At the middlebox: observed, then forwarded (or lost after it).
+                    sent += 1;
+                    let payload = seg.len;
+                    let wire = Segment {
+                        seq: seg.seq as u32,
+                        ack: 1,
+                        has_ack: true,
+                        payload,
+                        wire_len: payload + 40,
+                        ..Segment::default()
+                    };
+                    m.observe(now, 1, Toward::Client, &wire);
+                    if sent != lose {
+                        data.push((now + client_leg, 0, seg));
+                    }
+                } else {
+                    r.handle_segment(now, &seg);
+                }
+            }
+            let mut arrived: Vec<(Instant, u8, Ack)> = Vec::new();
+            acks.retain(|x| {
+                if x.0 <= now {
+                    arrived.push(*x);
+                    false
+                } else {
+                    true
+                }
+            });
+            for (_, hop, a) in arrived {
+                if hop == 2 {
+                    let before = m.view(now, &1).map_or(0, |v| v.samples.0);
+                    m.observe(
+                        now,
+                        1,
+                        Toward::Server,
+                        &Segment {
+                            seq: 1,
+                            ack: a.ack as u32,
+                            has_ack: true,
+                            wire_len: 40,
+                            ..Segment::default()
+                        },
+                    );
+                    let v = m.view(now, &1).unwrap();
+                    if v.samples.0 > before {
+                        samples.push(v.client_half.unwrap());
+                    }
+                    acks.push((now + server_leg, 3, a));
+                } else {
+                    s.handle_ack(now, &a);
+                }
+            }
+            while let Some(seg) = s.poll_transmit(now) {
+                data.push((now + server_leg, 1, seg));
+            }
+            while let Some(a) = r.poll_ack() {
+                acks.push((now + client_leg, 2, a));
+            }
+            let next = [
+                s.poll_timeout(),
+                r.poll_timeout(),
+                data.iter().map(|x| x.0).min(),
+                acks.iter().map(|x| x.0).min(),
+            ]
+            .into_iter()
+            .flatten()
+            .min();
+            match next {
+                Some(t) => now = t.max(now),
+                None => break,
+            }
+        }
+        assert_eq!(s.snd_una(), 2 << 20, "the transfer completed");
+        (samples, m)
+    }
+
+    #[test]
+    fn every_sample_is_the_client_leg_despite_losses() {
+        // No delayed ACK: each ACK answers the newest segment at once, so every sample is
+        // exactly 2 × 10 ms — unless Karn lets through one answered by a retransmission.
+        // Packet 50 is repaired by fast retransmit; packet 1437, the last, by the
+        // retransmission timer (nothing follows it to cause duplicate ACKs): its covering
+        // ACK comes an RTO after the first copy.
+        for lose in [50, 1437] {
+            let (samples, m) = transfer(lose, false);
+            // ~1,440 segments in a few round trips of bursts, each burst arriving at one
+            // instant and answered by one cumulative ACK: 45 ACKs without loss, 127 with
+            // the recovery from the loss of packet 50.
+            assert!(samples.len() > 40, "lost {lose}: {} samples", samples.len());
+            let wrong: Vec<_> = samples.iter().filter(|s| **s != Duration::from_millis(20)).collect();
+            assert!(wrong.is_empty(), "lost {lose}: RFC 6298 §3 (Karn): {wrong:?}");
+            assert!(m.stats().ambiguous > 0, "lost {lose}: the retransmission discarded pending samples");
+            let v = m.view(Instant::MAX, &1).unwrap();
+            assert!(v.partial && v.server_half.is_none(), "one-way traffic: the server half is never timed");
+        }
+    }
+
+    #[test]
+    fn with_delayed_acks_the_median_is_the_client_leg() {
+        // Delayed ACKs (every second segment, or after 40 ms): the sample of an ACK sent
+        // on the timer includes the wait, as the sender's own RTT does; the median stays
+        // at the path's 20 ms.
+        let (mut samples, _) = transfer(120, true);
+        samples.sort();
+        assert_eq!(samples[samples.len() / 2], Duration::from_millis(20));
+        assert!(
+            samples.iter().all(|s| *s >= Duration::from_millis(20) && *s <= Duration::from_millis(61)),
+            "{samples:?}"
+        );
+    }
+}
