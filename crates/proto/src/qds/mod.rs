@@ -18,3 +18,6 @@
 pub mod classify;
 pub mod controller;
 pub mod monitor;
+
+#[cfg(test)]
+mod pipeline_tests;
