@@ -114,5 +114,5 @@ fn the_plan_puts_video_before_data_and_fills_the_link() {
     assert_eq!(p.class_of, vec![(0, 2), (1, 7), (2, 2)]);
     assert!(p.weights[2] > p.weights[7], "{:?}", p.weights);
     let total: u64 = p.rates.iter().map(|r| r.rate_bps).sum();
-    assert!(total <= 20_000_000 && total >= 20_000_000 - 10, "{total}");
+    assert!((20_000_000 - 10..=20_000_000).contains(&total), "{total}");
 }
