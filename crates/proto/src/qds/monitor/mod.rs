@@ -266,12 +266,13 @@ impl<K: Ord + Copy> FlowMonitor<K> {
                 f
             }
         };
-        if flow.tick != tick {
+        // Only forward: a packet slightly out of time order does not make a flow older.
+        if flow.tick < tick {
             self.lru.remove(&(flow.tick, key));
             self.lru.insert((tick, key));
             flow.tick = tick;
         }
-        flow.last_seen = now;
+        flow.last_seen = flow.last_seen.max(now);
         let (d, r) = (toward.index(), toward.reverse().index());
         flow.rates[d].add(now, seg.wire_len, self.rate_width);
         if toward == Toward::Client && seg.payload > 0 {

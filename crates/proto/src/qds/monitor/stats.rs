@@ -108,7 +108,9 @@ pub(super) struct Shape {
 impl Shape {
     /// A payload packet of `wire_len` bytes toward the client at `now`.
     pub(super) fn add(&mut self, now: Instant, wire_len: u32, window: u64) {
-        let w = now.as_nanos() / window;
+        // A packet slightly out of time order (two capture interfaces) counts in the
+        // current window rather than wiping it.
+        let w = (now.as_nanos() / window).max(self.cur_no);
         if w != self.cur_no {
             self.prev = if w == self.cur_no + 1 { self.cur } else { Acc::default() };
             self.cur = Acc::default();
@@ -225,5 +227,19 @@ mod tests {
         // Gaps: per burst 3 of 100 µs and one of 9700 µs (except before the first).
         let mean = (150.0 * 100.0 + 49.0 * 9700.0) / 199.0;
         assert!((f.iat_mean_us - mean).abs() < 1e-6, "{f:?}");
+    }
+
+    #[test]
+    fn a_packet_slightly_out_of_order_does_not_wipe_the_window() {
+        // Two capture interfaces: a packet stamped 0.2 ms before the previous one, across
+        // a window boundary.
+        let window = 1_000_000_000;
+        let mut s = Shape::default();
+        s.add(ms(500), 1000, window);
+        s.add(Instant::from_nanos(1_000_100_000), 1000, window);
+        s.add(Instant::from_nanos(999_900_000), 1000, window);
+        let f = s.features(Instant::from_nanos(1_000_200_000), window);
+        assert_eq!(f.size_mean, 1000.0);
+        assert_eq!(f.burst_pkts, 1.5, "3 packets in 2 bursts: none lost");
     }
 }
