@@ -290,7 +290,7 @@ impl<K: Ord + Copy> FlowMonitor<K> {
             }
         }
         // And it is itself a send toward `toward`, to be answered by that end.
-        let len = seg.payload + u32::from(seg.syn) + u32::from(seg.fin);
+        let len = seg.payload.saturating_add(u32::from(seg.syn) + u32::from(seg.fin));
         match flow.halves[d].on_sent(now, seg.seq, len, seg.ts.map(|(v, _)| v), seg.syn, self.cfg.max_pending)
         {
             Sent::Normal => {}
