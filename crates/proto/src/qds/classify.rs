@@ -111,6 +111,12 @@ impl Features {
         ]
     }
 
+    /// No payload toward the client in the window: nothing to classify on (drivers keep
+    /// the flow's previous type rather than trust a prediction from zeros).
+    pub fn is_idle(&self) -> bool {
+        self.size_mean == 0.0
+    }
+
     /// `ln(1 + x)` of each feature (negative and NaN read as 0): the model's scale.
     pub fn log_scaled(&self) -> [f64; N_FEATURES] {
         self.as_array().map(|x| x.max(0.0).ln_1p())

@@ -137,6 +137,8 @@ mod data_and_acks {
         m.observe(at_us(0), 1, Toward::Client, &data(1, 1, 100));
         let v = m.view(at_us(0), &1).unwrap();
         assert_eq!((v.rtt, v.partial), (None, false));
+        assert!(!v.features.is_idle());
+        assert!(m.view(at_us(5_000_000), &1).unwrap().features.is_idle(), "nothing in the last two windows");
     }
 
     #[test]
