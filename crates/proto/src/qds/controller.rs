@@ -20,6 +20,8 @@ use serde::{Deserialize, Serialize};
 use crate::qds::classify::AppType;
 use crate::time::Duration;
 
+/// The class scheduler's per-class rate and ceil, which [`plan`] fills (re-exported so
+/// a driver needs only this module).
 pub use crate::qdisc::ClassRate;
 
 /// How class weights are computed.
