@@ -261,3 +261,59 @@ def test_missing_interface_is_a_clear_error(tmp_path: Path) -> None:
     done = subprocess.run([str(find_binary("thinwan-qds")), str(cfg)], capture_output=True, text=True, timeout=30)
     assert done.returncode == 1
     assert done.stderr.startswith('thinwan-qds: downlink: no interface "nosuch-l"'), done.stderr
+
+
+def test_qds_controller_on_live_flows(tmp_path: Path) -> None:
+    """controller = "qds" with the oracle table: the monitor times both flows, the
+    controller places them, HTB gets their filters, and the metrics say so."""
+    settings = QdsSettings(
+        capacity_mbps=20.0, controller="qds", oracle_ports={5001: "video", 5002: "data"}, metrics="127.0.0.1:9464"
+    )
+    with middlebox_chain(tmp_path / "lab", client_delay_ms=5.0) as chain:
+        dev = chain.tun["last_hop"]
+        daemon = QdsDaemon(chain, settings)
+        daemon.start()
+        flows = [start_bulk_flow(chain, port, 6.0, tmp_path) for port in (5001, 5002)]
+        time.sleep(4.0)
+        # Flows move between classes as their RTTs change: compare the metrics with the
+        # filters only when the filters did not change around the scrape.
+        for _ in range(20):
+            before = sorted(f["flowid"] for f in tc_filters(chain, dev))
+            metrics = scrape(chain, "127.0.0.1:9464")
+            filters = tc_filters(chain, dev)
+            if sorted(f["flowid"] for f in filters) == before:
+                break
+        classes = tc_classes(chain, dev)
+        assert len(classes) == 11  # the root class and m = 10 budget classes
+        assert metrics['thinwan_qds_flows_by_type{type="video"}'] == 1
+        assert metrics['thinwan_qds_flows_by_type{type="data"}'] == 1
+        per_class = {k: v for k, v in metrics.items() if k.startswith("thinwan_qds_flows{")}
+        assert sum(per_class.values()) == 2
+        # Each flow's filter points at the class the metrics count it in.
+        assert len(filters) == 2
+        for f in filters:
+            k = int(f["flowid"].split(":")[1], 16) - 0x10
+            assert per_class[f'thinwan_qds_flows{{class="{k}"}}'] >= 1, (f, per_class)
+        # RTT estimates: at least the two client-side delays (2 × 5 ms), from both flows.
+        n, total = metrics["thinwan_qds_flow_rtt_seconds_count"], metrics["thinwan_qds_flow_rtt_seconds_sum"]
+        assert n > 20 and total / n > 0.010, (n, total)
+        assert metrics["thinwan_qds_netlink_errors_total"] == 0
+        stats = daemon.stop()
+        assert stats is not None and stats["peak_flows"] == 2 and stats["netlink_errors"] == 0
+        print("qds controller, 2 bulk flows:", json.dumps(stats))
+        for pump, sink in flows:
+            pump.wait(timeout=60)
+            sink.wait(timeout=60)
+        assert "htb" not in chain.run("middle", ["tc", "qdisc", "show", "dev", dev]).stdout
+
+
+def scrape(chain, addr: str) -> dict[str, float]:
+    """The daemon's metrics, fetched inside the middle namespace: sample name → value."""
+    code = f"import urllib.request; print(urllib.request.urlopen('http://{addr}/metrics', timeout=5).read().decode())"
+    text = chain.run("middle", [sys.executable, "-c", code]).stdout
+    out = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            name, value = line.rsplit(" ", 1)
+            out[name] = float(value)
+    return out

@@ -13,10 +13,11 @@
 //! never read), and the IP total length gives the size on the wire.
 
 use std::io;
-use std::net::Ipv4Addr;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 
-use etherparse::{IpNumber, Ipv4HeaderSlice, TcpHeaderSlice, TcpOptionElement};
+use pcap_file::DataLink;
+use thinwan_capture::ip::{parse, Frame, TcpPacket};
+pub use thinwan_proto::qds::monitor::Toward;
 
 /// Bytes of each packet copied to user space: an IPv4 header with options (60) and a
 /// TCP header with options (60).
@@ -24,76 +25,13 @@ pub const SNAP: usize = 128;
 const PACKET_IGNORE_OUTGOING: libc::c_int = 23;
 const ETH_P_IP: u16 = 0x0800;
 
-/// Which way a packet crosses the middlebox (mirrors the monitor's `Toward`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Dir {
-    /// Server → client (arrived on the uplink).
-    ToClient,
-    /// Client → server (arrived on the downlink).
-    ToServer,
-}
-
-/// The header fields of one captured TCP/IPv4 packet.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct TcpInfo {
-    /// IP source.
-    pub src: Ipv4Addr,
-    /// IP destination.
-    pub dst: Ipv4Addr,
-    /// TCP source port.
-    pub sport: u16,
-    /// TCP destination port.
-    pub dport: u16,
-    /// Sequence number.
-    pub seq: u32,
-    /// Acknowledgement number.
-    pub ack: u32,
-    /// ACK flag.
-    pub has_ack: bool,
-    /// SYN flag.
-    pub syn: bool,
-    /// FIN flag.
-    pub fin: bool,
-    /// RST flag.
-    pub rst: bool,
-    /// TCP payload bytes (from the IP length, so the snap length does not shorten it).
-    pub payload: u32,
-    /// IP total length.
-    pub wire_len: u32,
-    /// Timestamps option (RFC 7323 §3): (TSval, TSecr).
-    pub ts: Option<(u32, u32)>,
-}
-
-/// Parse an IPv4 packet's headers; `None` for anything but an unfragmented TCP
-/// segment (or its first fragment) with complete headers.
-pub fn parse_ipv4_tcp(ip: &[u8]) -> Option<TcpInfo> {
-    let h = Ipv4HeaderSlice::from_slice(ip).ok()?;
-    if h.protocol() != IpNumber::TCP || h.fragments_offset().value() != 0 {
-        return None;
+/// A captured packet's headers: thinwan-capture's parser, the one `thinwan analyze`
+/// uses on pcap files (link type RAW: the socket hands us bare IP).
+pub fn parse_tcp(ip: &[u8]) -> Option<TcpPacket> {
+    match parse(DataLink::RAW, ip) {
+        Frame::Tcp(p) => Some(p),
+        Frame::Other | Frame::UnknownLink => None,
     }
-    let hl = usize::from(h.ihl()) * 4;
-    let t = TcpHeaderSlice::from_slice(ip.get(hl..)?).ok()?;
-    let wire_len = u32::from(h.total_len());
-    let payload = wire_len.saturating_sub((hl + usize::from(t.data_offset()) * 4) as u32);
-    let ts = t.options_iterator().find_map(|o| match o {
-        Ok(TcpOptionElement::Timestamp(v, e)) => Some((v, e)),
-        _ => None,
-    });
-    Some(TcpInfo {
-        src: h.source_addr(),
-        dst: h.destination_addr(),
-        sport: t.source_port(),
-        dport: t.destination_port(),
-        seq: t.sequence_number(),
-        ack: t.acknowledgment_number(),
-        has_ack: t.ack(),
-        syn: t.syn(),
-        fin: t.fin(),
-        rst: t.rst(),
-        payload,
-        wire_len,
-        ts,
-    })
 }
 
 /// Packets read per `recvmmsg(2)` call.
@@ -107,8 +45,8 @@ pub struct Captured {
     /// When the kernel received it, ns since the Unix epoch (`SO_TIMESTAMPNS`); 0 if the
     /// kernel gave none.
     pub stamp_ns: u64,
-    /// Its headers, `None` for a packet that is not TCP/IPv4.
-    pub tcp: Option<TcpInfo>,
+    /// Its headers, `None` for a packet that is not TCP.
+    pub tcp: Option<TcpPacket>,
 }
 
 /// A non-blocking AF_PACKET socket on one interface.
@@ -120,14 +58,14 @@ pub struct Captured {
 pub struct Capture {
     fd: OwnedFd,
     /// Direction of every packet this socket receives.
-    pub dir: Dir,
+    pub dir: Toward,
     bufs: Box<[[u8; SNAP]; BATCH]>,
     cmsgs: Box<[[u8; CMSG_ROOM]; BATCH]>,
 }
 
 impl Capture {
     /// Open a capture on interface `ifindex` whose arriving packets travel `dir`.
-    pub fn open(ifindex: u32, dir: Dir) -> io::Result<Capture> {
+    pub fn open(ifindex: u32, dir: Toward) -> io::Result<Capture> {
         let proto = ETH_P_IP.to_be();
         // SAFETY: plain socket(2); checked below.
         let fd = unsafe {
@@ -200,7 +138,7 @@ impl Capture {
         let n = n as usize;
         for (i, m) in msgs.iter().enumerate().take(n) {
             let len = (m.msg_len as usize).min(SNAP);
-            out.push(Captured { stamp_ns: stamp(&m.msg_hdr), tcp: parse_ipv4_tcp(&self.bufs[i][..len]) });
+            out.push(Captured { stamp_ns: stamp(&m.msg_hdr), tcp: parse_tcp(&self.bufs[i][..len]) });
         }
         Ok(n)
     }
@@ -253,7 +191,7 @@ fn setsockopt(fd: RawFd, level: libc::c_int, opt: libc::c_int, v: libc::c_int) -
 #[cfg(test)]
 mod tests {
     use super::*;
-    use etherparse::PacketBuilder;
+    use etherparse::{PacketBuilder, TcpOptionElement};
 
     #[test]
     fn headers_and_timestamps_are_read_payload_length_from_ip() {
@@ -262,17 +200,15 @@ mod tests {
             .ack(77)
             .options(&[TcpOptionElement::Timestamp(11, 22)])
             .unwrap();
-        let payload = [0u8; 1000];
         let mut v = Vec::new();
-        b.write(&mut v, &payload).unwrap();
+        b.write(&mut v, &[0u8; 1000]).unwrap();
         // Snap length: only the headers reach us.
-        let t = parse_ipv4_tcp(&v[..SNAP]).unwrap();
+        let t = parse_tcp(&v[..SNAP]).unwrap();
         assert_eq!((t.sport, t.dport, t.seq, t.ack), (5001, 40000, 1000, 77));
-        assert!(t.has_ack && !t.syn);
+        assert!(t.flags.ack && !t.flags.syn);
         assert_eq!(t.ts, Some((11, 22)));
         assert_eq!(t.payload, 1000);
-        assert_eq!(t.wire_len as usize, v.len());
-        assert_eq!(t.src, Ipv4Addr::new(198, 18, 1, 1));
+        assert_eq!(t.ip_len as usize, v.len());
     }
 
     #[test]
@@ -280,7 +216,7 @@ mod tests {
         let b = PacketBuilder::ipv4([1, 1, 1, 1], [2, 2, 2, 2], 64).udp(1, 2);
         let mut v = Vec::new();
         b.write(&mut v, &[1, 2, 3]).unwrap();
-        assert!(parse_ipv4_tcp(&v).is_none());
-        assert!(parse_ipv4_tcp(&[0x45, 0]).is_none());
+        assert!(parse_tcp(&v).is_none());
+        assert!(parse_tcp(&[0x45, 0]).is_none());
     }
 }

@@ -7,6 +7,8 @@ use std::net::{Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
+use thinwan_proto::qds::classify::AppType;
+use thinwan_proto::qds::controller::Variant;
 
 /// The whole configuration file.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -89,7 +91,7 @@ pub struct QdsKeys {
     /// Bandwidth term's weight (spec β).
     pub beta: f64,
     /// `delay_only`, `bandwidth_aware` or `demand_first`.
-    pub variant: String,
+    pub variant: Variant,
     /// Upper delay-budget bound of each class in ms, strictly increasing; empty = the
     /// controller's default (0..100 ms in 10-ms steps).
     pub bounds_ms: Vec<f64>,
@@ -97,7 +99,7 @@ pub struct QdsKeys {
 
 impl Default for QdsKeys {
     fn default() -> Self {
-        QdsKeys { alpha: 0.2, beta: 1.0, variant: "bandwidth_aware".into(), bounds_ms: Vec::new() }
+        QdsKeys { alpha: 0.2, beta: 1.0, variant: Variant::BandwidthAware, bounds_ms: Vec::new() }
     }
 }
 
@@ -108,8 +110,8 @@ pub struct ClassifierKeys {
     /// `"model"`: the trained classifier on the monitor's features; `"oracle"`: the
     /// static `[[classifier.oracle]]` table (the lab knows what it sends).
     pub mode: ClassifierMode,
-    /// Trained model (JSON written by training) for `mode = "model"`; absent = the
-    /// model shipped with thinwan.
+    /// Trained model (JSON written by training; `thinwan_proto::qds::classify::Model`),
+    /// required for `mode = "model"`.
     pub model: Option<PathBuf>,
     /// `mode = "oracle"`: flow → application type.
     pub oracle: Vec<OracleEntry>,
@@ -155,7 +157,7 @@ pub struct OracleEntry {
     pub flow: FlowMatch,
     /// Their application type: `video`, `audio`, `data` or `interactive`.
     #[serde(rename = "type")]
-    pub app: String,
+    pub app: AppType,
 }
 
 /// `[static]`: fixed classes.
@@ -245,11 +247,6 @@ impl fmt::Display for ConfigError {
 
 impl std::error::Error for ConfigError {}
 
-/// Application type names the oracle table accepts (the classifier's `AppType`).
-pub const APP_TYPES: [&str; 4] = ["video", "audio", "data", "interactive"];
-/// Controller variants (`thinwan_proto::qds::controller::Variant`).
-pub const VARIANTS: [&str; 3] = ["delay_only", "bandwidth_aware", "demand_first"];
-
 impl Config {
     /// Read and validate `path`.
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
@@ -294,12 +291,6 @@ impl Config {
         if self.servers.nets.is_empty() {
             return err("servers.nets", "name at least one server network".into());
         }
-        if !VARIANTS.contains(&self.qds.variant.as_str()) {
-            return err(
-                "qds.variant",
-                format!("{:?}: expected one of {}", self.qds.variant, VARIANTS.join(", ")),
-            );
-        }
         for (key, v) in [("qds.alpha", self.qds.alpha), ("qds.beta", self.qds.beta)] {
             if !(v.is_finite() && v >= 0.0) {
                 return err(key, format!("must be a non-negative number, got {v}"));
@@ -314,15 +305,15 @@ impl Config {
             if e.flow.port.is_none() && e.flow.address.is_none() {
                 return err(&key, "give a port or an address".into());
             }
-            if !APP_TYPES.contains(&e.app.as_str()) {
-                return err(
-                    &format!("{key}.type"),
-                    format!("{:?}: expected one of {}", e.app, APP_TYPES.join(", ")),
-                );
-            }
         }
         match self.controller {
             ControllerKind::Qds => {
+                if self.classifier.mode == ClassifierMode::Model && self.classifier.model.is_none() {
+                    return err(
+                        "classifier.model",
+                        "mode = \"model\" needs the trained model file (or use mode = \"oracle\")".into(),
+                    );
+                }
                 if self.classifier.mode == ClassifierMode::Oracle && self.classifier.oracle.is_empty() {
                     return err(
                         "classifier.oracle",
@@ -432,6 +423,11 @@ oracle = [{ port = 5001, type = "video" }, { address = "198.18.1.1", port = 5002
         assert!(e.starts_with("capacity_mbps:"), "{e}");
         let e = error_of(&GOOD.replace("\"video\"", "\"vdeo\""));
         assert!(e.starts_with("classifier.oracle[0].type:"), "{e}");
+        assert!(e.contains("vdeo") && e.contains("video"), "names the bad and the good values: {e}");
+        let e = error_of(&GOOD.replace("{ port = 5001, type", "{ prot = 5001, type"));
+        assert!(e.starts_with("classifier.oracle[0]") && e.contains("prot"), "{e}");
+        let e = error_of(&GOOD.replace("mode = \"oracle\"", "mode = \"model\""));
+        assert!(e.starts_with("classifier.model:"), "{e}");
         let e = error_of(&GOOD.replace("198.18.1.0/24", "198.18.1.1/24"));
         assert!(e.starts_with("servers.nets") && e.contains("host bits"), "{e}");
         let e = error_of(&GOOD.replace("delay_only", "fast"));

@@ -6,7 +6,11 @@ use std::collections::BTreeMap;
 
 use thinwan_proto::{Duration, Instant};
 
-use crate::capture::{Dir, TcpInfo};
+use std::net::IpAddr;
+
+use thinwan_capture::ip::TcpPacket;
+use thinwan_proto::qds::monitor::{Segment, Toward};
+
 use crate::config::{Config, StaticKeys};
 use crate::htb::Rate;
 use crate::tc::FiveTuple;
@@ -40,21 +44,19 @@ pub trait Control {
     fn classes(&self) -> usize;
     /// Class rates before any traffic.
     fn initial_rates(&self) -> Vec<Rate>;
-    /// One packet of `flow` travelling `dir`.
-    fn observe(&mut self, now: Instant, flow: FiveTuple, dir: Dir, pkt: &TcpInfo);
+    /// One packet of `flow` travelling `toward`.
+    fn observe(&mut self, now: Instant, flow: FiveTuple, toward: Toward, seg: &Segment);
     /// The period's decision.
     fn tick(&mut self, now: Instant) -> Decision;
 }
 
 /// The flow a packet belongs to, oriented server → client, if it is managed.
-pub fn flow_of(cfg: &Config, dir: Dir, p: &TcpInfo) -> Option<FiveTuple> {
-    let f = match dir {
-        Dir::ToClient => {
-            FiveTuple { server: p.src, server_port: p.sport, client: p.dst, client_port: p.dport }
-        }
-        Dir::ToServer => {
-            FiveTuple { server: p.dst, server_port: p.dport, client: p.src, client_port: p.sport }
-        }
+pub fn flow_of(cfg: &Config, toward: Toward, p: &TcpPacket) -> Option<FiveTuple> {
+    // IPv4 only: the u32 filters match IPv4 header offsets.
+    let (IpAddr::V4(src), IpAddr::V4(dst)) = (p.src, p.dst) else { return None };
+    let f = match toward {
+        Toward::Client => FiveTuple { server: src, server_port: p.sport, client: dst, client_port: p.dport },
+        Toward::Server => FiveTuple { server: dst, server_port: p.dport, client: src, client_port: p.sport },
     };
     cfg.is_server(f.server, f.server_port).then_some(f)
 }
@@ -93,7 +95,7 @@ impl Control for Static {
         self.rates()
     }
 
-    fn observe(&mut self, now: Instant, flow: FiveTuple, _dir: Dir, _pkt: &TcpInfo) {
+    fn observe(&mut self, now: Instant, flow: FiveTuple, _toward: Toward, _seg: &Segment) {
         self.seen.insert(flow, now);
     }
 
@@ -122,24 +124,6 @@ mod tests {
     use super::*;
     use crate::config::{FlowMatch, StaticFlow};
 
-    fn pkt(sport: u16, dport: u16) -> TcpInfo {
-        TcpInfo {
-            src: "198.18.1.1".parse().unwrap(),
-            dst: "198.18.2.1".parse().unwrap(),
-            sport,
-            dport,
-            seq: 0,
-            ack: 0,
-            has_ack: true,
-            syn: false,
-            fin: false,
-            rst: false,
-            payload: 100,
-            wire_len: 152,
-            ts: None,
-        }
-    }
-
     #[test]
     fn static_table_assigns_and_expires() {
         let keys = StaticKeys {
@@ -147,11 +131,15 @@ mod tests {
             flows: vec![StaticFlow { flow: FlowMatch { port: Some(5001), address: None }, class: 0 }],
         };
         let mut s = Static::new(keys, 2_500_000);
-        let a =
-            FiveTuple { server: pkt(0, 0).src, server_port: 5001, client: pkt(0, 0).dst, client_port: 40000 };
+        let a = FiveTuple {
+            server: [198, 18, 1, 1].into(),
+            server_port: 5001,
+            client: [198, 18, 2, 1].into(),
+            client_port: 40000,
+        };
         let b = FiveTuple { server_port: 5002, ..a };
-        s.observe(Instant::ZERO, a, Dir::ToClient, &pkt(5001, 40000));
-        s.observe(Instant::from_nanos(1), b, Dir::ToClient, &pkt(5002, 40000));
+        s.observe(Instant::ZERO, a, Toward::Client, &Segment::default());
+        s.observe(Instant::from_nanos(1), b, Toward::Client, &Segment::default());
         let d = s.tick(Instant::from_nanos(2));
         assert_eq!(d.flows.iter().map(|f| f.class).collect::<Vec<_>>(), vec![0, 1], "unmatched → last class");
         assert_eq!(

@@ -14,7 +14,7 @@ use std::sync::Arc;
 use serde::Serialize;
 use thinwan_proto::Instant;
 
-use crate::capture::{realtime_ns, Capture, Dir};
+use crate::capture::{realtime_ns, Capture, Toward};
 use crate::config::Config;
 use crate::control::{flow_of, Control, Decision};
 use crate::htb::{Htb, Rate};
@@ -198,8 +198,8 @@ pub fn run(
     let down = ifindex(&cfg.downlink, "downlink")?;
     let up = ifindex(&cfg.uplink, "uplink")?;
     let mut caps = [
-        Capture::open(up, Dir::ToClient).map_err(|e| format!("capture on {}: {e}", cfg.uplink))?,
-        Capture::open(down, Dir::ToServer).map_err(|e| format!("capture on {}: {e}", cfg.downlink))?,
+        Capture::open(up, Toward::Client).map_err(|e| format!("capture on {}: {e}", cfg.uplink))?,
+        Capture::open(down, Toward::Server).map_err(|e| format!("capture on {}: {e}", cfg.downlink))?,
     ];
     let mut claim = Claim::take(cfg, &control.initial_rates())?;
     let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
@@ -239,8 +239,9 @@ fn loop_until(
     let mut pfds: Vec<libc::pollfd> =
         caps.iter().map(|c| libc::pollfd { fd: c.raw_fd(), events: libc::POLLIN, revents: 0 }).collect();
     let mut batch = Vec::with_capacity(crate::capture::BATCH);
-    let dir_label =
-        |d: Dir| vec![("direction", if d == Dir::ToClient { "to_client" } else { "to_server" }.to_string())];
+    let dir_label = |d: Toward| {
+        vec![("direction", if d == Toward::Client { "to_client" } else { "to_server" }.to_string())]
+    };
     println!(
         "{}",
         serde_json::json!({"ready": true, "downlink": cfg.downlink, "classes": claim.htb.classes(), "pid": std::process::id()})
@@ -284,7 +285,7 @@ fn loop_until(
                                 Instant::from_nanos(t.as_nanos().saturating_sub(age)),
                                 flow,
                                 cap.dir,
-                                &p,
+                                &p.segment(),
                             );
                             stats.managed_packets += 1;
                         }

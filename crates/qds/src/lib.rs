@@ -10,7 +10,7 @@
 //!  clients ◀── downlink ◀── [ Linux HTB: classes + u32 flow filters, over rtnetlink ]
 //! ```
 //!
-//! Modules: [`config`] (TOML), [`capture`] (AF_PACKET), [`control`] (the deciders),
+//! Modules: [`config`] (TOML), [`capture`] (AF_PACKET), [`control`] (the deciders; [`engine`]: QDS),
 //! [`netlink`] and [`tc`] (messages), [`htb`] (the tree and its update), [`restore`]
 //! (the original qdisc and the state file), [`metrics`] (Prometheus), [`daemon`] (the
 //! loop).
@@ -20,6 +20,7 @@ pub mod capture;
 pub mod config;
 pub mod control;
 pub mod daemon;
+pub mod engine;
 pub mod htb;
 pub mod metrics;
 pub mod netlink;

@@ -13,6 +13,7 @@ use clap::Parser;
 use thinwan_qds::config::{Config, ControllerKind};
 use thinwan_qds::control::{Control, Static};
 use thinwan_qds::daemon;
+use thinwan_qds::engine::Qds;
 use thinwan_qds::metrics::{self, Metrics};
 
 /// QDS middlebox daemon: captures the middlebox's TCP flows, decides each flow's class
@@ -51,11 +52,20 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    // The decider is built from the configuration (the model file read and checked) before
+    // anything else, so its errors are configuration errors too.
+    let control = match build_control(&cfg) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("thinwan-qds: {}: {e}", args.config.display());
+            return ExitCode::from(2);
+        }
+    };
     if args.check {
         println!("{}", serde_json::to_string(&cfg).unwrap_or_default());
         return ExitCode::SUCCESS;
     }
-    match run(&args, &cfg) {
+    match run(&args, &cfg, control) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("thinwan-qds: {e}");
@@ -64,7 +74,7 @@ fn main() -> ExitCode {
     }
 }
 
-fn run(args: &Args, cfg: &Config) -> Result<(), String> {
+fn run(args: &Args, cfg: &Config, mut control: Box<dyn Control>) -> Result<(), String> {
     let stop = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
         signal_hook::flag::register(sig, Arc::clone(&stop)).map_err(|e| format!("signal handler: {e}"))?;
@@ -72,7 +82,6 @@ fn run(args: &Args, cfg: &Config) -> Result<(), String> {
     if args.restore {
         return restore_only(cfg);
     }
-    let mut control = build_control(cfg)?;
     if let Some(n) = args.bench_updates {
         let q = daemon::bench(cfg, control.classes(), args.bench_flows, n, &stop)?;
         let out =
@@ -100,7 +109,7 @@ fn build_control(cfg: &Config) -> Result<Box<dyn Control>, String> {
             let table = cfg.static_classes.clone().ok_or("static: missing [static] table")?;
             Ok(Box::new(Static::new(table, cfg.capacity_bytes())))
         }
-        ControllerKind::Qds => Err("controller = \"qds\": not wired in yet".into()),
+        ControllerKind::Qds => Ok(Box::new(Qds::new(cfg)?)),
     }
 }
 
