@@ -39,6 +39,14 @@ def test_static_settings_give_a_config_the_daemon_accepts(qds_bin: str, tmp_path
     assert got["servers"]["nets"] == ["198.18.1.0/24"]
 
 
+def test_qds_settings_give_a_config_the_daemon_accepts(qds_bin: str, tmp_path: Path) -> None:
+    s = QdsSettings(controller="qds", oracle_ports={5001: "video", 5002: "data"}, alpha=0.3, variant="demand_first")
+    got = check(qds_bin, daemon_toml(s, "a-l", "a-w", tmp_path / "st"), tmp_path)
+    assert got["controller"] == "qds" and got["classifier"]["mode"] == "oracle"
+    assert got["qds"]["variant"] == "demand_first" and got["qds"]["alpha"] == 0.3
+    assert [(e["port"], e["type"]) for e in got["classifier"]["oracle"]] == [(5001, "video"), (5002, "data")]
+
+
 def test_lab_interfaces_replace_the_configs() -> None:
     text = 'downlink = "eth1"\nuplink = "eth0"\ncapacity_mbps = 20\n[servers]\nnets = ["10.0.0.0/8"]\n'
     out = with_interfaces(text, "tw-1-l", "tw-1-w")
