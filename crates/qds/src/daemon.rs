@@ -22,6 +22,7 @@ use crate::metrics::Metrics;
 use crate::netlink::Socket;
 use crate::restore::{self, State};
 use crate::tc::FiveTuple;
+use thinwan_proto::qds::monitor::Segment;
 
 /// How long packets gather in the socket buffers between reads. At 1 ms a 1 Gbit/s
 /// burst is ~85 full-size packets — about one [`crate::capture::BATCH`].
@@ -239,6 +240,7 @@ fn loop_until(
     let mut pfds: Vec<libc::pollfd> =
         caps.iter().map(|c| libc::pollfd { fd: c.raw_fd(), events: libc::POLLIN, revents: 0 }).collect();
     let mut batch = Vec::with_capacity(crate::capture::BATCH);
+    let mut held: Vec<Held> = Vec::new();
     let dir_label = |d: Toward| {
         vec![("direction", if d == Toward::Client { "to_client" } else { "to_server" }.to_string())]
     };
@@ -260,6 +262,10 @@ fn loop_until(
             if r < 0 && io::Error::last_os_error().kind() != io::ErrorKind::Interrupted {
                 return Err(format!("poll: {}", io::Error::last_os_error()));
             }
+            // Packets of both sockets are handed to the decider in arrival order: a round
+            // observes those that arrived before it began (all of them have been read),
+            // and holds later ones, which the other socket may not have caught up with.
+            let cutoff = now();
             let mut got = false;
             for (cap, pfd) in caps.iter_mut().zip(&pfds) {
                 if pfd.revents == 0 {
@@ -281,12 +287,8 @@ fn loop_until(
                         let Some(p) = c.tcp else { continue };
                         if let Some(flow) = flow_of(cfg, cap.dir, &p) {
                             let age = if c.stamp_ns == 0 { 0 } else { wall.saturating_sub(c.stamp_ns) };
-                            control.observe(
-                                Instant::from_nanos(t.as_nanos().saturating_sub(age)),
-                                flow,
-                                cap.dir,
-                                &p.segment(),
-                            );
+                            let at = Instant::from_nanos(t.as_nanos().saturating_sub(age));
+                            held.push((at, flow, cap.dir, p.segment()));
                             stats.managed_packets += 1;
                         }
                     }
@@ -294,6 +296,7 @@ fn loop_until(
                 stats.packets += n;
                 metrics.packets.get_or_create(&dir_label(cap.dir)).inc_by(n);
             }
+            feed(control, &mut held, cutoff);
             if got {
                 // Let packets gather before the next read: one wake-up per batch instead
                 // of per packet; their kernel timestamps keep the timing exact.
@@ -302,7 +305,9 @@ fn loop_until(
             continue;
         }
         next += period;
-        let decision = control.tick(now());
+        let t = now();
+        feed(control, &mut held, t);
+        let decision = control.tick(t);
         let t0 = std::time::Instant::now();
         let class_of: Vec<(FiveTuple, usize)> = decision.flows.iter().map(|f| (f.flow, f.class)).collect();
         let report = claim
@@ -323,6 +328,18 @@ fn loop_until(
     stats.wall_s = start.elapsed().as_secs_f64();
     stats.cpu_s = cpu_seconds() - cpu0;
     Ok(stats)
+}
+
+/// A captured packet of a managed flow, waiting to be observed in time order.
+type Held = (Instant, FiveTuple, Toward, Segment);
+
+/// Observe, in time order, the held packets that arrived up to `until`; keep the rest.
+fn feed(control: &mut dyn Control, held: &mut Vec<Held>, until: Instant) {
+    held.sort_by_key(|h| h.0);
+    let n = held.partition_point(|h| h.0 <= until);
+    for (at, flow, toward, seg) in held.drain(..n) {
+        control.observe(at, flow, toward, &seg);
+    }
 }
 
 fn publish(m: &Metrics, d: &Decision, classes: usize, filters: usize, dt: f64, errors: usize) {
@@ -437,4 +454,56 @@ fn bench_updates(
         return Err(format!("{errors} netlink requests were refused"));
     }
     Ok(Quantiles::of(lat))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::control::Decision;
+
+    /// Records the instants it observes.
+    struct Recorder(Vec<u64>);
+
+    impl Control for Recorder {
+        fn classes(&self) -> usize {
+            1
+        }
+        fn initial_rates(&self) -> Vec<Rate> {
+            Vec::new()
+        }
+        fn observe(&mut self, now: Instant, _: FiveTuple, _: Toward, _: &Segment) {
+            self.0.push(now.as_nanos());
+        }
+        fn tick(&mut self, _: Instant) -> Decision {
+            Decision::default()
+        }
+    }
+
+    #[test]
+    fn packets_of_both_sockets_are_observed_in_arrival_order() {
+        let f = FiveTuple {
+            server: [1, 1, 1, 1].into(),
+            server_port: 1,
+            client: [2, 2, 2, 2].into(),
+            client_port: 2,
+        };
+        let h = |t: u64, d| (Instant::from_nanos(t), f, d, Segment::default());
+        // The uplink's batch was read first, then the downlink's, which holds an older ACK.
+        let mut held =
+            vec![h(30, Toward::Client), h(50, Toward::Client), h(20, Toward::Server), h(60, Toward::Server)];
+        let mut r = Recorder(Vec::new());
+        feed(&mut r, &mut held, Instant::from_nanos(40));
+        assert_eq!(r.0, vec![20, 30], "up to the round's start, in time order");
+        assert_eq!(held.len(), 2, "later packets wait for the next round");
+        feed(&mut r, &mut held, Instant::from_nanos(100));
+        assert_eq!(r.0, vec![20, 30, 50, 60]);
+        assert!(held.is_empty());
+    }
+
+    #[test]
+    fn quantiles_are_nearest_rank() {
+        let q = Quantiles::of((1..=100).map(f64::from).collect());
+        assert_eq!((q.count, q.p50, q.p90, q.p99, q.max), (100, 50.0, 90.0, 99.0, 100.0));
+        assert_eq!(Quantiles::of(Vec::new()).count, 0);
+    }
 }
