@@ -13,6 +13,7 @@ import sys
 import time
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from thinwan.substrates.binaries import MissingBinary, find_binary
@@ -300,6 +301,13 @@ def test_qds_controller_on_live_flows(tmp_path: Path) -> None:
         assert metrics["thinwan_qds_netlink_errors_total"] == 0
         stats = daemon.stop()
         assert stats is not None and stats["peak_flows"] == 2 and stats["netlink_errors"] == 0
+        # The flow log: every period, both flows with their type; the client half is the
+        # emulated last hop (2 × 5 ms) plus what the packet waited in HTB, never less.
+        log = pd.read_csv(daemon.flows_file)
+        assert set(log.server_port) == {5001, 5002}
+        assert dict(zip(log.server_port, log.app)) == {5001: "video", 5002: "data"}
+        timed = log.client_half_ms.dropna()
+        assert len(timed) > 20 and timed.min() >= 10.0, timed.describe()
         print("qds controller, 2 bulk flows:", json.dumps(stats))
         for pump, sink in flows:
             pump.wait(timeout=60)

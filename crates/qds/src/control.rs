@@ -26,6 +26,10 @@ pub struct FlowReport {
     pub app: Option<&'static str>,
     /// Its estimated RTT in seconds, when measured.
     pub rtt: Option<f64>,
+    /// The monitor's client half and server half, seconds, when timed.
+    pub halves: (Option<f64>, Option<f64>),
+    /// Its rate toward the client, bit/s, when measured.
+    pub rate_bps: Option<f64>,
 }
 
 /// What to program for the next period.
@@ -112,7 +116,7 @@ impl Control for Static {
                     .iter()
                     .find(|e| e.flow.matches(f.server, f.server_port))
                     .map_or(last, |e| e.class);
-                FlowReport { flow: *f, class, app: None, rtt: None }
+                FlowReport { flow: *f, class, app: None, rtt: None, halves: (None, None), rate_bps: None }
             })
             .collect();
         Decision { flows, rates: self.rates() }

@@ -7,7 +7,7 @@
 //! packet's timestamp is its dequeue from the socket (µs after arrival), and an
 //! update (~1 ms) only delays reading, never drops: the sockets buffer 8 MiB.
 
-use std::io;
+use std::io::{self, Write};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
@@ -195,7 +195,12 @@ pub fn run(
     control: &mut dyn Control,
     metrics: &Arc<Metrics>,
     stop: &AtomicBool,
+    flows_log: Option<&std::path::Path>,
 ) -> Result<Stats, Error> {
+    let mut log = match flows_log {
+        Some(p) => Some(FlowLog::create(p).map_err(|e| format!("{}: {e}", p.display()))?),
+        None => None,
+    };
     let down = ifindex(&cfg.downlink, "downlink")?;
     let up = ifindex(&cfg.uplink, "uplink")?;
     let mut caps = [
@@ -204,7 +209,7 @@ pub fn run(
     ];
     let mut claim = Claim::take(cfg, &control.initial_rates())?;
     let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        loop_until(cfg, control, metrics, stop, &mut caps, &mut claim)
+        loop_until(cfg, control, metrics, stop, &mut caps, &mut claim, log.as_mut())
     }));
     let restored_at_start = claim.restored_at_start;
     let released = claim.release();
@@ -229,6 +234,7 @@ fn loop_until(
     stop: &AtomicBool,
     caps: &mut [Capture; 2],
     claim: &mut Claim,
+    mut log: Option<&mut FlowLog>,
 ) -> Result<Stats, Error> {
     let start = std::time::Instant::now();
     let cpu0 = cpu_seconds();
@@ -323,11 +329,57 @@ fn loop_until(
             eprintln!("thinwan-qds: netlink: {e}");
         }
         publish(metrics, &decision, claim.htb.classes(), claim.htb.filters(), dt, report.errors.len());
+        if let Some(l) = log.as_deref_mut() {
+            l.write(t, &decision).map_err(|e| format!("flow log: {e}"))?;
+        }
     }
     stats.update_us = Quantiles::of(latencies);
     stats.wall_s = start.elapsed().as_secs_f64();
     stats.cpu_s = cpu_seconds() - cpu0;
     Ok(stats)
+}
+
+/// `--flows-log`: one CSV row per managed flow per period — what the daemon saw and
+/// decided (times in ms; empty = not measured).
+pub struct FlowLog {
+    out: std::io::BufWriter<std::fs::File>,
+}
+
+impl FlowLog {
+    /// The columns.
+    pub const HEADER: &'static str =
+        "t_ms,server,server_port,client,client_port,app,class,rtt_ms,client_half_ms,server_half_ms,rate_bps";
+
+    /// Create (truncate) `path` and write the header.
+    pub fn create(path: &std::path::Path) -> io::Result<FlowLog> {
+        let mut out = std::io::BufWriter::new(std::fs::File::create(path)?);
+        writeln!(out, "{}", Self::HEADER)?;
+        Ok(FlowLog { out })
+    }
+
+    /// The period at `t`.
+    pub fn write(&mut self, t: Instant, d: &Decision) -> io::Result<()> {
+        let ms = |x: Option<f64>| x.map(|s| format!("{:.3}", s * 1e3)).unwrap_or_default();
+        for f in &d.flows {
+            writeln!(
+                self.out,
+                "{:.1},{},{},{},{},{},{},{},{},{},{}",
+                t.as_nanos() as f64 / 1e6,
+                f.flow.server,
+                f.flow.server_port,
+                f.flow.client,
+                f.flow.client_port,
+                f.app.unwrap_or(""),
+                f.class,
+                ms(f.rtt),
+                ms(f.halves.0),
+                ms(f.halves.1),
+                f.rate_bps.map(|r| format!("{r:.0}")).unwrap_or_default(),
+            )?;
+        }
+        // A reader (`tail -f`, a test) sees whole periods.
+        self.out.flush()
+    }
 }
 
 /// A captured packet of a managed flow, waiting to be observed in time order.

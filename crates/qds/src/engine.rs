@@ -132,6 +132,11 @@ impl Control for Qds {
                 class: *class,
                 app: Some(input.app.name()),
                 rtt: view.rtt.map(|r| r.as_secs_f64()),
+                halves: (
+                    view.client_half.map(|h| h.as_secs_f64()),
+                    view.server_half.map(|h| h.as_secs_f64()),
+                ),
+                rate_bps: Some(view.rate_bps),
             })
             .collect();
         let rates = p

@@ -33,6 +33,10 @@ struct Args {
     /// Write the run's counters (JSON) here at exit, as well as to stdout.
     #[arg(long)]
     stats: Option<PathBuf>,
+    /// Write one CSV row per managed flow per period here (its RTT and halves, rate,
+    /// type, class).
+    #[arg(long)]
+    flows_log: Option<PathBuf>,
     /// Benchmark: instead of running, time this many updates of all class rates (and
     /// of the filters of --bench-flows flows, a tenth of them moving each time), print
     /// the latency distribution (µs, JSON) and restore.
@@ -94,7 +98,7 @@ fn run(args: &Args, cfg: &Config, mut control: Box<dyn Control>) -> Result<(), S
         let l = metrics::bind(addr).map_err(|e| format!("metrics: {addr}: {e}"))?;
         m.serve(l);
     }
-    let stats = daemon::run(cfg, control.as_mut(), &m, &stop)?;
+    let stats = daemon::run(cfg, control.as_mut(), &m, &stop, args.flows_log.as_deref())?;
     let json = serde_json::to_string(&stats).unwrap_or_default();
     println!("{json}");
     if let Some(p) = &args.stats {

@@ -135,7 +135,15 @@ class QdsDaemon:
         name = f"{self.name}-{self.runs}"
         self.stats_file = self.chain.workdir / f"{name}-stats.json"
         self.err_file = self.chain.workdir / f"{name}.err"
-        argv = [str(find_binary("thinwan-qds")), str(self.config), "--stats", str(self.stats_file)]
+        self.flows_file = self.chain.workdir / f"{name}-flows.csv"
+        argv = [
+            str(find_binary("thinwan-qds")),
+            str(self.config),
+            "--stats",
+            str(self.stats_file),
+            "--flows-log",
+            str(self.flows_file),
+        ]
         self.proc = self.chain.popen("middle", argv, stdout=subprocess.PIPE, stderr=open(self.err_file, "wb"))  # noqa: SIM115
         try:
             wait_line(self.proc, b'"ready":true', READY_S, "thinwan-qds")
