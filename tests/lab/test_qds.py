@@ -308,6 +308,9 @@ def test_qds_controller_on_live_flows(tmp_path: Path) -> None:
         assert dict(zip(log.server_port, log.app)) == {5001: "video", 5002: "data"}
         timed = log.client_half_ms.dropna()
         assert len(timed) > 20 and timed.min() >= 10.0, timed.describe()
+        # … and the classifier's features (training data from real Linux TCP): a bulk
+        # flow's packets toward the client are mostly full-size.
+        assert "size_mean" in log.columns and log.size_mean.dropna().iloc[-1] > 1000, log.columns
         print("qds controller, 2 bulk flows:", json.dumps(stats))
         for pump, sink in flows:
             pump.wait(timeout=60)

@@ -9,6 +9,7 @@ use thinwan_proto::{Duration, Instant};
 use std::net::IpAddr;
 
 use thinwan_capture::ip::TcpPacket;
+use thinwan_proto::qds::classify::N_FEATURES;
 use thinwan_proto::qds::monitor::{Segment, Toward};
 
 use crate::config::{Config, StaticKeys};
@@ -30,6 +31,9 @@ pub struct FlowReport {
     pub halves: (Option<f64>, Option<f64>),
     /// Its rate toward the client, bit/s, when measured.
     pub rate_bps: Option<f64>,
+    /// The classifier's input (`Features::as_array`, in `Features::NAMES` order), when
+    /// the monitor computed it.
+    pub features: Option<[f64; N_FEATURES]>,
 }
 
 /// What to program for the next period.
@@ -116,7 +120,15 @@ impl Control for Static {
                     .iter()
                     .find(|e| e.flow.matches(f.server, f.server_port))
                     .map_or(last, |e| e.class);
-                FlowReport { flow: *f, class, app: None, rtt: None, halves: (None, None), rate_bps: None }
+                FlowReport {
+                    flow: *f,
+                    class,
+                    app: None,
+                    rtt: None,
+                    halves: (None, None),
+                    rate_bps: None,
+                    features: None,
+                }
             })
             .collect();
         Decision { flows, rates: self.rates() }

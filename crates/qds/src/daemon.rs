@@ -22,6 +22,7 @@ use crate::metrics::Metrics;
 use crate::netlink::Socket;
 use crate::restore::{self, State};
 use crate::tc::FiveTuple;
+use thinwan_proto::qds::classify::{Features, N_FEATURES};
 use thinwan_proto::qds::monitor::Segment;
 
 /// How long packets gather in the socket buffers between reads. At 1 ms a 1 Gbit/s
@@ -346,14 +347,14 @@ pub struct FlowLog {
 }
 
 impl FlowLog {
-    /// The columns.
+    /// The columns before the classifier's features (`Features::NAMES`, which follow).
     pub const HEADER: &'static str =
         "t_ms,server,server_port,client,client_port,app,class,rtt_ms,client_half_ms,server_half_ms,rate_bps";
 
     /// Create (truncate) `path` and write the header.
     pub fn create(path: &std::path::Path) -> io::Result<FlowLog> {
         let mut out = std::io::BufWriter::new(std::fs::File::create(path)?);
-        writeln!(out, "{}", Self::HEADER)?;
+        writeln!(out, "{},{}", Self::HEADER, Features::NAMES.join(","))?;
         Ok(FlowLog { out })
     }
 
@@ -363,7 +364,7 @@ impl FlowLog {
         for f in &d.flows {
             writeln!(
                 self.out,
-                "{:.1},{},{},{},{},{},{},{},{},{},{}",
+                "{:.1},{},{},{},{},{},{},{},{},{},{},{}",
                 t.as_nanos() as f64 / 1e6,
                 f.flow.server,
                 f.flow.server_port,
@@ -375,6 +376,10 @@ impl FlowLog {
                 ms(f.halves.0),
                 ms(f.halves.1),
                 f.rate_bps.map(|r| format!("{r:.0}")).unwrap_or_default(),
+                match &f.features {
+                    Some(x) => x.iter().map(|v| format!("{v}")).collect::<Vec<_>>().join(","),
+                    None => ",".repeat(N_FEATURES - 1),
+                },
             )?;
         }
         // A reader (`tail -f`, a test) sees whole periods.

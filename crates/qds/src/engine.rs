@@ -137,6 +137,7 @@ impl Control for Qds {
                     view.server_half.map(|h| h.as_secs_f64()),
                 ),
                 rate_bps: Some(view.rate_bps),
+                features: Some(view.features.as_array()),
             })
             .collect();
         let rates = p
