@@ -165,10 +165,12 @@ impl Claim {
         {
             Ok(h) => h,
             Err(e) => {
-                let claim_err = e;
-                let _ = restore::restore(&mut sock, ifindex, &state.original);
-                let _ = std::fs::remove_file(&state_file);
-                return Err(claim_err);
+                // Whatever part of the tree was created goes; the original comes back.
+                // Should that fail too, the state file stays for the next start.
+                if let Ok(Ok(())) = restore::restore(&mut sock, ifindex, &state.original) {
+                    let _ = std::fs::remove_file(&state_file);
+                }
+                return Err(e);
             }
         };
         Ok(Claim { ifindex, state, state_file, sock, htb, restored_at_start })
@@ -214,14 +216,11 @@ pub fn run(
     }));
     let restored_at_start = claim.restored_at_start;
     let released = claim.release();
+    let restored = || released.clone().err().unwrap_or_else(|| "the original qdisc was restored".into());
     let mut stats = match result {
-        Ok(r) => r?,
-        Err(_) => {
-            return Err(format!(
-                "the control loop panicked; {}",
-                released.err().unwrap_or_else(|| "the original qdisc was restored".into())
-            ))
-        }
+        Ok(Ok(stats)) => stats,
+        Ok(Err(e)) => return Err(format!("{e}; {}", restored())),
+        Err(_) => return Err(format!("the control loop panicked; {}", restored())),
     };
     released?;
     stats.restored_at_start = restored_at_start;
