@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -67,3 +68,17 @@ def test_lab_interfaces_replace_the_configs() -> None:
 )
 def test_rates_print_as_tc_prints_them(bits: int, printed: str) -> None:
     assert tc_rate_bits(bits) == printed
+
+
+def test_lab_mode_checks_the_config_before_creating_anything(tmp_path: Path) -> None:
+    cfg = tmp_path / "bad.toml"
+    cfg.write_text(
+        'downlink = "x"\nuplink = "y"\ncapacity_mbps = 0\ncontroller = "qds"\n[servers]\nnets = ["10.0.0.0/8"]\n'
+    )
+    before = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    done = subprocess.run(
+        [sys.executable, "-m", "thinwan", "qds", "--lab", str(cfg)], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 2, done
+    assert done.stderr.startswith(f"thinwan-qds: {cfg}: capacity_mbps:"), done.stderr
+    assert subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout == before
