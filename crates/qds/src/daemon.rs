@@ -48,6 +48,8 @@ pub struct Stats {
     pub restored_at_start: bool,
     /// CPU time of the process, seconds (user + system).
     pub cpu_s: f64,
+    /// Of it, in the kernel (system calls: capture reads, netlink).
+    pub cpu_sys_s: f64,
     /// Wall time of the loop, seconds.
     pub wall_s: f64,
 }
@@ -237,7 +239,7 @@ fn loop_until(
     mut log: Option<&mut FlowLog>,
 ) -> Result<Stats, Error> {
     let start = std::time::Instant::now();
-    let cpu0 = cpu_seconds();
+    let (cpu0, sys0) = cpu_times();
     let now = || Instant::from_nanos(start.elapsed().as_nanos() as u64);
     let period = std::time::Duration::from_millis(cfg.period_ms);
     let mut stats = Stats::default();
@@ -335,7 +337,8 @@ fn loop_until(
     }
     stats.update_us = Quantiles::of(latencies);
     stats.wall_s = start.elapsed().as_secs_f64();
-    stats.cpu_s = cpu_seconds() - cpu0;
+    let (cpu1, sys1) = cpu_times();
+    (stats.cpu_s, stats.cpu_sys_s) = (cpu1 - cpu0, sys1 - sys0);
     Ok(stats)
 }
 
@@ -429,14 +432,14 @@ fn daemon_alive(pid: u32) -> bool {
     std::fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|c| c.trim_end() == "thinwan-qds")
 }
 
-/// User + system CPU time of this process.
-pub fn cpu_seconds() -> f64 {
+/// CPU time of this process: (user + system, system), seconds.
+pub fn cpu_times() -> (f64, f64) {
     // SAFETY: zeroed rusage is valid; getrusage fills it.
     let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
     // SAFETY: valid pointer.
     unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) };
     let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 * 1e-6;
-    tv(ru.ru_utime) + tv(ru.ru_stime)
+    (tv(ru.ru_utime) + tv(ru.ru_stime), tv(ru.ru_stime))
 }
 
 /// `--bench-updates`: install HTB, then `updates` updates of all class rates with
