@@ -16,6 +16,8 @@ use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 
 use pcap_file::DataLink;
+
+use crate::ring::Ring;
 use thinwan_capture::ip::{parse, Frame, TcpPacket};
 pub use thinwan_proto::qds::monitor::Toward;
 
@@ -34,33 +36,27 @@ pub fn parse_tcp(ip: &[u8]) -> Option<TcpPacket> {
     }
 }
 
-/// Packets read per `recvmmsg(2)` call.
-pub const BATCH: usize = 64;
-/// Room for one `SCM_TIMESTAMPNS` control message (`CMSG_SPACE(sizeof(timespec))`).
-const CMSG_ROOM: usize = 64;
-
 /// One packet read from a capture socket.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Captured {
-    /// When the kernel received it, ns since the Unix epoch (`SO_TIMESTAMPNS`); 0 if the
-    /// kernel gave none.
+    /// When the kernel received it, ns since the Unix epoch (the ring's `tp_sec`,
+    /// `tp_nsec`); 0 if the kernel gave none.
     pub stamp_ns: u64,
     /// Its headers, `None` for a packet that is not TCP.
     pub tcp: Option<TcpPacket>,
 }
 
-/// A non-blocking AF_PACKET socket on one interface.
-///
-/// Read in batches (`recvmmsg`, up to [`BATCH`] packets per system call) with the
-/// kernel's receive timestamp on each packet, so the daemon can let packets gather for
-/// a millisecond between reads (one wake-up per batch, not per packet) without losing
-/// timing precision: a packet's time is when it arrived, not when it was read.
+/// A non-blocking AF_PACKET socket on one interface, read through a `TPACKET_V3` ring
+/// ([`Ring`]): the kernel stamps each packet on arrival and hands packets over a block
+/// at a time (when full, or [`crate::ring::BLOCK_TIMEOUT_MS`] after its first packet),
+/// so the daemon wakes once per block instead of once per packet, copies nothing per
+/// packet through a system call, and still knows when each packet arrived.
 pub struct Capture {
+    // Declared before fd: the ring is unmapped before the socket closes.
+    ring: Ring,
     fd: OwnedFd,
     /// Direction of every packet this socket receives.
     pub dir: Toward,
-    bufs: Box<[[u8; SNAP]; BATCH]>,
-    cmsgs: Box<[[u8; CMSG_ROOM]; BATCH]>,
 }
 
 impl Capture {
@@ -81,9 +77,8 @@ impl Capture {
         // SAFETY: a fresh descriptor we own.
         let fd = unsafe { OwnedFd::from_raw_fd(fd) };
         setsockopt(fd.as_raw_fd(), libc::SOL_PACKET, PACKET_IGNORE_OUTGOING, 1)?;
-        setsockopt(fd.as_raw_fd(), libc::SOL_SOCKET, libc::SO_TIMESTAMPNS, 1)?;
-        // A burst of ~100 ms at 1 Gbit/s while an update is written: room for it.
-        setsockopt(fd.as_raw_fd(), libc::SOL_SOCKET, libc::SO_RCVBUF, 8 << 20)?;
+        snap(fd.as_raw_fd(), SNAP as u32)?;
+        let ring = Ring::new(fd.as_raw_fd())?;
         // SAFETY: zeroed sockaddr_ll is valid; we fill family, protocol and ifindex.
         let mut sa: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
         sa.sll_family = libc::AF_PACKET as u16;
@@ -100,47 +95,13 @@ impl Capture {
         if r < 0 {
             return Err(io::Error::last_os_error());
         }
-        Ok(Capture { fd, dir, bufs: Box::new([[0; SNAP]; BATCH]), cmsgs: Box::new([[0; CMSG_ROOM]; BATCH]) })
+        Ok(Capture { ring, fd, dir })
     }
 
-    /// Append the queued packets (at most [`BATCH`]) to `out`; returns how many were
-    /// read, 0 when none is queued.
+    /// Append every packet the kernel has handed over to `out`; returns how many (0 when
+    /// none is ready).
     pub fn recv_batch(&mut self, out: &mut Vec<Captured>) -> io::Result<usize> {
-        // SAFETY: zeroed iovec/msghdr/mmsghdr are valid; every pointer set below points
-        // into self.bufs / self.cmsgs / iov, which outlive the call.
-        let mut iov: [libc::iovec; BATCH] = unsafe { std::mem::zeroed() };
-        let mut msgs: [libc::mmsghdr; BATCH] = unsafe { std::mem::zeroed() };
-        for i in 0..BATCH {
-            iov[i] = libc::iovec { iov_base: self.bufs[i].as_mut_ptr().cast(), iov_len: SNAP };
-            msgs[i].msg_hdr.msg_iov = &mut iov[i];
-            msgs[i].msg_hdr.msg_iovlen = 1;
-            msgs[i].msg_hdr.msg_control = self.cmsgs[i].as_mut_ptr().cast();
-            msgs[i].msg_hdr.msg_controllen = CMSG_ROOM as _;
-        }
-        // SAFETY: msgs is a valid array of BATCH mmsghdr set up above.
-        let n = unsafe {
-            libc::recvmmsg(
-                self.fd.as_raw_fd(),
-                msgs.as_mut_ptr(),
-                BATCH as u32,
-                libc::MSG_DONTWAIT | libc::MSG_TRUNC,
-                std::ptr::null_mut(),
-            )
-        };
-        if n < 0 {
-            let e = io::Error::last_os_error();
-            // An interface that goes down (ENETDOWN) comes back: nothing to read until then.
-            return match e.raw_os_error() {
-                Some(libc::EAGAIN | libc::EINTR | libc::ENETDOWN) => Ok(0),
-                _ => Err(e),
-            };
-        }
-        let n = n as usize;
-        for (i, m) in msgs.iter().enumerate().take(n) {
-            let len = (m.msg_len as usize).min(SNAP);
-            out.push(Captured { stamp_ns: stamp(&m.msg_hdr), tcp: parse_tcp(&self.bufs[i][..len]) });
-        }
-        Ok(n)
+        Ok(self.ring.drain(|p| out.push(Captured { stamp_ns: p.stamp_ns, tcp: parse_tcp(p.data) })))
     }
 
     /// For poll(2).
@@ -149,24 +110,28 @@ impl Capture {
     }
 }
 
-/// The `SCM_TIMESTAMPNS` of a received message, ns since the epoch (0 if absent).
-fn stamp(h: &libc::msghdr) -> u64 {
-    // SAFETY: h was filled by recvmmsg; the CMSG_* macros walk its control buffer
-    // within msg_controllen.
-    unsafe {
-        let mut c = libc::CMSG_FIRSTHDR(h);
-        while !c.is_null() {
-            if (*c).cmsg_level == libc::SOL_SOCKET && (*c).cmsg_type == libc::SCM_TIMESTAMPNS {
-                let ts: libc::timespec = std::ptr::read_unaligned(libc::CMSG_DATA(c).cast());
-                return ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64;
-            }
-            c = libc::CMSG_NXTHDR(h, c);
-        }
+/// A one-instruction classic BPF program, `ret #len`: the kernel copies only the first
+/// `len` bytes of each packet into the ring (the headers; the payload is never read).
+fn snap(fd: RawFd, len: u32) -> io::Result<()> {
+    let prog = [libc::sock_filter { code: 0x06 /* BPF_RET | BPF_K */, jt: 0, jf: 0, k: len }];
+    let fprog = libc::sock_fprog { len: 1, filter: prog.as_ptr().cast_mut() };
+    // SAFETY: valid fd; fprog points to prog, which outlives the call (the kernel copies it).
+    let r = unsafe {
+        libc::setsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_ATTACH_FILTER,
+            (&fprog as *const libc::sock_fprog).cast(),
+            std::mem::size_of::<libc::sock_fprog>() as libc::socklen_t,
+        )
+    };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
     }
-    0
+    Ok(())
 }
 
-/// Now, ns since the Unix epoch (the clock of `SO_TIMESTAMPNS`).
+/// Now, ns since the Unix epoch (the clock of the ring's packet timestamps).
 pub fn realtime_ns() -> u64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64)
 }

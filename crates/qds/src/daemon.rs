@@ -3,9 +3,9 @@
 //! until SIGTERM/SIGINT, and put the original qdisc back.
 //!
 //! One thread does capture and control (the metrics listener has its own): `poll(2)` on
-//! the capture sockets with the time left to the next period as its timeout, so a
-//! packet's timestamp is its dequeue from the socket (µs after arrival), and an
-//! update (~1 ms) only delays reading, never drops: the sockets buffer 8 MiB.
+//! the capture sockets' rings with the time left to the next period as its timeout.
+//! Packets carry the kernel's arrival time, so when they are read does not matter; an
+//! update (tens of µs) only delays reading, never drops: each ring holds 8 MiB.
 
 use std::io::{self, Write};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -25,9 +25,10 @@ use crate::tc::FiveTuple;
 use thinwan_proto::qds::classify::{Features, N_FEATURES};
 use thinwan_proto::qds::monitor::Segment;
 
-/// How long packets gather in the socket buffers between reads. At 1 ms a 1 Gbit/s
-/// burst is ~85 full-size packets — about one [`crate::capture::BATCH`].
-const GATHER: std::time::Duration = std::time::Duration::from_millis(1);
+/// The longest a packet can sit in a ring block before the kernel hands it over (the
+/// block timeout, plus a millisecond of margin for the timer).
+const HANDOVER: thinwan_proto::Duration =
+    thinwan_proto::Duration::from_millis(crate::ring::BLOCK_TIMEOUT_MS as u64 + 1);
 
 /// What a run did (printed as JSON at exit, and written to `--stats`).
 #[derive(Clone, Debug, Default, Serialize)]
@@ -247,7 +248,7 @@ fn loop_until(
     let mut next = start + period;
     let mut pfds: Vec<libc::pollfd> =
         caps.iter().map(|c| libc::pollfd { fd: c.raw_fd(), events: libc::POLLIN, revents: 0 }).collect();
-    let mut batch = Vec::with_capacity(crate::capture::BATCH);
+    let mut batch = Vec::new();
     let mut held: Vec<Held> = Vec::new();
     let dir_label = |d: Toward| {
         vec![("direction", if d == Toward::Client { "to_client" } else { "to_server" }.to_string())]
@@ -271,15 +272,14 @@ fn loop_until(
                 return Err(format!("poll: {}", io::Error::last_os_error()));
             }
             // Packets of both sockets are handed to the decider in arrival order: a round
-            // observes those that arrived before it began (all of them have been read),
-            // and holds later ones, which the other socket may not have caught up with.
-            let cutoff = now();
-            let mut got = false;
+            // observes those that arrived before it began less the ring's block timeout
+            // (all of them have been handed over by now), and holds later ones, which the
+            // other socket may not have caught up with.
+            let cutoff = Instant::from_nanos(now().as_nanos().saturating_sub(HANDOVER.as_nanos()));
             for (cap, pfd) in caps.iter_mut().zip(&pfds) {
                 if pfd.revents == 0 {
                     continue;
                 }
-                got = true;
                 let mut n = 0u64;
                 loop {
                     batch.clear();
@@ -305,15 +305,12 @@ fn loop_until(
                 metrics.packets.get_or_create(&dir_label(cap.dir)).inc_by(n);
             }
             feed(control, &mut held, cutoff);
-            if got {
-                // Let packets gather before the next read: one wake-up per batch instead
-                // of per packet; their kernel timestamps keep the timing exact.
-                std::thread::sleep(GATHER.min(next.saturating_duration_since(std::time::Instant::now())));
-            }
             continue;
         }
         next += period;
-        let t = now();
+        // The picture is complete up to HANDOVER ago: decide as of then, so the decider
+        // sees time only move forward.
+        let t = Instant::from_nanos(now().as_nanos().saturating_sub(HANDOVER.as_nanos()));
         feed(control, &mut held, t);
         let decision = control.tick(t);
         let t0 = std::time::Instant::now();

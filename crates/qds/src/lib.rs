@@ -10,7 +10,7 @@
 //!  clients ◀── downlink ◀── [ Linux HTB: classes + u32 flow filters, over rtnetlink ]
 //! ```
 //!
-//! Modules: [`config`] (TOML), [`capture`] (AF_PACKET), [`control`] (the deciders; [`engine`]: QDS),
+//! Modules: [`config`] (TOML), [`capture`] (AF_PACKET, read through a [`ring`]), [`control`] (the deciders; [`engine`]: QDS),
 //! [`netlink`] and [`tc`] (messages), [`htb`] (the tree and its update), [`restore`]
 //! (the original qdisc and the state file), [`metrics`] (Prometheus), [`daemon`] (the
 //! loop).
@@ -25,4 +25,5 @@ pub mod htb;
 pub mod metrics;
 pub mod netlink;
 pub mod restore;
+pub mod ring;
 pub mod tc;
