@@ -77,6 +77,10 @@ struct Args {
     /// Directory for server.pcap and client.pcap.
     #[arg(long)]
     pcap_dir: Option<PathBuf>,
+    /// With `--queue qds` (or fwd.queue.discipline = "qds"): the QDS control loop's log
+    /// (binary, docs/lab.md "QDS log"); default: next to --events, as EVENTS.qds.bin.
+    #[arg(long)]
+    qds_log: Option<PathBuf>,
     /// Write the final counters (JSON) here too.
     #[arg(long)]
     stats: Option<PathBuf>,
@@ -151,6 +155,7 @@ fn run(args: Args, link: LinkConfig) -> Result<(), Box<dyn std::error::Error>> {
         client: side(client).map_err(|e| format!("--client: {e}"))?,
         events: args.events.clone(),
         pcap_dir: args.pcap_dir.clone(),
+        qds_log: args.qds_log.clone().or_else(|| args.events.as_ref().map(|e| e.with_extension("qds.bin"))),
     };
     install_signal_handlers();
     let (s, c) = emulator::attach(&opts)?;
@@ -270,6 +275,8 @@ fn link_config(a: &Args) -> Result<LinkConfig, FlagError> {
             "queue.limit_bytes, limit_packets" if a.queue_bytes.is_some() => "queue-bytes",
             "queue.classifier_gap_ms" if a.classifier.is_some() => "classifier",
             "queue.discipline" if a.queue.is_some() => "queue",
+            // `--queue qds` without a --config that names the classifier's model.
+            k if k.starts_with("qds.") && a.queue.is_some() && a.config.is_none() => "queue",
             // `--queue classes` without a --config that lists the classes.
             "queue.class_rate_shares" if a.queue.is_some() => "queue",
             _ => return Err(FlagError::new("config", e)),
