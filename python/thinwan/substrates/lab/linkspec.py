@@ -309,6 +309,12 @@ def qds_keys(scenario: Scenario) -> dict[str, Any]:
     model = scenario.qds_model()
     if model is not None:
         keys["model"] = model
+    elif q.classifier == "model":
+        # The simulator builds its shipped classifier in; thinwan-link has none yet.
+        raise LabError(
+            'qds.model_file: the lab needs the classifier\'s model file (e.g. crates/sim/data/qds-classifier.json), '
+            'or qds.classifier = "oracle"'
+        )
     if q.classifier == "oracle":
         app = ORACLE_TYPE.get(scenario.traffic.model)
         if app is None:
