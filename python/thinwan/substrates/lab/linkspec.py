@@ -312,7 +312,7 @@ def qds_keys(scenario: Scenario) -> dict[str, Any]:
     elif q.classifier == "model":
         # The simulator builds its shipped classifier in; thinwan-link has none yet.
         raise LabError(
-            'qds.model_file: the lab needs the classifier\'s model file (e.g. crates/sim/data/qds-classifier.json), '
+            "qds.model_file: the lab needs the classifier's model file (e.g. crates/sim/data/qds-classifier.json), "
             'or qds.classifier = "oracle"'
         )
     if q.classifier == "oracle":
