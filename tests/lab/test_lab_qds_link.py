@@ -6,7 +6,7 @@
 - With ``discipline = "qds"`` the loop runs on real Linux TCP: two greedy flows, one
   video (QT 50 ms) and one data (QT 100 ms) by the oracle table, share a 4-Mbit/s
   downlink; the QDS log (``events.qds.bin``, docs/lab.md "QDS log") shows the class
-  rates favouring the video flow, whose budget is the smaller.
+  rates (delay-only weights) favouring the video flow, whose budget is the smaller.
 """
 
 from __future__ import annotations
@@ -130,7 +130,11 @@ def test_qds_loop_favours_the_flow_with_the_smaller_budget(tmp_path: Path) -> No
     # 10–60 ms, so the video flow (QT 50) has a budget of at most 40 ms and the data flow
     # (QT 100) at least 40 ms.
     d = dict(rate_bps=4_000_000, delay_ms=5.0, queue_packets=15)
+    # Delay-only weights depend on the budgets alone, so in every period the smaller
+    # budget must get the larger class rate; bandwidth-aware ones also scale with the
+    # flows' measured rates, and a data flow that happens to be faster can outweigh.
     qds = {
+        "variant": "delay_only",
         "classifier": "oracle",
         "oracle": [{"app": "video", "client_port": 6001}, {"app": "data", "client_port": 6002}],
     }
@@ -172,7 +176,7 @@ def test_qds_loop_favours_the_flow_with_the_smaller_budget(tmp_path: Path) -> No
     # then (QDS trades data latency for video latency); mostly it is the video's.
     assert share_urgent >= 0.6, share_urgent
     assert in_front == 1.0, "the smaller budget is always the more urgent class"
-    assert favoured >= 0.9, favoured
+    assert favoured >= 0.95, favoured
     # And the video flow gets the larger share of the downlink (the monitor's rates
     # over the second half of the run, after slow start).
     late = flows[flows["t_ns"] >= np.median(flows["t_ns"])]
