@@ -43,9 +43,10 @@ def test_static_settings_give_a_config_the_daemon_accepts(qds_bin: str, tmp_path
 def test_qds_settings_give_a_config_the_daemon_accepts(qds_bin: str, tmp_path: Path) -> None:
     s = QdsSettings(controller="qds", oracle_ports={5001: "video", 5002: "data"}, alpha=0.3, variant="demand_first")
     got = check(qds_bin, daemon_toml(s, "a-l", "a-w", tmp_path / "st"), tmp_path)
-    assert got["controller"] == "qds" and got["classifier"]["mode"] == "oracle"
+    assert got["controller"] == "qds" and got["qds"]["classifier"] == "oracle"
     assert got["qds"]["variant"] == "demand_first" and got["qds"]["alpha"] == 0.3
-    assert [(e["port"], e["type"]) for e in got["classifier"]["oracle"]] == [(5001, "video"), (5002, "data")]
+    assert got["qds"]["period_ms"] == 100 and got["qds"]["classes"] == 10  # the core's defaults
+    assert [(e["server_port"], e["app"]) for e in got["qds"]["oracle"]] == [(5001, "video"), (5002, "data")]
 
 
 def test_lab_interfaces_replace_the_configs() -> None:

@@ -7,8 +7,7 @@ use std::net::{Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
-use thinwan_proto::qds::classify::AppType;
-use thinwan_proto::qds::controller::Variant;
+pub use thinwan_net::qds::config::{ClassifierName, QdsKeys};
 
 /// The whole configuration file.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -22,9 +21,6 @@ pub struct Config {
     pub uplink: String,
     /// Capacity of the downlink in Mbit/s: HTB's root class rate and every class's ceil.
     pub capacity_mbps: f64,
-    /// Control period in milliseconds (spec: 100 ms).
-    #[serde(default = "default_period_ms")]
-    pub period_ms: u64,
     /// `host:port` of the Prometheus endpoint (`GET /metrics`); absent = no endpoint.
     #[serde(default)]
     pub metrics: Option<SocketAddr>,
@@ -40,19 +36,15 @@ pub struct Config {
     pub servers: Servers,
     /// Who decides each flow's class and the class rates.
     pub controller: ControllerKind,
-    /// QDS controller parameters (`controller = "qds"`).
+    /// `[qds]`: the control period (both controllers) and the QDS controller, monitor
+    /// and classifier — the scenario's `[qds]` keys, exactly as thinwan-link reads them
+    /// (`thinwan_net::qds::config::QdsKeys`, docs/lab.md "QDS"), so one table configures
+    /// the simulator, the emulator and this daemon.
     #[serde(default)]
     pub qds: QdsKeys,
-    /// How each flow's application type is found (`controller = "qds"`).
-    #[serde(default)]
-    pub classifier: ClassifierKeys,
     /// Fixed classes (`controller = "static"`).
     #[serde(default, rename = "static")]
     pub static_classes: Option<StaticKeys>,
-}
-
-fn default_period_ms() -> u64 {
-    100
 }
 
 fn default_state_dir() -> PathBuf {
@@ -82,52 +74,6 @@ pub enum ControllerKind {
     Static,
 }
 
-/// `[qds]`: the controller's parameters (docs/qds-lab.md, the spec's "Algorithm").
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct QdsKeys {
-    /// Weight slope across classes (spec α).
-    pub alpha: f64,
-    /// Bandwidth term's weight (spec β).
-    pub beta: f64,
-    /// `delay_only`, `bandwidth_aware` or `demand_first`.
-    pub variant: Variant,
-    /// Upper delay-budget bound of each class in ms, strictly increasing; empty = the
-    /// controller's default (0..100 ms in 10-ms steps).
-    pub bounds_ms: Vec<f64>,
-}
-
-impl Default for QdsKeys {
-    fn default() -> Self {
-        QdsKeys { alpha: 0.2, beta: 1.0, variant: Variant::BandwidthAware, bounds_ms: Vec::new() }
-    }
-}
-
-/// `[classifier]`.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct ClassifierKeys {
-    /// `"model"`: the trained classifier on the monitor's features; `"oracle"`: the
-    /// static `[[classifier.oracle]]` table (the lab knows what it sends).
-    pub mode: ClassifierMode,
-    /// Trained model (JSON written by training; `thinwan_proto::qds::classify::Model`),
-    /// required for `mode = "model"`.
-    pub model: Option<PathBuf>,
-    /// `mode = "oracle"`: flow → application type.
-    pub oracle: Vec<OracleEntry>,
-}
-
-/// How flows get their application type.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ClassifierMode {
-    /// The trained classifier.
-    #[default]
-    Model,
-    /// The oracle table.
-    Oracle,
-}
-
 /// Which flows an entry of a table matches: by server port and/or server address
 /// (at least one of them).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -146,18 +92,6 @@ impl FlowMatch {
     pub fn matches(&self, addr: Ipv4Addr, port: u16) -> bool {
         self.port.is_none_or(|p| p == port) && self.address.is_none_or(|a| a == addr)
     }
-}
-
-/// One line of the oracle table.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct OracleEntry {
-    /// Which flows.
-    #[serde(flatten)]
-    pub flow: FlowMatch,
-    /// Their application type: `video`, `audio`, `data` or `interactive`.
-    #[serde(rename = "type")]
-    pub app: AppType,
 }
 
 /// `[static]`: fixed classes.
@@ -285,39 +219,21 @@ impl Config {
         if self.class_queue_packets == Some(0) {
             return err("class_queue_packets", "must be at least 1 packet".into());
         }
-        if !(10..=10_000).contains(&self.period_ms) {
-            return err("period_ms", format!("must be 10..=10000 ms, got {}", self.period_ms));
+        self.qds.validate().map_err(|e| ConfigError(e.0))?;
+        if !(10.0..=10_000.0).contains(&self.qds.period_ms) {
+            return err("qds.period_ms", format!("must be 10..=10000 ms here, got {}", self.qds.period_ms));
         }
         if self.servers.nets.is_empty() {
             return err("servers.nets", "name at least one server network".into());
         }
-        for (key, v) in [("qds.alpha", self.qds.alpha), ("qds.beta", self.qds.beta)] {
-            if !(v.is_finite() && v >= 0.0) {
-                return err(key, format!("must be a non-negative number, got {v}"));
-            }
-        }
-        let b = &self.qds.bounds_ms;
-        if b.iter().any(|x| !x.is_finite() || *x < 0.0) || b.windows(2).any(|w| w[0] >= w[1]) {
-            return err("qds.bounds_ms", "must be non-negative and strictly increasing".into());
-        }
-        for (i, e) in self.classifier.oracle.iter().enumerate() {
-            let key = format!("classifier.oracle[{i}]");
-            if e.flow.port.is_none() && e.flow.address.is_none() {
-                return err(&key, "give a port or an address".into());
-            }
-        }
         match self.controller {
             ControllerKind::Qds => {
-                if self.classifier.mode == ClassifierMode::Model && self.classifier.model.is_none() {
+                // A model is read and checked when the controller is built (its errors
+                // name qds.model_file); an oracle needs its table.
+                if self.qds.classifier == ClassifierName::Oracle && self.qds.oracle.is_empty() {
                     return err(
-                        "classifier.model",
-                        "mode = \"model\" needs the trained model file (or use mode = \"oracle\")".into(),
-                    );
-                }
-                if self.classifier.mode == ClassifierMode::Oracle && self.classifier.oracle.is_empty() {
-                    return err(
-                        "classifier.oracle",
-                        "mode = \"oracle\" needs a table of [[classifier.oracle]] entries".into(),
+                        "qds.oracle",
+                        "classifier = \"oracle\" needs a table of [[qds.oracle]] rows".into(),
                     );
                 }
                 if self.static_classes.is_some() {
@@ -392,22 +308,21 @@ nets = ["198.18.1.0/24"]
 [qds]
 alpha = 0.3
 variant = "delay_only"
-[classifier]
-mode = "oracle"
-oracle = [{ port = 5001, type = "video" }, { address = "198.18.1.1", port = 5002, type = "data" }]
+classifier = "oracle"
+oracle = [{ server_port = 5001, app = "video" }, { server_addr = "198.18.1.1", server_port = 5002, app = "data" }]
 "#;
 
     #[test]
     fn good_config_parses_with_defaults() {
         let c = Config::parse(GOOD).unwrap();
-        assert_eq!(c.period_ms, 100);
+        assert_eq!(c.qds.period_ms, 100.0, "the core's period");
         assert_eq!(c.capacity_bytes(), 2_500_000);
         assert_eq!(c.qds.beta, 1.0);
         assert_eq!(c.qds.alpha, 0.3);
+        assert_eq!(c.qds.classes, 10);
+        assert_eq!(c.qds.oracle.len(), 2);
         assert!(c.is_server("198.18.1.7".parse().unwrap(), 1));
         assert!(!c.is_server("198.18.2.1".parse().unwrap(), 1));
-        assert!(c.classifier.oracle[1].flow.matches("198.18.1.1".parse().unwrap(), 5002));
-        assert!(!c.classifier.oracle[1].flow.matches("198.18.1.2".parse().unwrap(), 5002));
         assert_eq!(c.state_file(), PathBuf::from("/tmp/x/thinwan-qds-qd-l.json"));
     }
 
@@ -419,15 +334,22 @@ oracle = [{ port = 5001, type = "video" }, { address = "198.18.1.1", port = 5002
     fn errors_name_the_key() {
         let e = error_of(&GOOD.replace("alpha = 0.3", "alpah = 0.3"));
         assert!(e.starts_with("qds") && e.contains("alpah"), "{e}");
+        let e = error_of(&GOOD.replace("alpha = 0.3", "alpha = -1"));
+        assert!(e.starts_with("qds.alpha:"), "{e}");
+        let e = error_of(&GOOD.replace("alpha = 0.3", "period_ms = 5"));
+        assert!(e.starts_with("qds.period_ms:"), "{e}");
         let e = error_of(&GOOD.replace("capacity_mbps = 20", "capacity_mbps = -1"));
         assert!(e.starts_with("capacity_mbps:"), "{e}");
         let e = error_of(&GOOD.replace("\"video\"", "\"vdeo\""));
-        assert!(e.starts_with("classifier.oracle[0].type:"), "{e}");
+        assert!(e.starts_with("qds.oracle[0].app:"), "{e}");
         assert!(e.contains("vdeo") && e.contains("video"), "names the bad and the good values: {e}");
-        let e = error_of(&GOOD.replace("{ port = 5001, type", "{ prot = 5001, type"));
-        assert!(e.starts_with("classifier.oracle[0]") && e.contains("prot"), "{e}");
-        let e = error_of(&GOOD.replace("mode = \"oracle\"", "mode = \"model\""));
-        assert!(e.starts_with("classifier.model:"), "{e}");
+        let e = error_of(&GOOD.replace("{ server_port = 5001, app", "{ server_prot = 5001, app"));
+        assert!(e.starts_with("qds.oracle[0]") && e.contains("server_prot"), "{e}");
+        let e = error_of(&GOOD.replace(
+            "oracle = [{ server_port = 5001, app = \"video\" }, { server_addr = \"198.18.1.1\", server_port = 5002, app = \"data\" }]",
+            "oracle = []",
+        ));
+        assert!(e.starts_with("qds.oracle:"), "{e}");
         let e = error_of(&GOOD.replace("198.18.1.0/24", "198.18.1.1/24"));
         assert!(e.starts_with("servers.nets") && e.contains("host bits"), "{e}");
         let e = error_of(&GOOD.replace("delay_only", "fast"));
@@ -444,9 +366,7 @@ oracle = [{ port = 5001, type = "video" }, { address = "198.18.1.1", port = 5002
 
     #[test]
     fn static_table_is_checked() {
-        let base = GOOD
-            .replace("controller = \"qds\"", "controller = \"static\"")
-            .replace("mode = \"oracle\"", "mode = \"model\"");
+        let base = GOOD.replace("controller = \"qds\"", "controller = \"static\"");
         let ok = format!("{base}\n[static]\nrates_mbps = [5, 15]\nflows = [{{ port = 5001, class = 1 }}]\n");
         let c = Config::parse(&ok).unwrap();
         assert_eq!(c.static_classes.unwrap().flows[0].class, 1);

@@ -242,7 +242,7 @@ fn loop_until(
     let start = std::time::Instant::now();
     let (cpu0, sys0) = cpu_times();
     let now = || Instant::from_nanos(start.elapsed().as_nanos() as u64);
-    let period = std::time::Duration::from_millis(cfg.period_ms);
+    let period = std::time::Duration::from_secs_f64(cfg.qds.period_ms / 1e3);
     let mut stats = Stats::default();
     let mut latencies = Vec::new();
     let mut next = start + period;

@@ -2,102 +2,62 @@
 //! oracle table) and QDS controller (`thinwan_proto::qds`, docs/qds.md) — the same code
 //! the simulator's middlebox runs — driven by captured packets and the wall clock.
 //!
+//! Its `[qds]` keys are thinwan-link's (`thinwan_net::qds::config`): the same names,
+//! defaults, bounds and model/oracle handling as the emulator and the scenario.
+//!
 //! Every period: forget idle flows, take every tracked flow's view (RTT = client half +
 //! server half, rate toward the client, features), name its application, and hand
 //! the flows to `controller::plan`, whose classes and rates the daemon programs into HTB.
-//! A flow whose RTT has not been measured yet (no half timed) enters the plan with
-//! RTT 0: its budget is its whole QT, so it is not made urgent on no evidence.
+//! A flow whose RTT has not been measured yet (no half timed) stays out of the plan:
+//! it gets no filter and waits in the default (last) class, as in thinwan-link's loop.
 
-use std::path::Path;
+use std::net::SocketAddr;
 
-use thinwan_proto::qds::classify::{AppType, Model};
-use thinwan_proto::qds::controller::{plan, FlowInput, QdsConfig};
-use thinwan_proto::qds::monitor::{FlowMonitor, MonitorConfig, Segment, Toward};
+use thinwan_capture::FlowKey;
+use thinwan_net::qds::config::QdsSetup;
+use thinwan_proto::qds::classify::{AppType, Features};
+use thinwan_proto::qds::controller::{plan, FlowInput};
+use thinwan_proto::qds::monitor::{FlowMonitor, Segment, Toward};
 use thinwan_proto::{Duration, Instant};
 
-use crate::config::{ClassifierMode, Config, FlowMatch};
+use crate::config::Config;
 use crate::control::{Control, Decision, FlowReport};
 use crate::htb::Rate;
 use crate::tc::FiveTuple;
 
-/// Where flows get their application type.
-enum Apps {
-    /// The trained classifier on the monitor's features.
-    Model(Box<Model>),
-    /// The oracle table; flows it does not list are `data` (the longest QT: an unknown
-    /// flow is not made urgent).
-    Oracle(Vec<(FlowMatch, AppType)>),
-}
-
-impl Apps {
-    fn of(&self, flow: &FiveTuple, features: &thinwan_proto::qds::classify::Features) -> AppType {
-        match self {
-            Apps::Model(m) => m.predict(features),
-            Apps::Oracle(t) => t
-                .iter()
-                .find(|(m, _)| m.matches(flow.server, flow.server_port))
-                .map_or(AppType::Data, |(_, a)| *a),
-        }
-    }
-}
-
 /// The QDS decider.
 pub struct Qds {
-    cfg: QdsConfig,
+    setup: QdsSetup,
     monitor: FlowMonitor<FiveTuple>,
-    apps: Apps,
     capacity_bps: u64,
 }
 
 impl Qds {
-    /// From the daemon's configuration (the model file is read and checked here).
+    /// From the daemon's configuration: its `[qds]` keys checked and built exactly as
+    /// thinwan-link builds them (`QdsKeys::setup`: controller and monitor parameters, the
+    /// model read from `model_file` and checked, or the oracle table).
     pub fn new(c: &Config) -> Result<Qds, String> {
-        let mut cfg = QdsConfig {
-            period: Duration::from_millis(c.period_ms),
-            alpha: c.qds.alpha,
-            beta: c.qds.beta,
-            variant: c.qds.variant,
-            ..QdsConfig::default()
-        };
-        if !c.qds.bounds_ms.is_empty() {
-            cfg.bounds = c.qds.bounds_ms.iter().map(|b| Duration::from_millis_f64(*b)).collect();
-        }
-        cfg.validate().map_err(|e| e.to_string())?;
-        let apps = match c.classifier.mode {
-            ClassifierMode::Oracle => {
-                Apps::Oracle(c.classifier.oracle.iter().map(|e| (e.flow, e.app)).collect())
-            }
-            ClassifierMode::Model => {
-                let path = c
-                    .classifier
-                    .model
-                    .as_deref()
-                    .ok_or("classifier.model: mode = \"model\" needs the model file")?;
-                Apps::Model(Box::new(load_model(path)?))
-            }
-        };
-        Ok(Qds {
-            cfg,
-            monitor: FlowMonitor::new(MonitorConfig::default()),
-            apps,
-            capacity_bps: (c.capacity_mbps * 1e6).round() as u64,
-        })
+        let setup = c.qds.setup().map_err(|e| e.0)?;
+        let monitor = FlowMonitor::new(setup.monitor);
+        Ok(Qds { setup, monitor, capacity_bps: (c.capacity_mbps * 1e6).round() as u64 })
     }
-}
 
-/// Read and check a trained model (JSON).
-pub fn load_model(path: &Path) -> Result<Model, String> {
-    let text =
-        std::fs::read_to_string(path).map_err(|e| format!("classifier.model: {}: {e}", path.display()))?;
-    let model: Model =
-        serde_json::from_str(&text).map_err(|e| format!("classifier.model: {}: {e}", path.display()))?;
-    model.validate().map_err(|e| format!("classifier.model: {}: {e}", path.display()))?;
-    Ok(model)
+    /// The application type of `flow`: the model's prediction from its features, or the
+    /// oracle's row (unlisted flows: `oracle_default`, `data` unless set).
+    fn app_of(&self, flow: &FiveTuple, features: &Features) -> AppType {
+        match &self.setup.model {
+            Some(m) => m.predict(features),
+            None => self.setup.truth(&FlowKey {
+                client: SocketAddr::from((flow.client, flow.client_port)),
+                server: SocketAddr::from((flow.server, flow.server_port)),
+            }),
+        }
+    }
 }
 
 impl Control for Qds {
     fn classes(&self) -> usize {
-        self.cfg.classes()
+        self.setup.cfg.classes()
     }
 
     fn initial_rates(&self) -> Vec<Rate> {
@@ -111,17 +71,19 @@ impl Control for Qds {
 
     fn tick(&mut self, now: Instant) -> Decision {
         self.monitor.expire(now);
-        let views = self.monitor.views(now);
+        // Flows not yet timed stay out of the plan (no filter: the default class), as in
+        // thinwan-link's loop (docs/lab.md "QDS in thinwan-link").
+        let views: Vec<_> = self.monitor.views(now).into_iter().filter(|(_, v)| v.rtt.is_some()).collect();
         let inputs: Vec<FlowInput<FiveTuple>> = views
             .iter()
             .map(|(k, v)| FlowInput {
                 key: *k,
-                app: self.apps.of(k, &v.features),
+                app: self.app_of(k, &v.features),
                 rtt: v.rtt.unwrap_or(Duration::ZERO),
                 rate_bps: v.rate_bps,
             })
             .collect();
-        let p = plan(&self.cfg, &inputs, self.capacity_bps);
+        let p = plan(&self.setup.cfg, &inputs, self.capacity_bps);
         let flows = p
             .class_of
             .iter()
@@ -160,9 +122,9 @@ capacity_mbps = 10
 controller = "qds"
 [servers]
 nets = ["198.18.1.0/24"]
-[classifier]
-mode = "oracle"
-oracle = [{ port = 5001, type = "video" }, { port = 5002, type = "data" }]
+[qds]
+classifier = "oracle"
+oracle = [{ server_port = 5001, app = "video" }, { server_port = 5002, app = "data" }]
 "#;
 
     fn ms(x: u64) -> Instant {
@@ -227,18 +189,17 @@ oracle = [{ port = 5001, type = "video" }, { port = 5002, type = "data" }]
         let dir = std::env::temp_dir().join(format!("thinwan-qds-model-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("m.json");
-        std::fs::write(&path, "{\"features\": [\"nope\"], \"classes\": []}").unwrap();
         let text = CFG.replace(
-            "mode = \"oracle\"",
-            &format!("mode = \"model\"\nmodel = {:?}", path.display().to_string()),
+            "classifier = \"oracle\"",
+            &format!("classifier = \"model\"\nmodel_file = {:?}", path.display().to_string()),
         );
-        let err = Qds::new(&Config::parse(&text).unwrap()).err().unwrap();
-        assert!(err.starts_with("classifier.model:"), "{err}");
-        let empty = Model::train(&[]);
+        let no_file = Qds::new(&Config::parse(&text).unwrap()).err().unwrap();
+        assert!(no_file.starts_with("qds.model"), "{no_file}");
+        let empty = thinwan_proto::qds::classify::Model::train(&[]);
         std::fs::write(&path, serde_json::to_string(&empty).unwrap()).unwrap();
         let err = Qds::new(&Config::parse(&text).unwrap()).err().unwrap();
-        assert!(err.starts_with("classifier.model:") && err.contains("no class"), "{err}");
-        let one = Model::train(&[(Default::default(), AppType::Video)]);
+        assert!(err.starts_with("qds.model") && err.contains("no class"), "{err}");
+        let one = thinwan_proto::qds::classify::Model::train(&[(Default::default(), AppType::Video)]);
         std::fs::write(&path, serde_json::to_string(&one).unwrap()).unwrap();
         let ok = Qds::new(&Config::parse(&text).unwrap());
         std::fs::remove_dir_all(&dir).unwrap();

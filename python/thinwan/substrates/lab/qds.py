@@ -79,7 +79,6 @@ def daemon_toml(s: QdsSettings, downlink: str, uplink: str, state_dir: Path) -> 
         f'downlink = "{downlink}"',
         f'uplink = "{uplink}"',
         f"capacity_mbps = {s.capacity_mbps}",
-        f"period_ms = {s.period_ms}",
         f'state_dir = "{state_dir}"',
         f'controller = "{s.controller}"',
     ]
@@ -88,13 +87,17 @@ def daemon_toml(s: QdsSettings, downlink: str, uplink: str, state_dir: Path) -> 
     if s.class_queue_packets:
         lines.append(f"class_queue_packets = {s.class_queue_packets}")
     lines += ["", "[servers]", f'nets = ["{SERVER_NET}"]']
+    # [qds]: the scenario's keys, as thinwan-link reads them (docs/lab.md "QDS").
+    lines += ["", "[qds]", f"period_ms = {s.period_ms}"]
+    if s.controller == "qds":
+        lines += [f"alpha = {s.alpha}", f"beta = {s.beta}", f'variant = "{s.variant}"']
+        lines.append(f'classifier = "{"oracle" if s.oracle_ports else "model"}"')
+        rows = ", ".join(f'{{ server_port = {p}, app = "{t}" }}' for p, t in sorted(s.oracle_ports.items()))
+        if rows:
+            lines.append(f"oracle = [{rows}]")
     if s.controller == "static":
         lines += ["", "[static]", f"rates_mbps = [{', '.join(str(r) for r in s.static_rates_mbps)}]"]
         lines += [f"[[static.flows]]\nport = {p}\nclass = {c}" for p, c in sorted(s.static_ports.items())]
-    else:
-        lines += ["", "[qds]", f"alpha = {s.alpha}", f"beta = {s.beta}", f'variant = "{s.variant}"']
-        lines += ["", "[classifier]", f'mode = "{"oracle" if s.oracle_ports else "model"}"']
-        lines += [f'[[classifier.oracle]]\nport = {p}\ntype = "{t}"' for p, t in sorted(s.oracle_ports.items())]
     return "\n".join(lines) + "\n"
 
 
