@@ -58,6 +58,7 @@ def parser() -> argparse.ArgumentParser:
     from .desktop_cmd import add_desktop_subcommands
     from .lab_cmds import add_lab_subcommands, add_validate_subcommand
     from .mux_cmd import add_mux_subcommand
+    from .qds_cmd import add_qds_subcommand
     from .run_cmd import add_run_subcommand
     from .sweep_cmd import add_sweep_subcommand
 
@@ -71,6 +72,7 @@ def parser() -> argparse.ArgumentParser:
     add_lab_subcommands(commands)
     add_validate_subcommand(commands)
     add_mux_subcommand(commands)
+    add_qds_subcommand(commands)
     add_desktop_subcommands(commands)
     return p
 

@@ -1,5 +1,5 @@
 """The one place that finds thinwan's programs (``thinwan-link``, ``thinwan-net``,
-``thinwan-mux``): ``$THINWAN_BIN_DIR``, then the directory of the running Python (a
+``thinwan-mux``, ``thinwan-qds``): ``$THINWAN_BIN_DIR``, then the directory of the running Python (a
 virtual environment's ``bin/``, where scripts/setup.sh and an installed wheel put
 them), then ``$PATH``."""
 
@@ -13,7 +13,12 @@ from pathlib import Path
 __all__ = ["MissingBinary", "find_binary", "BINARIES"]
 
 # Program → the cargo package that builds it.
-BINARIES = {"thinwan-link": "thinwan-net", "thinwan-net": "thinwan-net", "thinwan-mux": "thinwan-mux"}
+BINARIES = {
+    "thinwan-link": "thinwan-net",
+    "thinwan-net": "thinwan-net",
+    "thinwan-mux": "thinwan-mux",
+    "thinwan-qds": "thinwan-qds",
+}
 
 
 class MissingBinary(Exception):
