@@ -101,6 +101,11 @@ fn to_python(py: Python<'_>, r: RunRecords, run: u64, wall_s: f64) -> PyResult<P
     out.set_item("conn_trace", table!(py, ct, [conn, t, cwnd, ssthresh, srtt, rttvar, rto, rtt]))?;
     let pl = r.packet_log;
     out.set_item("packet_log", table!(py, pl, [conn, t, event, seq, len, retx]))?;
+    // Only runs that record them have the newer tables, so the records of every other
+    // run stay exactly what they were (bench/records_digest.py).
+    if let Some(pr) = r.packet_rtt {
+        out.set_item("packet_rtt", table!(py, pr, [conn, app, t_tx, rtt, bytes, retx]))?;
+    }
     let qt = r.queue_trace;
     let queue = table!(py, qt, [t, bytes, packets]);
     queue.set_item("port", qt.port)?;

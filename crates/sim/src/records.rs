@@ -140,6 +140,24 @@ pub struct QueueTrace {
     pub packets: Vec<u64>,
 }
 
+/// One row per first transmission of a data segment, with its exact RTT (the middlebox
+/// topology, or `records.packet_rtt`).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct PacketRtt {
+    /// Connection.
+    pub conn: Vec<u32>,
+    /// Application of the write holding its first byte (`thinwan_proto::traffic::App` code).
+    pub app: Vec<u8>,
+    /// Transmission by the server.
+    pub t_tx: Vec<f64>,
+    /// Until the covering cumulative ACK reached the server, s (NaN: not by the end).
+    pub rtt: Vec<f64>,
+    /// Payload bytes.
+    pub bytes: Vec<u32>,
+    /// 1 when some of its bytes were retransmitted before that ACK.
+    pub retx: Vec<u8>,
+}
+
 /// Everything one run produces.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct RunRecords {
@@ -155,6 +173,8 @@ pub struct RunRecords {
     pub queue_trace: QueueTrace,
     /// Packet log of selected connections.
     pub packet_log: PacketLog,
+    /// Exact per-packet RTTs, when recorded.
+    pub packet_rtt: Option<PacketRtt>,
     /// Simulator events processed.
     pub events: u64,
     /// Seed used.

@@ -27,6 +27,7 @@ mod build;
 mod diag;
 mod output;
 mod prefetch;
+mod rtt;
 mod tunnel_glue;
 
 pub use build::wan_impairment;
@@ -45,7 +46,7 @@ use thinwan_proto::tcp::{
     Ack, DataSegment, Mechanisms, Receiver, ReceiverConfig, Recovery, RtoConfig, SackBlocks, Sender,
     SenderConfig,
 };
-use thinwan_proto::traffic::{Kind, Source, Write};
+use thinwan_proto::traffic::{App, Kind, Source, Write};
 use thinwan_proto::{Duration, Instant};
 
 /// Most hops on a route: sender NIC, a router port, the far router's port to the host.
@@ -407,6 +408,8 @@ pub struct World {
     /// Prefetch what the events a few places ahead will touch ([`World::prefetch_ahead`]):
     /// only for runs of [`PREFETCH_MIN_CONNS`] connections or more.
     prefetch: bool,
+    /// Exact per-packet RTTs (the middlebox topology or `records.packet_rtt`).
+    rtt: Option<Box<rtt::RttLog>>,
     out: RunRecords,
 }
 
@@ -487,6 +490,9 @@ impl World {
             // without a trip through the (cold) queue of blocked writes.
             let end = c.sender.write(w.bytes as u64);
             c.msgs.push(Msg::new(end, w));
+            if let Some(r) = &mut self.rtt {
+                r.note_app(conn, c.msgs.len() - 1, w.app);
+            }
         } else {
             c.blocked.push_back(Pending { w, tag: Tag::Plain });
             self.flush_writes(conn);
@@ -508,7 +514,12 @@ impl World {
             let Pending { w, tag } = c.blocked.pop_front().expect("front exists");
             let end = c.sender.write(w.bytes as u64);
             match tag {
-                Tag::Plain => c.msgs.push(Msg::new(end, w)),
+                Tag::Plain => {
+                    c.msgs.push(Msg::new(end, w));
+                    if let Some(r) = &mut self.rtt {
+                        r.note_app(conn, c.msgs.len() - 1, w.app);
+                    }
+                }
                 Tag::Relay => relayed += w.bytes as usize,
             }
         }
@@ -532,6 +543,9 @@ impl World {
             c.dropped.retain(|&(s, _)| s < seg.seq || s >= seg.end());
             let (interactive, first) = mark_transmission(&mut c.msgs[c.acked_cursor..], &seg, now, !c.relay);
             let row = (c.acked_cursor + first) as u32;
+            if let Some(r) = &mut self.rtt {
+                r.on_transmit(conn, seg.seq, seg.end(), seg.retransmission, row as usize, now);
+            }
             t.section(Section::MarkRows);
             let route0 = self.routes.port(conn, 0, 0);
             self.send(
@@ -709,6 +723,9 @@ impl World {
         c.sender.handle_ack(self.now, &ack);
         t.section(Section::AckHandle);
         let una = c.sender.snd_una();
+        if let Some(r) = &mut self.rtt {
+            r.on_ack(conn, una, self.now);
+        }
         while c.acked_cursor < c.msgs.len() && c.msgs[c.acked_cursor].end() <= una {
             c.acked_cursor += 1;
         }

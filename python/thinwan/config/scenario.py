@@ -111,10 +111,12 @@ class ScenarioSection(_Section):
 
 
 class TopologySection(_Section):
-    """``[topology]``: the dumbbell (servers — R1 — bottleneck — R2 — clients), or the
-    mux topology (the same with a last hop proxy → client, and the tunnel of ``[mux]``)."""
+    """``[topology]``: the dumbbell (servers — R1 — bottleneck — R2 — clients), the
+    mux topology (the same with a last hop proxy → client, and the tunnel of ``[mux]``),
+    or the middlebox topology of QDS (``servers`` servers — middlebox R1 — downlink —
+    R2 — clients, each client with its own base one-way delay)."""
 
-    kind: Literal["dumbbell", "mux"] = "dumbbell"
+    kind: Literal["dumbbell", "mux", "middlebox"] = "dumbbell"
     pairs: int = Field(10, ge=1, le=MAX_PAIRS)
     access_rate_mbps: float = Field(100.0, gt=0)
     access_delay_ms: float = Field(1.0, ge=0)
@@ -126,6 +128,17 @@ class TopologySection(_Section):
     bottleneck_jitter_pct: float = Field(0.0, ge=0, le=100)
     last_hop_delay_ms: float = Field(50.0, ge=0)
     last_hop_rate_mbps: float = Field(100.0, gt=0)
+    # Middlebox topology (docs/scenario.md): 0 servers = ceil(pairs / 2) (the spec's S = N/2).
+    servers: int = Field(0, ge=0, le=U32_MAX)
+    client_delay_mean_ms: float = Field(7.5, ge=0)
+    client_delay_sd_ms: float = Field(1.25, ge=0)
+    client_delay_min_ms: float = Field(5.0, ge=0)
+    client_delay_max_ms: float = Field(10.0, ge=0)
+
+    @field_validator("client_delay_max_ms")
+    @classmethod
+    def _delay_clip_ordered(cls, v: float, info: ValidationInfo) -> float:
+        return _at_least(v, info, "client_delay_min_ms")
 
 
 class QueueSection(_Section):
@@ -189,10 +202,18 @@ class TcpSection(_Section):
         return v
 
 
+# The models a mix may hold (those whose writes are generated per pair).
+MixModel = Literal["video", "data", "thin-client", "game"]
+# One entry of traffic.mix: [model, pairs] (a TOML array, so not strict about tuples).
+MixEntry = Annotated[
+    tuple[MixModel, Annotated[int, Field(ge=0, le=U32_MAX, strict=True)]], Field(strict=False)
+]
+
+
 class TrafficSection(_Section):
     """``[traffic]``: one independent source per server (Ogawa §1, docs/sources.md)."""
 
-    model: Literal["thin-client", "bulk", "game", "pcap"] = "thin-client"
+    model: Literal["thin-client", "bulk", "game", "pcap", "video", "data", "mix"] = "thin-client"
     p_interactive_to_bulk: float = Field(0.09, ge=0, le=1)
     p_bulk_to_interactive: float = Field(0.42, ge=0, le=1)
     gap_ii_s: float = Field(0.27, gt=0)
@@ -213,6 +234,23 @@ class TrafficSection(_Section):
     # (0: the side that sends a flow's first payload). thinwan.trace says how it is read.
     pcap_file: str = ""
     pcap_server_port: int = Field(0, ge=0, le=65535)
+    # Video, data and mixes (docs/scenario.md, docs/model.md "Video, data and mixes").
+    video_rate_mbps: float = Field(5.0, gt=0)
+    video_fps: float = Field(25.0, gt=0, le=1000)
+    video_frame_spread: float = Field(0.2, ge=0, le=1)
+    data_rate_mbps: float = Field(1.0, gt=0)
+    data_object_kb: float = Field(50.0, gt=0, le=1e6)
+    data_object_sigma: float = Field(1.0, gt=0, le=5)
+    # model = "mix": [[model, pairs], ...] in pair order; e.g. [["video", 3], ["data", 9]].
+    mix: tuple[MixEntry, ...] = Field((), strict=False)
+    mix_change_s: float = Field(0.0, ge=0)
+    mix_shift: int = Field(0, ge=0, le=U32_MAX)
+
+    @model_validator(mode="after")
+    def _mix_needs_flows(self) -> TrafficSection:
+        if self.model == "mix" and sum(n for _, n in self.mix) == 0:
+            raise ValueError('traffic.mix: traffic.model = "mix" needs flows, e.g. mix = [["video", 3], ["data", 9]]')
+        return self
 
     @model_validator(mode="after")
     def _pcap_needs_a_file(self) -> TrafficSection:
@@ -237,6 +275,8 @@ class RecordsSection(_Section):
     trace_connections: Literal["all", "none"] = "all"
     # A tuple keeps the frozen model hashable; TOML arrays are accepted (strict=False).
     packet_log_conns: tuple[Annotated[int, Field(ge=0, le=U32_MAX)], ...] = Field((), strict=False)
+    # The per-packet RTT table (docs/records.md "packet_rtt"); always on with topology.kind = "middlebox".
+    packet_rtt: bool = False
 
 
 # The tunnel session's largest frame payload by default (crates/proto/src/mux/session.rs,
@@ -308,6 +348,16 @@ class Scenario(_Section):
             raise ValueError(
                 'topology.kind: "mux" carries one thin stream per pair: needs traffic.model '
                 '"game", "thin-client" or "pcap" and traffic.separate_connections = false'
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _mix_counts_are_the_pairs(self) -> Scenario:
+        flows = sum(n for _, n in self.traffic.mix)
+        if self.traffic.model == "mix" and flows != self.topology.pairs:
+            raise ValueError(
+                f"traffic.mix: its counts add up to {flows} flows but topology.pairs = "
+                f"{self.topology.pairs}; they must be equal (one flow per pair)"
             )
         return self
 
@@ -461,6 +511,26 @@ def writes_per_second(scenario: Scenario) -> float:
     if t.model == "pcap":
         writes = sum(len(w) for w in scenario.trace_writes())
         return writes / scenario.scenario.duration_s
+    if t.model in ("video", "data"):
+        return pairs * _app_writes_per_second(t, t.model)
+    if t.model == "mix":
+        return sum(n * _app_writes_per_second(t, m) for m, n in t.mix)
+    return pairs * _thin_client_writes_per_second(t)
+
+
+def _app_writes_per_second(t: TrafficSection, model: str) -> float:
+    """One pair's mean writes per second under ``model`` (docs/model.md)."""
+    if model == "video":
+        return t.video_fps  # one write per frame
+    if model == "data":
+        return t.data_rate_mbps * 1e6 / 8 / (t.data_object_kb * 1e3)  # one write per object
+    if model == "game":
+        return 1 / 0.632
+    return _thin_client_writes_per_second(t)
+
+
+def _thin_client_writes_per_second(t: TrafficSection) -> float:
+    """One thin-client source's mean writes per second."""
     # Thin-client: the two-state Markov chain of Ogawa §1 (docs/sources.md). Each step
     # is an interactive write or a bulk block of bulk_packets_mean writes; its gap
     # depends on the pair of states it joins.
@@ -473,4 +543,4 @@ def writes_per_second(scenario: Scenario) -> float:
     gap = pi_i * ((1 - a) * t.gap_ii_s + a * t.gap_ib_s) + pi_b * (b * t.gap_bi_s + (1 - b) * t.gap_bb_s)
     block = t.bulk_packets_mean * t.intra_bulk_gap_ms / 1000
     writes_per_step = pi_i + pi_b * t.bulk_packets_mean
-    return pairs * writes_per_step / (gap + pi_b * block)
+    return writes_per_step / (gap + pi_b * block)
