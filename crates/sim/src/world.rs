@@ -30,7 +30,7 @@ mod prefetch;
 mod rtt;
 mod tunnel_glue;
 
-pub use build::wan_impairment;
+pub use build::{client_delays, wan_impairment, CLIENT_DELAY_STREAM};
 
 use std::sync::Arc;
 
@@ -1044,7 +1044,7 @@ mod tests {
 
     #[test]
     fn galloping_finds_what_a_binary_search_finds() {
-        let w = Write { at: Instant::ZERO, bytes: 1, kind: Kind::Interactive };
+        let w = Write { at: Instant::ZERO, bytes: 1, kind: Kind::Interactive, app: App::ThinClient };
         for n in 0..40u64 {
             let msgs: Vec<Msg> = (1..=n).map(|k| Msg::new(10 * k, w)).collect();
             for seq in 0..10 * n + 12 {

@@ -205,9 +205,7 @@ class TcpSection(_Section):
 # The models a mix may hold (those whose writes are generated per pair).
 MixModel = Literal["video", "data", "thin-client", "game"]
 # One entry of traffic.mix: [model, pairs] (a TOML array, so not strict about tuples).
-MixEntry = Annotated[
-    tuple[MixModel, Annotated[int, Field(ge=0, le=U32_MAX, strict=True)]], Field(strict=False)
-]
+MixEntry = Annotated[tuple[MixModel, Annotated[int, Field(ge=0, le=U32_MAX, strict=True)]], Field(strict=False)]
 
 
 class TrafficSection(_Section):

@@ -93,13 +93,21 @@ SCHEMA: dict[str, dict[str, str]] = {
         "len": "uint32",
         "retx": "uint8",
     },
+    "packet_rtt": {
+        "conn": "uint32",
+        "app": "uint8",
+        "t_tx": "float64",
+        "rtt": "float64",
+        "bytes": "uint32",
+        "retx": "uint8",
+    },
 }
 TABLES = tuple(SCHEMA)
 # Columns added to the schema later, with the value a producer that predates them (an
 # older records directory, the lab, a test fixture) implicitly reports: no such event.
 LATER_COLUMNS: dict[str, dict[str, int]] = {"ports": {"drops_loss": 0}}
 # Tables a run may leave empty or out (records.traces = false).
-OPTIONAL_TABLES = ("conn_trace", "queue_trace", "packet_log")
+OPTIONAL_TABLES = ("conn_trace", "queue_trace", "packet_log", "packet_rtt")
 
 
 @dataclass
@@ -112,6 +120,7 @@ class RunRecords:
     conn_trace: pd.DataFrame = field(default_factory=lambda: empty_table("conn_trace"))
     queue_trace: pd.DataFrame = field(default_factory=lambda: empty_table("queue_trace"))
     packet_log: pd.DataFrame = field(default_factory=lambda: empty_table("packet_log"))
+    packet_rtt: pd.DataFrame = field(default_factory=lambda: empty_table("packet_rtt"))
     meta: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
