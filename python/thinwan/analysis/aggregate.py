@@ -18,9 +18,9 @@ from ..config.scenario import Scenario
 from ..config.sweepfile import Point, Sweep, SweepError, label, short_names
 from ..records.meta import git_revision
 from ..records.schema import RunRecords, empty_table
+from .by_type import flatten_by_type, nest_by_type
 from .delay_hist import QUANTILES as DELAY_STATS
 from .delay_hist import delay_histogram, pooled_delay_stats_ms
-from .by_type import flatten_by_type, nest_by_type
 from .metrics import BULK, COMPONENTS, INTERACTIVE, message_delays, summarize_run, summarize_runs
 
 __all__ = [

@@ -71,13 +71,11 @@ def by_type(packet_rtt: pd.DataFrame, duration_s: float, qt: Mapping[str, float]
         rtt_ms = rtt[acked] * 1e3
         q = qt.get(name, math.nan)
         n = len(rtt)
-        # Unacknowledged packets are in n but never within a threshold.
-        share = (lambda limit: float((rtt_ms <= limit).sum()) / n) if not math.isnan(q) else (lambda _: math.nan)
         out[name] = {
             "rtt_mean_ms": float(rtt_ms.mean()) if len(rtt_ms) else math.nan,
             "rtt_sd_ms": float(rtt_ms.std()) if len(rtt_ms) else math.nan,
-            "share_within_qt": share(q),
-            "share_within_1_2qt": share(1.2 * q),
+            "share_within_qt": _share_within(rtt_ms, n, q),
+            "share_within_1_2qt": _share_within(rtt_ms, n, 1.2 * q),
             "throughput_mbps": float(rows["bytes"].to_numpy()[acked].sum()) * 8 / duration_s / 1e6,
             "qt_ms": q,
             "packets": n,
@@ -85,6 +83,12 @@ def by_type(packet_rtt: pd.DataFrame, duration_s: float, qt: Mapping[str, float]
             "retransmitted": int(rows["retx"].sum()),
         }
     return out
+
+
+def _share_within(rtt_ms: np.ndarray, n: int, limit_ms: float) -> float:
+    """Share of ``n`` packets whose RTT is ≤ ``limit_ms``; the unacknowledged ones (in
+    ``n``, not in ``rtt_ms``) never are."""
+    return float((rtt_ms <= limit_ms).sum()) / n if n and not math.isnan(limit_ms) else math.nan
 
 
 def summarize_by_type_runs(summaries: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, float]]:
