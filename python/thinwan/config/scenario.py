@@ -44,6 +44,7 @@ __all__ = [
     "TrafficSection",
     "RecordsSection",
     "MuxSection",
+    "QdsSection",
     "LabSection",
     "MUX_FRAME_PAYLOAD_BYTES",
     "load_scenario",
@@ -293,6 +294,38 @@ class MuxSection(_Section):
     notsent_lowat_bytes: int = Field(32768, ge=1, le=U32_MAX)
 
 
+class QdsSection(_Section):
+    """``[qds]``: the QDS controller that drives the downlink's class scheduler when
+    ``queue.discipline = "qds"`` (docs/scenario.md "[qds]", docs/qds.md); ignored otherwise."""
+
+    period_ms: float = Field(100.0, gt=0, le=60_000)
+    alpha: float = Field(0.2, ge=0, le=10)
+    beta: float = Field(1.0, ge=0, le=10)
+    l_floor: float = Field(0.1, gt=0, le=1)
+    variant: Literal["delay_only", "bandwidth_aware", "demand_first"] = "bandwidth_aware"
+    classifier: Literal["model", "oracle"] = "model"
+    # The classifier's model (JSON, docs/qds.md), relative to the scenario file; "" = the
+    # model shipped with thinwan.
+    model_file: str = ""
+    classes: int = Field(10, ge=1, le=64)
+    class_step_ms: float = Field(10.0, gt=0, le=10_000)
+    qt_video_ms: float = Field(50.0, gt=0, le=60_000)
+    qt_audio_ms: float = Field(50.0, gt=0, le=60_000)
+    qt_data_ms: float = Field(100.0, gt=0, le=60_000)
+    qt_interactive_ms: float = Field(50.0, gt=0, le=60_000)
+    rtt_samples: int = Field(8, ge=1, le=1024)
+    rate_window_ms: float = Field(1000.0, gt=0, le=60_000)
+
+    def qt_ms(self) -> dict[str, float]:
+        """QT per controller type (video, audio, data, interactive), ms."""
+        return {
+            "video": self.qt_video_ms,
+            "audio": self.qt_audio_ms,
+            "data": self.qt_data_ms,
+            "interactive": self.qt_interactive_ms,
+        }
+
+
 class LabSection(_Section):
     """``[lab]``: settings only the namespace lab reads (docs/lab.md); the simulator
     ignores them. ``loss``, ``loss_rev`` and ``jitter`` left unset take the
@@ -336,6 +369,7 @@ class Scenario(_Section):
     traffic: TrafficSection = Field(default_factory=TrafficSection)
     records: RecordsSection = Field(default_factory=RecordsSection)
     mux: MuxSection = Field(default_factory=MuxSection)
+    qds: QdsSection = Field(default_factory=QdsSection)
     # Lab-only settings: validated with the rest, but not part of what is simulated, of a
     # run's recorded config or of a sweep point's id (so excluded from model_dump).
     lab: LabSection = Field(default_factory=LabSection, exclude=True)
