@@ -246,12 +246,6 @@ class TrafficSection(_Section):
     mix_shift: int = Field(0, ge=0, le=U32_MAX)
 
     @model_validator(mode="after")
-    def _mix_needs_flows(self) -> TrafficSection:
-        if self.model == "mix" and sum(n for _, n in self.mix) == 0:
-            raise ValueError('traffic.mix: traffic.model = "mix" needs flows, e.g. mix = [["video", 3], ["data", 9]]')
-        return self
-
-    @model_validator(mode="after")
     def _pcap_needs_a_file(self) -> TrafficSection:
         if self.model == "pcap" and not self.pcap_file:
             raise ValueError('traffic.pcap_file: traffic.model = "pcap" needs a capture file')
@@ -386,6 +380,8 @@ class Scenario(_Section):
     @model_validator(mode="after")
     def _mix_counts_are_the_pairs(self) -> Scenario:
         flows = sum(n for _, n in self.traffic.mix)
+        if self.traffic.model == "mix" and flows == 0:
+            raise ValueError('traffic.mix: traffic.model = "mix" needs flows, e.g. mix = [["video", 3], ["data", 9]]')
         if self.traffic.model == "mix" and flows != self.topology.pairs:
             raise ValueError(
                 f"traffic.mix: its counts add up to {flows} flows but topology.pairs = "
