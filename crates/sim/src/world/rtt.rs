@@ -23,6 +23,9 @@ pub(super) struct RttLog {
     pending: Vec<VecDeque<(u64, u32, Instant)>>,
     /// Per connection: (first message index, app) at each change of application.
     apps: Vec<Vec<(u32, App)>>,
+    /// Per connection: the application of its latest first transmission (the type of
+    /// what crosses the network now: the QDS oracle's truth).
+    last: Vec<App>,
     pub(super) rows: PacketRtt,
 }
 
@@ -31,6 +34,7 @@ impl RttLog {
         RttLog {
             pending: vec![VecDeque::new(); conns],
             apps: vec![Vec::new(); conns],
+            last: vec![App::default(); conns],
             rows: PacketRtt::default(),
         }
     }
@@ -48,6 +52,12 @@ impl RttLog {
         let a = &self.apps[conn as usize];
         let i = a.partition_point(|&(first, _)| first as usize <= index);
         a[..i].last().map_or(App::ThinClient, |&(_, app)| app)
+    }
+
+    /// The application of `conn`'s latest first transmission.
+    #[allow(dead_code)] // read by the QDS loop
+    pub(super) fn last_app(&self, conn: u32) -> App {
+        self.last[conn as usize]
     }
 
     /// A data segment `[seq, end)` left the server at `now`; `index`: the message
@@ -75,6 +85,7 @@ impl RttLog {
         }
         let row = self.rows.conn.len() as u32;
         let app = self.app_of(conn, index);
+        self.last[conn as usize] = app;
         let r = &mut self.rows;
         r.conn.push(conn);
         r.app.push(app as u8);
