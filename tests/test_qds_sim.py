@@ -20,6 +20,8 @@ from thinwan.substrates.sim import simulate
 
 ROOT = Path(__file__).resolve().parent.parent
 QDS = ROOT / "scenarios" / "qds"
+SCENARIOS = ("base", "c20-2-14", "c10-2-2", "c20-4-4", "c30-6-6", "changing-mix")
+SWEEPS = ("table1", "params", "capacity")
 
 
 # ----- configuration ------------------------------------------------------------------
@@ -52,7 +54,7 @@ def test_bad_qds_keys_name_the_key(data: dict, expected: str) -> None:
 
 
 def test_the_scenarios_load_with_their_mixes() -> None:
-    mixes = {f.stem: load_scenario(f).traffic.mix for f in QDS.glob("*.toml") if not f.stem.endswith("sweep")}
+    mixes = {stem: load_scenario(QDS / f"{stem}.toml").traffic.mix for stem in SCENARIOS}
     assert mixes["base"] == (("video", 3), ("data", 9))
     assert mixes["c20-2-14"] == (("video", 2), ("data", 14))
     for c, n in ((10, 2), (20, 4), (30, 6)):
