@@ -25,11 +25,10 @@ from ..config.scenario import Scenario
 
 __all__ = [
     "APP_NAMES",
-    "DEFAULT_QT_MS",
+    "CONTROLLER_TYPE",
     "by_type",
     "flatten_by_type",
     "nest_by_type",
-    "qt_ms",
     "scenario_qt_ms",
     "summarize_by_type_runs",
 ]
@@ -37,24 +36,27 @@ __all__ = [
 # The `app` codes of the packet_rtt table: thinwan_proto::traffic::App, in code order.
 APP_NAMES = ("thin-client", "game", "video", "data", "bulk", "pcap", "constant")
 
-# QoE threshold (maximum tolerable RTT) per type, ms: video 50 and data 100 from the
-# source's user studies; thin-client and game traffic are interactive (the controller's
-# "interactive" type). The QDS controller's table is the one source of truth where it
-# exists ([qds] qt_*_ms overrides both).
-DEFAULT_QT_MS: dict[str, float] = {"video": 50.0, "data": 100.0, "thin-client": 50.0, "game": 50.0}
+# The QDS controller's type of each application (crates/sim `world::qds::app_type`):
+# its QT (the scenario's [qds] qt_<type>_ms, the same table the controller uses) is the
+# application's threshold here.
+CONTROLLER_TYPE = {
+    "video": "video",
+    "data": "data",
+    "bulk": "data",
+    "thin-client": "interactive",
+    "game": "interactive",
+    "pcap": "interactive",
+    "constant": "interactive",
+}
 
 # The per-type metrics, in the order tables print them.
 METRICS = ("rtt_mean_ms", "rtt_sd_ms", "share_within_qt", "share_within_1_2qt", "throughput_mbps")
 
 
-def qt_ms(overrides: Mapping[str, float] | None = None) -> dict[str, float]:
-    """The QT table: :data:`DEFAULT_QT_MS` with ``overrides`` (type name → ms) applied."""
-    return {**DEFAULT_QT_MS, **(overrides or {})}
-
-
 def scenario_qt_ms(scenario: Scenario) -> dict[str, float]:
-    """The QT table of ``scenario``."""
-    return qt_ms()
+    """QT per application name, ms: the controller's QT of its type (``[qds]`` keys)."""
+    qt = scenario.qds.qt_ms()
+    return {name: qt[t] for name, t in CONTROLLER_TYPE.items()}
 
 
 def by_type(packet_rtt: pd.DataFrame, duration_s: float, qt: Mapping[str, float]) -> dict[str, dict[str, float]]:
