@@ -35,6 +35,10 @@ fn mux_frame_payload_default() -> u32 {
     thinwan_proto::mux::session::Config::default().max_payload
 }
 
+/// The classifier's features in `QdsFlows::features` order (`Features::NAMES`).
+const QDS_FEATURES: [&str; 8] =
+    ["size_mean", "size_sd", "iat_mean_us", "iat_sd_us", "rate_down_bps", "rate_up_bps", "full_share", "burst_pkts"];
+
 /// A dict of numpy columns from named `Vec` fields of a records table.
 macro_rules! table {
     ($py:expr, $t:expr, [$($col:ident),*]) => {{
@@ -105,6 +109,17 @@ fn to_python(py: Python<'_>, r: RunRecords, run: u64, wall_s: f64) -> PyResult<P
     // run stay exactly what they were (bench/records_digest.py).
     if let Some(pr) = r.packet_rtt {
         out.set_item("packet_rtt", table!(py, pr, [conn, app, t_tx, rtt, bytes, retx]))?;
+    }
+    if let Some((mut f, c)) = r.qds {
+        let features = std::mem::take(&mut f.features);
+        let flows = table!(py, f, [t, conn, app_true, app, rtt, rate_bps, class]);
+        // One column per feature, named after the classifier's (docs/records.md).
+        for (i, name) in QDS_FEATURES.iter().enumerate() {
+            let col: Vec<f64> = features.iter().map(|x| x[i]).collect();
+            flows.set_item(format!("f_{name}"), col.into_pyarray(py))?;
+        }
+        out.set_item("qds_flows", flows)?;
+        out.set_item("qds_classes", table!(py, c, [t, class, weight, rate_bps, flows]))?;
     }
     let qt = r.queue_trace;
     let queue = table!(py, qt, [t, bytes, packets]);
