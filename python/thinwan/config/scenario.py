@@ -390,6 +390,18 @@ class Scenario(_Section):
         return self
 
     @model_validator(mode="after")
+    def _qds_has_its_classifier(self) -> Scenario:
+        q = self.qds
+        if q.model_file:
+            self.qds_model()  # read now, so errors come early
+        elif self.queue.discipline == "qds" and q.classifier == "model":
+            raise ValueError(
+                'qds.model_file: queue.discipline = "qds" with qds.classifier = "model" needs a model file '
+                '(e.g. scenarios/qds/classifier.json), or set qds.classifier = "oracle"'
+            )
+        return self
+
+    @model_validator(mode="after")
     def _capture_has_the_streams(self) -> Scenario:
         if self.traffic.model == "pcap":
             self.trace_writes()  # read (and cache) the capture now, so errors come early
@@ -413,6 +425,19 @@ class Scenario(_Section):
             )
         return self
 
+    def qds_model(self) -> dict[str, Any] | None:
+        """The classifier model of ``qds.model_file`` (its JSON), or None without one."""
+        path = self.qds.model_file
+        if not path:
+            return None
+        try:
+            model = json.loads(Path(path).read_text())
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+            raise ValueError(f"qds.model_file: {path}: {e}") from None
+        if not isinstance(model, dict):
+            raise ValueError(f"qds.model_file: {path}: expected a JSON object (a classifier model)")
+        return model
+
     def trace_writes(self) -> list[list[tuple[float, int]]]:
         """``traffic.model = "pcap"``: each stream's writes (seconds, bytes)."""
         from .capture import TraceError, stream_writes
@@ -430,11 +455,15 @@ class Scenario(_Section):
 
     def to_native_json(self) -> str:
         """The complete scenario (every section and key) as the simulator reads it; with
-        ``traffic.model = "pcap"`` also the streams' writes (``traffic.trace``)."""
-        if self.traffic.model != "pcap":
+        ``traffic.model = "pcap"`` also the streams' writes (``traffic.trace``), with
+        ``qds.model_file`` also the classifier model (``qds.model``)."""
+        if self.traffic.model != "pcap" and not self.qds.model_file:
             return self.model_dump_json()
         data = self.model_dump()
-        data["traffic"]["trace"] = self.trace_writes()
+        if self.traffic.model == "pcap":
+            data["traffic"]["trace"] = self.trace_writes()
+        if self.qds.model_file:
+            data["qds"]["model"] = self.qds_model()
         return json.dumps(data)
 
     def to_toml(self) -> str:
