@@ -156,3 +156,29 @@ def test_sweep_json_points_carry_by_type(tmp_path: Path) -> None:
         assert not any(k.startswith("by_type.") for k in p["summary"]), "nested, not flat"
     share = [p["summary"]["by_type"]["video"]["throughput_mbps"] for p in doc["points"]]
     assert share[0] > share[1], "3 video flows get more than 2"
+
+
+def test_qds_summary_and_confusion_by_hand() -> None:
+    from thinwan.analysis.qds import class_occupancy, confusion, summarize_qds
+
+    # Two periods; flow 0 is video (0) classified right twice, flow 1 data (2) taken for
+    # video once.
+    flows = pd.DataFrame(
+        {
+            "t": [0.1, 0.1, 0.2, 0.2],
+            "conn": [0, 1, 0, 1],
+            "app_true": [0, 2, 0, 2],
+            "app": [0, 0, 0, 2],
+            "class": [1, 3, 2, 8],
+        }
+    )
+    classes = pd.DataFrame({"t": [0.1, 0.1, 0.2, 0.2], "class": [0, 1, 0, 1]})
+    s = summarize_qds(flows, classes)
+    assert s["qds_classifier_accuracy"] == pytest.approx(0.75)
+    assert s["qds_periods"] == 2
+    assert s["qds_mean_class_video"] == pytest.approx(1.5) and s["qds_mean_class_data"] == pytest.approx(5.5)
+    c = confusion(flows)
+    assert c.loc["data", "video"] == 1 and c.loc["data", "data"] == 1 and c.loc["video", "video"] == 2
+    occ = class_occupancy(flows)
+    assert occ.loc[0.1, 1] == 1 and occ.loc[0.2, 8] == 1 and occ.loc[0.1, 8] == 0
+    assert summarize_qds(flows.iloc[:0], classes) == {}

@@ -19,6 +19,7 @@ import pandas as pd
 from ..config.scenario import Scenario, TrafficSection
 from ..records.schema import RunRecords
 from .by_type import by_type, scenario_qt_ms, summarize_by_type_runs
+from .qds import summarize_qds
 
 __all__ = [
     "INTERACTIVE",
@@ -160,7 +161,8 @@ def summarize_run(records: RunRecords, scenario: Scenario) -> dict[str, Any]:
     delays (:func:`delay_quantiles_ms`), message counts, bottleneck drops (queue
     overflow) and packets lost on links (``link_loss_drops``); with per-packet RTTs
     (``packet_rtt``), ``by_type``: the per-application-type metrics of
-    :func:`thinwan.analysis.by_type.by_type`.
+    :func:`thinwan.analysis.by_type.by_type`; with the QDS loop, the keys of
+    :func:`thinwan.analysis.qds.summarize_qds`.
     """
     delays = message_delays(records.messages, scenario.scenario.duration_s)
     interactive = delays.loc[delays["kind"] == INTERACTIVE, "end_to_end"].dropna()
@@ -185,6 +187,7 @@ def summarize_run(records: RunRecords, scenario: Scenario) -> dict[str, Any]:
         "bottleneck_drops": int(bottleneck["drops_overflow"].sum()),
         "link_loss_drops": int(records.ports["drops_loss"].sum()) if "drops_loss" in records.ports else 0,
     }
+    summary.update(summarize_qds(records.qds_flows, records.qds_classes))
     if not records.packet_rtt.empty:
         # Per application type (QDS): analysis.by_type.
         summary["by_type"] = by_type(records.packet_rtt, scenario.scenario.duration_s, scenario_qt_ms(scenario))
