@@ -36,8 +36,16 @@ fn mux_frame_payload_default() -> u32 {
 }
 
 /// The classifier's features in `QdsFlows::features` order (`Features::NAMES`).
-const QDS_FEATURES: [&str; 8] =
-    ["size_mean", "size_sd", "iat_mean_us", "iat_sd_us", "rate_down_bps", "rate_up_bps", "full_share", "burst_pkts"];
+const QDS_FEATURES: [&str; 8] = [
+    "size_mean",
+    "size_sd",
+    "iat_mean_us",
+    "iat_sd_us",
+    "rate_down_bps",
+    "rate_up_bps",
+    "full_share",
+    "burst_pkts",
+];
 
 /// A dict of numpy columns from named `Vec` fields of a records table.
 macro_rules! table {

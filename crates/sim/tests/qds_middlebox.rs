@@ -68,7 +68,7 @@ fn packet_rtts_are_first_transmissions_labelled_and_above_the_base_rtt() {
     assert!(min > 0.011, "min RTT {min}");
     let acked = p.rtt.iter().filter(|x| !x.is_nan()).count();
     assert!(acked as f64 > 0.99 * p.rtt.len() as f64, "almost all acknowledged by the end");
-    assert!(p.retx.iter().any(|&x| x == 1), "a 20 % overload drops and retransmits");
+    assert!(p.retx.contains(&1), "a 20 % overload drops and retransmits");
     // The retransmitted ones waited for the recovery: on average longer.
     let mean = |flag: u8| {
         let v: Vec<f64> =

@@ -180,7 +180,7 @@ impl AppKeys {
             return Err(ParamError("traffic.mix: traffic.model = \"mix\" needs at least one flow".into()));
         }
         let change = match self.mix_change_s {
-            t if t == 0.0 => None,
+            0.0 => None,
             t if t > 0.0 && t.is_finite() => Some(Duration::from_secs_f64(t)),
             _ => return Err(ParamError("traffic.mix_change_s must be ≥ 0".into())),
         };
