@@ -49,6 +49,16 @@ DOCUMENTED_DEFAULTS = {
         "limit_packets": 1000,
         "priority_classifier": "label",
         "classifier_gap_ms": 6.31,
+        "fq_codel_target_ms": 5.0,
+        "fq_codel_interval_ms": 100.0,
+        "fq_codel_quantum_bytes": 1514,
+        "fq_codel_flows": 1024,
+        "fq_codel_hash_seed": 0,
+        "class_quantum_bytes": 1514,
+        "class_rate_shares": (),
+        "class_ceil_shares": (),
+        "class_interactive": -1,
+        "class_flows": (),
     },
     "tcp": {
         "recovery": "newreno",
@@ -202,7 +212,10 @@ def test_to_toml_round_trips() -> None:
         ({"scenario": {"seed": -1}}, "scenario.seed: Input should be greater than or equal to 0"),
         ({"records": {"trace_connections": "x"}}, "records.trace_connections: Input should be 'all' or 'none'"),
         ({"tcp": {"sack": False, "rack_tlp": True}}, "tcp.rack_tlp: needs tcp.sack = true"),
-        ({"queue": {"discipline": "red"}}, "queue.discipline: Input should be 'droptail' or 'priority'"),
+        (
+            {"queue": {"discipline": "red"}},
+            "queue.discipline: Input should be 'droptail', 'priority', 'fq_codel', 'classes' or 'qds'",
+        ),
         (
             {"traffic": {"bulk_packets_mean": 10, "bulk_packets_max": 8}},
             "traffic.bulk_packets_max: must be greater than traffic.bulk_packets_mean",
@@ -361,6 +374,18 @@ ADDED_AFTER_OGAWA2011 = {
     },
     "records": {"packet_rtt"},
     "qds": set(DOCUMENTED_DEFAULTS["qds"]),
+    "queue": {
+        "fq_codel_target_ms",
+        "fq_codel_interval_ms",
+        "fq_codel_quantum_bytes",
+        "fq_codel_flows",
+        "fq_codel_hash_seed",
+        "class_quantum_bytes",
+        "class_rate_shares",
+        "class_ceil_shares",
+        "class_interactive",
+        "class_flows",
+    },
 }
 
 

@@ -6,6 +6,10 @@
 //! operations at idle gaps (see `thinwan_proto::capture` for the definitions of an
 //! operation, its latency and its round trips). One pass, nothing kept per packet unless
 //! asked for ([`Options::keep_packets`]).
+//!
+//! [`ip`] also turns a parsed packet into what the QDS flow monitor reads
+//! ([`ip::qds_segment`]: flow key, direction, sequence numbers, flags, timestamps), for
+//! the middlebox daemon's captured frames and for captures.
 
 #![warn(missing_docs)]
 
@@ -20,6 +24,7 @@ use thinwan_proto::{Duration, Instant};
 pub mod ip;
 pub mod reader;
 
+pub use ip::{qds_segment, FlowKey, ServerSide};
 pub use reader::{for_each_packet, Format, RawPacket};
 
 /// Which packets are the display traffic, and which way each went.

@@ -141,7 +141,13 @@ impl DirConfig {
 
     /// The queue discipline; an error names the key (`queue.limit_bytes, …`).
     pub fn queue_spec(&self) -> Result<QueueSpec, ConfigError> {
-        QueueSpec::try_from(&self.queue).map_err(|e| ConfigError(format!("queue.{e}")))
+        let spec = QueueSpec::try_from(&self.queue).map_err(|e| ConfigError(format!("queue.{e}")))?;
+        if spec.needs_link_rate() && self.rate_bps == 0 {
+            // The class schedulers' rates are shares of the link rate.
+            let which = serde_json::to_string(&self.queue.discipline).unwrap_or_default();
+            return Err(ConfigError(format!("queue.discipline: {which} needs a shaped link (rate_bps > 0)")));
+        }
+        Ok(spec)
     }
 
     /// Loss and jitter of this direction (`dir`) in a link seeded `seed`: the core's

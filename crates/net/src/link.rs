@@ -36,7 +36,7 @@ use serde::Serialize;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use thinwan_proto::link::{Impairment, LinkDir};
-use thinwan_proto::qdisc::{Dropped, QueueDisc, QueueItem};
+use thinwan_proto::qdisc::{ClassControl, Dropped, QueueDisc, QueueItem};
 use thinwan_proto::{DropReason, Duration, Instant};
 
 /// A packet inside the emulator.
@@ -140,6 +140,8 @@ pub struct DirStats {
     pub drops_overflow: u64,
     /// Pushed-out drops.
     pub drops_pushed_out: u64,
+    /// CoDel's head drops (FQ-CoDel).
+    pub drops_codel: u64,
     /// I.i.d. loss drops.
     pub drops_loss: u64,
     /// Gilbert–Elliott drops.
@@ -172,6 +174,9 @@ pub struct Direction {
     on_wire: Option<(Instant, Packet)>,
     /// When the link is next free (end of the last transmission).
     free_at: Instant,
+    /// The link is idle with packets queued that the discipline holds back (a shaped
+    /// class waiting for tokens): try again then ([`QueueDisc::next_ready`]).
+    wake: Option<Instant>,
     /// Packets in flight, by (due, sequence): a min-heap.
     line: BinaryHeap<Reverse<(Instant, u64, PacketBox)>>,
     line_seq: u64,
@@ -188,10 +193,11 @@ impl Direction {
             rate_bps: cfg.rate_bps,
             delay: cfg.delay(),
             overhead: cfg.overhead_bytes,
-            queue: cfg.queue_spec()?.build(),
+            queue: cfg.queue_spec()?.build(cfg.rate_bps),
             impair: cfg.impairment(seed, dir)?,
             on_wire: None,
             free_at: Instant::ZERO,
+            wake: None,
             line: BinaryHeap::new(),
             line_seq: 0,
             next_id: 0,
@@ -231,13 +237,13 @@ impl Direction {
         self.stats.max_queue_bytes = self.stats.max_queue_bytes.max(self.queue.backlog_bytes());
         self.stats.max_queue_packets = self.stats.max_queue_packets.max(self.queue.backlog_packets() as u64);
         if self.on_wire.is_none() {
-            self.start_tx(now.max(self.free_at));
+            self.start_tx(now.max(self.free_at), events);
         }
     }
 
     /// The next instant at which [`Direction::handle_timeout`] has work, if any.
     pub fn poll_timeout(&self) -> Option<Instant> {
-        let tx = self.on_wire.as_ref().map(|(end, _)| *end);
+        let tx = self.on_wire.as_ref().map(|(end, _)| *end).or(self.wake);
         let line = self.line.peek().map(|Reverse((due, _, _))| *due);
         match (tx, line) {
             (Some(a), Some(b)) => Some(a.min(b)),
@@ -251,7 +257,16 @@ impl Direction {
         while let Some(end) = self.on_wire.as_ref().map(|(end, _)| *end).filter(|&end| end <= now) {
             let Some((_, p)) = self.on_wire.take() else { break };
             self.finish_tx(end, p, events);
-            self.start_tx(end);
+            self.start_tx(end, events);
+        }
+        if let Some(at) = self.wake.filter(|&at| at <= now && self.on_wire.is_none()) {
+            self.start_tx(at, events);
+            // A packet started at `at` may already have finished by `now`.
+            while let Some(end) = self.on_wire.as_ref().map(|(end, _)| *end).filter(|&end| end <= now) {
+                let Some((_, p)) = self.on_wire.take() else { break };
+                self.finish_tx(end, p, events);
+                self.start_tx(end, events);
+            }
         }
         while let Some(Reverse((due, _, _))) = self.line.peek() {
             if *due > now {
@@ -275,6 +290,23 @@ impl Direction {
         events.push(self.event(now, kind, reason, d.packet.id, d.packet.hdr, d.due));
     }
 
+    /// Change the class scheduler's rates or filters at `now` (a QDS controller):
+    /// `f` gets its [`ClassControl`]; afterwards an idle link that was waiting for
+    /// tokens tries again at once, since the new rates may let a class send sooner.
+    /// None (and `f` not called) when the discipline has no classes.
+    pub fn with_classes<R>(
+        &mut self,
+        now: Instant,
+        events: &mut Vec<Event>,
+        f: impl FnOnce(&mut dyn ClassControl) -> R,
+    ) -> Option<R> {
+        let r = f(self.queue.classes()?);
+        if self.on_wire.is_none() && self.queue.backlog_packets() > 0 {
+            self.start_tx(now.max(self.free_at), events);
+        }
+        Some(r)
+    }
+
     /// Packets still inside (queued, on the wire, propagating).
     pub fn in_flight(&self) -> usize {
         self.queue.backlog_packets() + self.on_wire.is_some() as usize + self.line.len()
@@ -285,9 +317,19 @@ impl Direction {
         &self.stats
     }
 
-    fn start_tx(&mut self, at: Instant) {
+    fn start_tx(&mut self, at: Instant, events: &mut Vec<Event>) {
         debug_assert!(self.on_wire.is_none());
-        let Some(p) = self.queue.dequeue(at) else { return };
+        let next = self.queue.dequeue(at);
+        // CoDel drops at dequeue (RFC 8289 §5.5): log them at the dequeue time.
+        self.queue.take_drops(&mut self.drops);
+        self.flush_queue_drops(at, events);
+        self.wake = None;
+        let Some(p) = next else {
+            if self.queue.backlog_packets() > 0 {
+                self.wake = self.queue.next_ready(at);
+            }
+            return;
+        };
         // A driver that woke up late may hand us an arrival after a transmission's end
         // time it has not processed yet; the next one still cannot start before it.
         let at = at.max(p.arrived);
@@ -326,6 +368,7 @@ impl Direction {
         let counter = match reason {
             DropReason::Overflow => &mut self.stats.drops_overflow,
             DropReason::PushedOut => &mut self.stats.drops_pushed_out,
+            DropReason::Codel => &mut self.stats.drops_codel,
             DropReason::Loss => &mut self.stats.drops_loss,
             DropReason::BurstLoss => &mut self.stats.drops_burst_loss,
             // The I/O's own drops are counted where they happen ([`Direction::arrive`],
@@ -559,6 +602,70 @@ mod tests {
     fn droptail_serves_in_arrival_order() {
         let (order, _) = service_order(QueueKeys::default(), crate::config::INTERACTIVE_TOS);
         assert_eq!(order, ["A0", "A1", "A2", "B", "C", "A3", "A4", "A5"]);
+    }
+
+    #[test]
+    fn fq_codel_serves_a_sparse_flow_first_and_codel_drops_are_logged() {
+        let queue = QueueKeys { discipline: DisciplineName::FqCodel, ..Default::default() };
+        let cfg = DirConfig { rate_bps: 1_000_000, queue, ..Default::default() };
+        // Flow A: 300 packets at 0 (2.5 s of queue at 1 Mbit/s); flow B: one at 100 ms.
+        let mut frames: Vec<_> = (0..300).map(|_| (ms(0.0), flow_packet(1, 1000, 0))).collect();
+        frames.push((ms(100.0), flow_packet(2, 100, 0)));
+        let (out, events) = run_frames(&cfg, &frames);
+        let b = out.iter().find(|(id, _)| *id == 300).expect("B delivered");
+        // B waits for A's packet on the wire only (8.3 ms), not behind 2.4 s of queue.
+        assert!(b.1 < ms(120.0), "sparse flow delivered at {}", b.1);
+        let codel = events.iter().filter(|e| e.reason == Some(DropReason::Codel)).count();
+        assert!(codel > 0, "CoDel drops at the head once the sojourn stays above 5 ms for 100 ms");
+        assert_eq!(out.len() + codel, frames.len(), "every packet delivered or dropped by CoDel");
+    }
+
+    #[test]
+    fn a_shaped_class_wakes_the_link_at_next_ready() {
+        let queue = QueueKeys {
+            discipline: DisciplineName::Classes,
+            class_rate_shares: vec![0.1],
+            class_ceil_shares: vec![0.1],
+            ..Default::default()
+        };
+        let cfg = DirConfig { rate_bps: 10_000_000, queue, ..Default::default() };
+        let frames: Vec<_> = (0..50).map(|_| (ms(0.0), flow_packet(1, 1000, 0))).collect();
+        let (out, _) = run_frames(&cfg, &frames);
+        assert_eq!(out.len(), 50, "the link does not stall while the class waits for tokens");
+        // 50 × 1040 bytes at the 1-Mbit/s ceil is 416 ms, less the bucket's burst (two
+        // packets at the link rate); at the link rate alone it would be 42 ms.
+        let last = out.iter().map(|(_, due)| *due).max().expect("delivered");
+        assert!(last > ms(380.0) && last < ms(420.0), "last delivery at {last}");
+        let no_rate = DirConfig { rate_bps: 0, ..cfg.clone() };
+        let e = Direction::new(&no_rate, 1, LinkDir::Fwd).err().expect("classes need a link rate");
+        assert!(e.0.contains("queue.discipline"), "{e}");
+    }
+
+    #[test]
+    fn raising_a_class_rate_wakes_a_waiting_link_at_once() {
+        use thinwan_proto::qdisc::ClassRate;
+        let queue = QueueKeys {
+            discipline: DisciplineName::Classes,
+            class_rate_shares: vec![0.01],
+            class_ceil_shares: vec![0.01],
+            ..Default::default()
+        };
+        let cfg = DirConfig { rate_bps: 10_000_000, queue, ..Default::default() };
+        let mut d = Direction::new(&cfg, 1, LinkDir::Fwd).expect("a valid configuration");
+        let (mut events, mut out) = (Vec::new(), Vec::new());
+        for _ in 0..10 {
+            d.arrive(Instant::ZERO, flow_packet(1, 1000, 0), &mut events);
+        }
+        // The 100-kbit/s class spends its burst, then waits for tokens (~83 ms a packet).
+        while let Some(t) = d.poll_timeout().filter(|&t| t < ms(20.0)) {
+            d.handle_timeout(t, &mut out, &mut events);
+        }
+        let waiting_until = d.poll_timeout().expect("a wake-up is due");
+        assert!(waiting_until > ms(50.0), "waiting until {waiting_until}");
+        let full = ClassRate { rate_bps: 10_000_000, ceil_bps: 10_000_000 };
+        let set = d.with_classes(ms(20.0), &mut events, |c| c.set_rates(ms(20.0), &[full]));
+        assert!(set.is_some());
+        assert!(d.poll_timeout().expect("transmitting") < ms(21.0), "the new rate applies at once");
     }
 
     #[test]

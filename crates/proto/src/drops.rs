@@ -10,7 +10,8 @@
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[repr(u8)]
 pub enum DropReason {
-    /// The arriving packet did not fit within the queue's limits.
+    /// The queue was over its limits: the arriving packet (tail drop), or for FQ-CoDel
+    /// the head of the fattest flow queue (RFC 8290 §4.1).
     Overflow = 1,
     /// A queued packet was pushed out to make room for a more important arrival.
     PushedOut = 2,
@@ -24,11 +25,14 @@ pub enum DropReason {
     Shutdown = 6,
     /// The emulator's output device refused it.
     WriteError = 7,
+    /// CoDel dropped it at the head of its queue: the queue's sojourn time stayed above
+    /// `target` for an `interval` (RFC 8289 §5; FQ-CoDel, RFC 8290).
+    Codel = 8,
 }
 
 impl DropReason {
     /// Every reason, in code order.
-    pub const ALL: [DropReason; 7] = [
+    pub const ALL: [DropReason; 8] = [
         DropReason::Overflow,
         DropReason::PushedOut,
         DropReason::Loss,
@@ -36,6 +40,7 @@ impl DropReason {
         DropReason::Malformed,
         DropReason::Shutdown,
         DropReason::WriteError,
+        DropReason::Codel,
     ];
 
     /// Stable name used in records and files.
@@ -48,6 +53,7 @@ impl DropReason {
             DropReason::Malformed => "malformed",
             DropReason::Shutdown => "shutdown",
             DropReason::WriteError => "write_error",
+            DropReason::Codel => "codel",
         }
     }
 
@@ -64,7 +70,8 @@ mod tests {
     #[test]
     fn names_and_codes_are_the_files_contract() {
         // python/thinwan/lab/events.py: REASONS = {0: "", 1: "overflow", ...}.
-        let want = ["overflow", "pushed_out", "loss", "burst_loss", "malformed", "shutdown", "write_error"];
+        let want =
+            ["overflow", "pushed_out", "loss", "burst_loss", "malformed", "shutdown", "write_error", "codel"];
         for (i, r) in DropReason::ALL.iter().enumerate() {
             assert_eq!((r.code() as usize, r.as_str()), (i + 1, want[i]));
         }

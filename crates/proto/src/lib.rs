@@ -9,6 +9,7 @@ pub mod drops;
 pub mod link;
 pub mod mux;
 pub mod qdisc;
+pub mod qds;
 pub mod tcp;
 pub mod time;
 pub mod traffic;

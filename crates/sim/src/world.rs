@@ -41,7 +41,7 @@ use crate::tunnel::{FrameSpan, Tunnel};
 use diag::{Cycles, Pad, Section, Stamp};
 use thinwan_proto::link::Impairment;
 use thinwan_proto::mux::session::Event as MuxEvent;
-use thinwan_proto::qdisc::{Dropped, Limits, QueueDisc, QueueItem};
+use thinwan_proto::qdisc::{ClassControl, Dropped, Limits, QueueDisc, QueueItem};
 use thinwan_proto::tcp::{
     Ack, DataSegment, Mechanisms, Receiver, ReceiverConfig, Recovery, RtoConfig, SackBlocks, Sender,
     SenderConfig,
@@ -138,6 +138,9 @@ struct Port {
     wan: bool,
     /// A plain tail-drop FIFO nobody inspects (access links): bypassed while empty.
     plain_fifo: bool,
+    /// The pending PortFree is a wake-up at the discipline's `next_ready` (a shaped
+    /// class waits for tokens): the link is idle, and an arrival may start it sooner.
+    waiting: bool,
 }
 
 const _: () = assert!(std::mem::size_of::<Port>() == 16, "four ports should fit a cache line");
@@ -162,6 +165,9 @@ struct PortQueue {
     impair: Option<Impairment>,
     /// Packets lost on the link (reason "loss").
     drops_loss: u64,
+    /// The time of the last wake-up scheduled for `next_ready` (MAX: none), so that two
+    /// PortFree events at one instant do not schedule the same wake-up twice.
+    wake_at: Instant,
     /// Transmitted in the measurement window (WAN links only: nothing reads the others).
     bytes_tx: u64,
     bytes_tx_interactive: u64,
@@ -454,7 +460,15 @@ impl World {
             match ev {
                 Event::AppWrite { pair } => self.on_app_write(pair),
                 Event::PortFree { port } => {
-                    self.ports[port as usize].free_scheduled = false;
+                    let pt = &mut self.ports[port as usize];
+                    if pt.busy_until > at {
+                        // A wake-up for `next_ready` gone stale: an arrival started the
+                        // link since, and its own PortFree is pending. (A PortFree at
+                        // the end of a transmission always has busy_until == at.)
+                        continue;
+                    }
+                    pt.free_scheduled = false;
+                    pt.waiting = false;
                     self.start_tx(port);
                 }
                 Event::Arrive { packet } => self.on_arrive(packet),
@@ -802,7 +816,7 @@ impl World {
         }
         self.drop_buf = drops;
         let pt = &mut self.ports[port as usize];
-        if pt.free_scheduled {
+        if pt.free_scheduled && !pt.waiting {
             return; // the pending PortFree serves the queue
         }
         if pt.busy_until <= now {
@@ -826,9 +840,64 @@ impl World {
 
     fn start_tx(&mut self, port: u32) {
         let queue = &mut self.queues[port as usize].queue;
-        let Some(item) = queue.dequeue(self.now) else { return };
-        let backlog = queue.backlog_packets() > 0;
+        let next = queue.dequeue(self.now);
+        // CoDel drops at the head while dequeuing (RFC 8289 §5.5).
+        queue.take_drops(&mut self.drop_buf);
+        if !self.drop_buf.is_empty() {
+            let mut drops = std::mem::take(&mut self.drop_buf);
+            for d in drops.drain(..) {
+                self.on_drop(d.packet.packet);
+            }
+            self.drop_buf = drops;
+        }
+        let Some(item) = next else {
+            self.wait_for_queue(port);
+            return;
+        };
+        let backlog = self.queues[port as usize].queue.backlog_packets() > 0;
+        let pt = &mut self.ports[port as usize];
+        if pt.waiting {
+            // Started by an arrival before the wake-up: that one is stale now.
+            pt.waiting = false;
+            pt.free_scheduled = false;
+        }
         self.transmit_item(port, item, backlog);
+    }
+
+    /// Change the class scheduler of `port` now (a QDS controller's period): `f` gets
+    /// its [`ClassControl`]; afterwards an idle port with packets queued tries again at
+    /// once, since the new rates may let a class send sooner. None when it has no
+    /// classes.
+    #[allow(dead_code)] // the QDS control loop (issue 18, branch qds-sim) calls it
+    pub(crate) fn with_classes<R>(
+        &mut self,
+        port: u32,
+        f: impl FnOnce(&mut dyn ClassControl) -> R,
+    ) -> Option<R> {
+        let r = f(self.queues[port as usize].queue.classes()?);
+        // Idle (waiting for tokens, or stuck with no class able to send at all).
+        let pt = &self.ports[port as usize];
+        if (pt.waiting || !pt.free_scheduled) && pt.busy_until <= self.now {
+            self.start_tx(port);
+        }
+        Some(r)
+    }
+
+    /// The queue holds packets but gave none (a shaped class out of tokens): wake the
+    /// port when the discipline says one is ready (`QueueDisc::next_ready`).
+    fn wait_for_queue(&mut self, port: u32) {
+        let pq = &mut self.queues[port as usize];
+        if pq.queue.backlog_packets() == 0 {
+            return;
+        }
+        let Some(at) = pq.queue.next_ready(self.now) else { return };
+        let pt = &mut self.ports[port as usize];
+        pt.free_scheduled = true;
+        pt.waiting = true;
+        if pq.wake_at != at {
+            pq.wake_at = at;
+            self.events.push(at, Event::PortFree { port });
+        }
     }
 
     /// Put `item` on the (idle) link of `port` now; `backlog`: more wait in its queue.

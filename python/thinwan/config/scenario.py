@@ -143,19 +143,89 @@ class TopologySection(_Section):
 
 
 class QueueSection(_Section):
-    """``[queue]``: the bottleneck port R1→R2 (and, with the same limits, R2→R1)."""
+    """``[queue]``: the bottleneck port R1→R2 (and, with the same limits, R2→R1).
 
-    discipline: Literal["droptail", "priority"] = "droptail"
+    Mirrors the core's ``QueueKeys`` (``crates/proto/src/qdisc/spec.rs``): same names,
+    defaults and bounds. The static classes are parallel arrays (one entry per class)
+    rather than an array of tables, so :meth:`Scenario.to_toml` writes them back as is.
+    """
+
+    discipline: Literal["droptail", "priority", "fq_codel", "classes", "qds"] = "droptail"
     limit_bytes: int = Field(0, ge=0, le=U64_MAX)
     limit_packets: int = Field(1000, ge=0, le=U64_MAX)
     priority_classifier: Literal["label", "gap"] = "label"
     classifier_gap_ms: float = Field(6.31, gt=0)
+    # FQ-CoDel (RFC 8290; CoDel RFC 8289): defaults of RFC 8289 §4.3 and RFC 8290 §5.
+    fq_codel_target_ms: float = Field(5.0, gt=0)
+    fq_codel_interval_ms: float = Field(100.0, gt=0)
+    fq_codel_quantum_bytes: int = Field(1514, ge=1, le=U32_MAX)
+    fq_codel_flows: int = Field(1024, ge=1, le=65536)
+    fq_codel_hash_seed: int = Field(0, ge=0, le=U64_MAX)
+    # The class schedulers ("classes": static, "qds": driven by the QDS controller).
+    class_quantum_bytes: int = Field(1514, ge=1, le=U32_MAX)
+    class_rate_shares: tuple[Annotated[float, Field(ge=0, le=1)], ...] = Field((), strict=False)
+    class_ceil_shares: tuple[Annotated[float, Field(gt=0, le=1)], ...] = Field((), strict=False)
+    class_interactive: int = Field(-1, ge=-1, le=U32_MAX)
+    class_flows: tuple[Annotated[tuple[Annotated[int, Field(ge=0, le=U64_MAX)], ...], Field(strict=False)], ...] = (
+        Field((), strict=False)
+    )
 
     @field_validator("limit_packets")
     @classmethod
     def _some_limit(cls, v: int, info: ValidationInfo) -> int:
         if v == 0 and info.data.get("limit_bytes") == 0:
             raise ValueError("limit_bytes and limit_packets are both 0; set at least one > 0")
+        return v
+
+    @field_validator("fq_codel_interval_ms")
+    @classmethod
+    def _interval_at_least_target(cls, v: float, info: ValidationInfo) -> float:
+        return _at_least(v, info, "fq_codel_target_ms")
+
+    @field_validator("class_rate_shares")
+    @classmethod
+    def _rate_shares(cls, v: tuple[float, ...], info: ValidationInfo) -> tuple[float, ...]:
+        if info.data.get("discipline") == "classes" and not v:
+            raise ValueError('discipline "classes" needs at least one class')
+        if sum(v) > 1 + 1e-9:
+            raise ValueError(f"the shares sum to {sum(v)}, more than the link (1)")
+        return v
+
+    @field_validator("class_ceil_shares")
+    @classmethod
+    def _ceil_shares(cls, v: tuple[float, ...], info: ValidationInfo) -> tuple[float, ...]:
+        rates = info.data.get("class_rate_shares")
+        if rates is None or not v:
+            return v
+        if len(v) != len(rates):
+            raise ValueError(
+                f"{len(v)} entries for {len(rates)} classes (class_rate_shares); give one per class or none"
+            )
+        for i, (ceil, rate) in enumerate(zip(v, rates, strict=True)):
+            if ceil < rate:
+                raise ValueError(f"entry {i}: {ceil} is below its rate share {rate}")
+        return v
+
+    @field_validator("class_interactive")
+    @classmethod
+    def _interactive_class(cls, v: int, info: ValidationInfo) -> int:
+        n = len(info.data.get("class_rate_shares") or ())
+        if v != -1 and v >= n:
+            raise ValueError(f"must be -1 or a class index below {n}, got {v}")
+        return v
+
+    @field_validator("class_flows")
+    @classmethod
+    def _class_flows(cls, v: tuple[tuple[int, ...], ...], info: ValidationInfo) -> tuple[tuple[int, ...], ...]:
+        n = len(info.data.get("class_rate_shares") or ())
+        if len(v) > n:
+            raise ValueError(f"{len(v)} entries for {n} classes")
+        seen: set[int] = set()
+        for i, flows in enumerate(v):
+            for f in flows:
+                if f in seen:
+                    raise ValueError(f"entry {i}: flow {f} is already in an earlier class")
+                seen.add(f)
         return v
 
 

@@ -56,6 +56,7 @@ REASONS = {
     5: "malformed",
     6: "shutdown",
     7: "write_error",
+    8: "codel",
 }
 FWD, REV = 0, 1
 SYN = 0x02

@@ -61,7 +61,8 @@ struct Args {
     /// Queue limit in bytes (0 = none).
     #[arg(long)]
     queue_bytes: Option<String>,
-    /// Queue discipline: droptail | priority.
+    /// Queue discipline: droptail | priority | fq_codel | classes | qds (the last two need
+    /// --rate; their keys, and FQ-CoDel's, come from --config).
     #[arg(long)]
     queue: Option<String>,
     /// Priority classifier: label (IP DSCP ≠ 0 is interactive) | gap[:MS] (per 5-tuple).
@@ -230,10 +231,13 @@ fn link_config(a: &Args) -> Result<LinkConfig, FlagError> {
             d.queue.discipline = match s.trim() {
                 "droptail" => DisciplineName::Droptail,
                 "priority" => DisciplineName::Priority,
+                "fq_codel" => DisciplineName::FqCodel,
+                "classes" => DisciplineName::Classes,
+                "qds" => DisciplineName::Qds,
                 other => {
                     return Err(FlagError::new(
                         "queue",
-                        format!("unknown discipline {other:?} (droptail, priority)"),
+                        format!("unknown discipline {other:?} (droptail, priority, fq_codel, classes, qds)"),
                     ))
                 }
             };
@@ -265,6 +269,9 @@ fn link_config(a: &Args) -> Result<LinkConfig, FlagError> {
             "queue.limit_bytes, limit_packets" if a.queue_packets.is_some() => "queue-packets",
             "queue.limit_bytes, limit_packets" if a.queue_bytes.is_some() => "queue-bytes",
             "queue.classifier_gap_ms" if a.classifier.is_some() => "classifier",
+            "queue.discipline" if a.queue.is_some() => "queue",
+            // `--queue classes` without a --config that lists the classes.
+            "queue.class_rate_shares" if a.queue.is_some() => "queue",
             _ => return Err(FlagError::new("config", e)),
         };
         return Err(FlagError::new(flag, why));

@@ -25,6 +25,7 @@ impl World {
                     bottleneck,
                     wan,
                     plain_fifo: !wan,
+                    waiting: false,
                 };
                 let rest = PortQueue {
                     name,
@@ -33,6 +34,7 @@ impl World {
                     queue,
                     impair: None,
                     drops_loss: 0,
+                    wake_at: Instant::MAX,
                     bytes_tx: 0,
                     bytes_tx_interactive: 0,
                     packets_tx: 0,
@@ -41,9 +43,10 @@ impl World {
             };
         // Port layout: 0 = R1→R2, 1 = R2→R1, then per pair i: server NIC, R2→client,
         // client NIC, R1→server.
-        let droptail = |limits| QueueSpec::DropTail { limits }.build::<QItem>();
+        // A FIFO needs no link rate.
+        let droptail = |limits| QueueSpec::DropTail { limits }.build::<QItem>(0);
         // The scenario's discipline on R1→R2; the ACK direction is a FIFO with its limits.
-        let bneck_queue = bneck.build::<QItem>();
+        let bneck_queue = bneck.build::<QItem>(mbps(t.bottleneck_rate_mbps));
         let (mut ports, mut queues): (Vec<Port>, Vec<PortQueue>) = [
             port("bottleneck", t.bottleneck_rate_mbps, t.bottleneck_delay_ms, bneck_queue, true, true),
             port(

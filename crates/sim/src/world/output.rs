@@ -1,6 +1,7 @@
 //! Assembling the records of a finished run (docs/records.md).
 
 use super::*;
+use thinwan_proto::DropReason;
 
 impl World {
     pub(super) fn finish(mut self) -> RunRecords {
@@ -25,7 +26,7 @@ impl World {
         ] {
             v.reserve_exact(total_msgs);
         }
-        let (mut overflow, mut pushed, mut lost) = (0u64, 0u64, 0u64);
+        let (mut overflow, mut pushed, mut lost, mut codel) = (0u64, 0u64, 0u64, 0u64);
         for (i, c) in self.conns.iter().enumerate() {
             let mut prev_end = 0;
             for msg in c.msgs.iter().filter(|_| is_write_row(c)) {
@@ -66,6 +67,7 @@ impl World {
             let s = p.queue.stats();
             overflow += s.drops_overflow;
             pushed += s.drops_pushed_out;
+            codel += s.drops_codel;
             lost += p.drops_loss;
             if !link.wan {
                 continue;
@@ -81,8 +83,12 @@ impl World {
             r.drops_loss.push(p.drops_loss);
             r.max_queue_bytes.push(s.max_bytes);
         }
-        out.drops_by_reason =
-            vec![("overflow".into(), overflow), ("pushed_out".into(), pushed), ("loss".into(), lost)];
+        out.drops_by_reason = vec![
+            ("overflow".into(), overflow),
+            ("pushed_out".into(), pushed),
+            ("loss".into(), lost),
+            (DropReason::Codel.as_str().into(), codel),
+        ];
         out
     }
 }

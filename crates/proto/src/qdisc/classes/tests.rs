@@ -1,0 +1,223 @@
+//! The class scheduler's rates, ceilings and borrowing on virtual time: a link model
+//! dequeues at the link rate and, when nothing may be sent, sleeps until `next_ready`.
+
+use super::*;
+use proptest::prelude::*;
+
+/// (id, len, flow)
+#[derive(Debug, Clone, PartialEq)]
+struct F(u32, u32, u64);
+impl QueueItem for F {
+    fn wire_len(&self) -> u32 {
+        self.1
+    }
+    fn flow(&self) -> u64 {
+        self.2
+    }
+}
+
+const LINK: u64 = 10_000_000;
+const NO_LIMIT: Limits = Limits { bytes: None, packets: None };
+
+fn rate(mbps: f64, ceil_mbps: f64) -> ClassRate {
+    ClassRate { rate_bps: (mbps * 1e6) as u64, ceil_bps: (ceil_mbps * 1e6) as u64 }
+}
+
+/// Keep the flows in `backlogged` (flow, packet size) topped up to 20 packets, run the
+/// link for `secs`, and return the bytes sent per flow and the idle (waiting) time.
+/// Flows are assigned to classes beforehand.
+struct Run {
+    sent: BTreeMap<u64, u64>,
+    idle: Duration,
+}
+
+fn run_link(q: &mut Classes<F>, backlogged: &[(u64, u32)], secs: u64) -> Run {
+    let mut drops = Vec::new();
+    let mut queued: BTreeMap<u64, usize> = BTreeMap::new();
+    let mut sent = BTreeMap::new();
+    let mut t = Instant::ZERO;
+    let end = Instant::from_nanos(secs * 1_000_000_000);
+    let mut idle = Duration::ZERO;
+    let mut id = 0;
+    while t < end {
+        for &(flow, len) in backlogged {
+            let n = queued.entry(flow).or_default();
+            while *n < 20 {
+                q.enqueue(t, F(id, len, flow), &mut drops);
+                id += 1;
+                *n += 1;
+            }
+        }
+        match q.dequeue(t) {
+            Some(p) => {
+                *queued.get_mut(&p.2).expect("queued") -= 1;
+                *sent.entry(p.2).or_default() += p.1 as u64;
+                t += Duration::transmission(p.1 as u64, LINK);
+            }
+            None => {
+                let at = q.next_ready(t).expect("a backlogged scheduler says when it can send");
+                assert!(at > t, "next_ready is in the future when dequeue gave nothing");
+                idle = idle + (at - t);
+                t = at;
+            }
+        }
+    }
+    assert!(drops.is_empty());
+    Run { sent, idle }
+}
+
+fn share(r: &Run, flow: u64) -> f64 {
+    let total: u64 = r.sent.values().sum();
+    r.sent.get(&flow).copied().unwrap_or(0) as f64 / total as f64
+}
+
+fn mbps(r: &Run, flow: u64, secs: u64) -> f64 {
+    r.sent.get(&flow).copied().unwrap_or(0) as f64 * 8.0 / secs as f64 / 1e6
+}
+
+#[test]
+fn two_backlogged_classes_share_the_link_by_their_rates() {
+    // Rates 3:1 covering the link, and 3:1 covering 40 % of it (the rest borrowed in
+    // proportion to the rates, HTB's quantum ∝ rate).
+    for (a, b) in [(7.5, 2.5), (3.0, 1.0)] {
+        let mut q = Classes::new(&[rate(a, 10.0), rate(b, 10.0)], 1514, NO_LIMIT);
+        q.assign(1, 0);
+        q.assign(2, 1);
+        let r = run_link(&mut q, &[(1, 1500), (2, 1500)], 10);
+        let s = share(&r, 1);
+        assert!((s - 0.75).abs() < 0.02, "rates {a}:{b}: class 0 got {s:.4} of the link, want 0.75 ± 0.02");
+        assert_eq!(r.idle, Duration::ZERO, "ceil = link rate: work-conserving");
+    }
+}
+
+#[test]
+fn a_class_alone_borrows_up_to_its_ceil_and_no_more() {
+    // Class 0 alone (class 1 idle): rate 1 Mbit/s, ceil = link → the whole link.
+    let mut q = Classes::new(&[rate(1.0, 10.0), rate(9.0, 10.0)], 1514, NO_LIMIT);
+    q.assign(1, 0);
+    let r = run_link(&mut q, &[(1, 1500)], 10);
+    let got = mbps(&r, 1, 10);
+    assert!((got - 10.0).abs() < 0.1, "borrowed up to the link: {got:.3} Mbit/s");
+    // Ceil 4 Mbit/s < link: 4 Mbit/s, the link idles in between (next_ready honoured).
+    let mut q = Classes::new(&[rate(1.0, 4.0), rate(9.0, 10.0)], 1514, NO_LIMIT);
+    q.assign(1, 0);
+    let r = run_link(&mut q, &[(1, 1500)], 10);
+    let got = mbps(&r, 1, 10);
+    assert!((got - 4.0).abs() < 0.08, "capped at ceil: {got:.3} Mbit/s, want 4 ± 2 %");
+    assert!(r.idle.as_secs_f64() > 5.5, "the link waited {} for tokens", r.idle);
+}
+
+#[test]
+fn an_idle_classs_share_goes_to_the_others() {
+    let third = 10.0 / 3.0;
+    let mut q = Classes::new(&[rate(third, 10.0), rate(third, 10.0), rate(third, 10.0)], 1514, NO_LIMIT);
+    q.assign(1, 0);
+    q.assign(3, 2);
+    let r = run_link(&mut q, &[(1, 1500), (3, 1500)], 10);
+    let (a, c) = (mbps(&r, 1, 10), mbps(&r, 3, 10));
+    assert!((a - 5.0).abs() < 0.1 && (c - 5.0).abs() < 0.1, "class 1's share split: {a:.3} and {c:.3}");
+}
+
+#[test]
+fn flows_inside_a_class_share_it_by_drr() {
+    let mut q = Classes::new(&[rate(10.0, 10.0)], 1514, NO_LIMIT);
+    let r = run_link(&mut q, &[(1, 1500), (2, 300), (3, 64)], 5);
+    let b: Vec<u64> = r.sent.values().copied().collect();
+    let (lo, hi) = (*b.iter().min().unwrap(), *b.iter().max().unwrap());
+    assert!(hi - lo <= 1514 + 1500, "bytes per flow {b:?}: within one quantum and one packet");
+}
+
+#[test]
+fn assign_moves_a_flows_later_packets() {
+    let mut q = Classes::new(&[rate(5.0, 10.0), rate(5.0, 10.0)], 1514, NO_LIMIT);
+    let mut drops = Vec::new();
+    q.enqueue(Instant::ZERO, F(1, 100, 7), &mut drops);
+    assert_eq!((q.class_backlog(0), q.class_backlog(1)), (0, 1), "unassigned: the default (last) class");
+    q.assign(7, 0);
+    q.enqueue(Instant::ZERO, F(2, 100, 7), &mut drops);
+    assert_eq!((q.class_backlog(0), q.class_backlog(1)), (1, 1), "later packets go to class 0");
+    q.assign(7, 1);
+    q.enqueue(Instant::ZERO, F(3, 100, 7), &mut drops);
+    assert_eq!((q.class_backlog(0), q.class_backlog(1)), (1, 2), "assigning the default class");
+}
+
+#[test]
+fn no_class_starves() {
+    // A class with 1 % of the link against one with 99 %, both greedy: the small one
+    // still gets at least its rate.
+    let mut q = Classes::new(&[rate(0.1, 10.0), rate(9.9, 10.0)], 1514, NO_LIMIT);
+    q.assign(1, 0);
+    q.assign(2, 1);
+    let r = run_link(&mut q, &[(1, 1500), (2, 1500)], 10);
+    let got = mbps(&r, 1, 10);
+    assert!(got >= 0.1 * 0.98, "the 0.1-Mbit/s class got {got:.4} Mbit/s");
+}
+
+#[test]
+fn set_rates_changes_the_split_and_resizes() {
+    let mut q = Classes::new(&[rate(5.0, 10.0), rate(5.0, 10.0)], 1514, NO_LIMIT);
+    q.assign(1, 0);
+    q.assign(2, 1);
+    q.set_rates(Instant::ZERO, &[rate(8.0, 10.0), rate(2.0, 10.0)]);
+    let r = run_link(&mut q, &[(1, 1500), (2, 1500)], 10);
+    assert!((share(&r, 1) - 0.8).abs() < 0.02, "after set_rates: {:.4}", share(&r, 1));
+    // Shrinking to one class moves every queued packet into it; growing adds classes.
+    let mut drops = Vec::new();
+    q.enqueue(Instant::ZERO, F(9, 100, 1), &mut drops);
+    let before = q.backlog_packets();
+    q.set_rates(Instant::ZERO, &[rate(10.0, 10.0)]);
+    assert_eq!((q.class_count(), q.class_backlog(0)), (1, before));
+    q.set_rates(Instant::ZERO, &[rate(4.0, 10.0), rate(3.0, 10.0), rate(3.0, 10.0)]);
+    assert_eq!(q.class_count(), 3);
+    assert_eq!(q.class_backlog(0), before, "the old class 0 keeps its packets");
+}
+
+#[test]
+fn shared_limits_drop_the_arrival() {
+    let mut q =
+        Classes::new(&[rate(5.0, 10.0), rate(5.0, 10.0)], 1514, Limits { bytes: None, packets: Some(3) });
+    let mut drops = Vec::new();
+    for i in 0..5 {
+        q.enqueue(Instant::ZERO, F(i, 100, i as u64 % 2), &mut drops);
+    }
+    assert_eq!(q.backlog_packets(), 3);
+    let ids: Vec<_> = drops.iter().map(|d| (d.packet.0, d.reason)).collect();
+    assert_eq!(ids, [(3, DropReason::Overflow), (4, DropReason::Overflow)]);
+}
+
+proptest! {
+    /// Packets are conserved, limits hold, and a backlogged scheduler either sends or
+    /// names a future time at which it can.
+    #[test]
+    fn conserves_packets_and_always_progresses(
+        ops in proptest::collection::vec((any::<bool>(), 0u64..5, 40u32..1500, 0u64..3), 1..400),
+        rates in proptest::collection::vec((0u64..5_000_000, 1u64..10_000_000), 1..5),
+        lp in 1usize..40)
+    {
+        let rates: Vec<_> = rates.into_iter().map(|(r, c)| ClassRate { rate_bps: r, ceil_bps: c.max(r) }).collect();
+        let mut q = Classes::new(&rates, 1514, Limits { bytes: None, packets: Some(lp) });
+        for f in 0..5u64 {
+            q.assign(f, f as usize % rates.len());
+        }
+        let mut drops = Vec::new();
+        let (mut offered, mut out) = (0u64, 0u64);
+        let mut t = Instant::ZERO;
+        for (i, (enq, flow, len, dt)) in ops.into_iter().enumerate() {
+            t += Duration::from_millis(dt);
+            if enq {
+                offered += 1;
+                q.enqueue(t, F(i as u32, len, flow), &mut drops);
+            } else if q.dequeue(t).is_some() {
+                out += 1;
+            } else if q.backlog_packets() > 0 {
+                let at = q.next_ready(t);
+                prop_assert!(at.is_some_and(|at| at > t));
+                t = at.unwrap();
+                prop_assert!(q.dequeue(t).is_some(), "sends at next_ready");
+                out += 1;
+            }
+            prop_assert!(q.backlog_packets() <= lp);
+        }
+        prop_assert_eq!(offered, out + drops.len() as u64 + q.backlog_packets() as u64);
+    }
+}
