@@ -27,6 +27,7 @@ mod build;
 mod diag;
 mod output;
 mod prefetch;
+mod qds;
 mod rtt;
 mod tunnel_glue;
 
@@ -416,6 +417,8 @@ pub struct World {
     prefetch: bool,
     /// Exact per-packet RTTs (the middlebox topology or `records.packet_rtt`).
     rtt: Option<Box<rtt::RttLog>>,
+    /// The QDS loop on the downlink (`queue.discipline = "qds"`).
+    qds: Option<Box<qds::Qds>>,
     out: RunRecords,
 }
 
@@ -476,6 +479,7 @@ impl World {
                 Event::ReceiverTimer { conn } => self.on_receiver_timer(conn, at),
                 Event::TraceSample => self.on_trace_sample(),
                 Event::MuxTimer { edge } => self.on_mux_timer(edge, at),
+                Event::QdsTick => self.on_qds_tick(),
             }
         }
         cycles.dump();
@@ -807,7 +811,12 @@ impl World {
             return;
         }
         if pt.bottleneck {
-            self.slab[item.packet as usize].t_enq = now;
+            let pk = &mut self.slab[item.packet as usize];
+            pk.t_enq = now;
+            // The middlebox sees the data before its own queue (which may drop it).
+            if let (Some(q), Body::Data(seg)) = (self.qds.as_deref_mut(), &pk.body) {
+                q.observe_data(now, item.conn, seg, item.wire);
+            }
         }
         self.queues[port as usize].queue.enqueue(now, item, &mut self.drop_buf);
         let mut drops = std::mem::take(&mut self.drop_buf);
@@ -962,6 +971,12 @@ impl World {
         let pk = &mut self.slab[packet as usize];
         pk.hop += 1;
         let (hop, conn, dir) = (pk.hop as usize, pk.conn as usize, matches!(pk.body, Body::Ack(_)) as usize);
+        if hop == 2 && dir == 1 {
+            // An ACK reaches R1 from the uplink: the middlebox sees it.
+            if let (Some(q), Body::Ack(a)) = (self.qds.as_deref_mut(), &pk.body) {
+                q.observe_ack(self.now, pk.conn, a.ack, pk.wire);
+            }
+        }
         if hop < HOPS {
             let next = self.routes.port(conn as u32, dir, hop);
             if next != NO_PORT {

@@ -76,7 +76,8 @@ fn packet_rtts_are_first_transmissions_labelled_and_above_the_base_rtt() {
         v.iter().sum::<f64>() / v.len() as f64
     };
     assert!(mean(1) > mean(0) + 0.02, "retransmitted {} vs {}", mean(1), mean(0));
-    assert_eq!(run(&v, 0), r, "deterministic");
+    // Debug text: NaN (never acknowledged, no feature yet) equals NaN there.
+    assert!(format!("{:?}", run(&v, 0)) == format!("{r:?}"), "deterministic");
 }
 
 #[test]

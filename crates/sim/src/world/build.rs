@@ -256,6 +256,16 @@ impl World {
             events.push(Instant::ZERO, Event::TraceSample);
         }
         let end = Instant::from_secs_f64(cfg.scenario.duration_s + cfg.scenario.drain_s);
+        // The QDS loop drives the downlink's class scheduler; its first period ends one
+        // period after the start.
+        let qds = match bneck {
+            QueueSpec::Qds { .. } => {
+                let q = qds::Qds::new(&cfg.qds, mbps(t.bottleneck_rate_mbps))?;
+                events.push(Instant::ZERO + q.period(), Event::QdsTick);
+                Some(Box::new(q))
+            }
+            _ => None,
+        };
         let rows_at = vec![0; conns.len()];
         let n_conns = conns.len();
         let prefetch = conns.len() >= PREFETCH_MIN_CONNS;
@@ -284,7 +294,9 @@ impl World {
             trace_tcp: tracing && cfg.records.trace_connections == TraceConnections::All,
             trace_interval: Duration::from_millis_f64(cfg.records.trace_interval_ms.max(1e-3)),
             prefetch,
-            rtt: (cfg.records.packet_rtt || middlebox).then(|| Box::new(rtt::RttLog::new(n_conns))),
+            rtt: (cfg.records.packet_rtt || middlebox || qds.is_some())
+                .then(|| Box::new(rtt::RttLog::new(n_conns))),
+            qds,
             out: RunRecords::default(),
             cfg,
         };

@@ -55,7 +55,6 @@ impl RttLog {
     }
 
     /// The application of `conn`'s latest first transmission.
-    #[allow(dead_code)] // read by the QDS loop
     pub(super) fn last_app(&self, conn: u32) -> App {
         self.last[conn as usize]
     }
