@@ -877,7 +877,6 @@ impl World {
     /// its [`ClassControl`]; afterwards an idle port with packets queued tries again at
     /// once, since the new rates may let a class send sooner. None when it has no
     /// classes.
-    #[allow(dead_code)] // the QDS control loop (issue 18, branch qds-sim) calls it
     pub(crate) fn with_classes<R>(
         &mut self,
         port: u32,

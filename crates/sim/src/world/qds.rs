@@ -149,21 +149,19 @@ impl World {
             c.flows.push(flows as u32);
         }
         let next = now + q.period();
-        if let Some(cc) = self.queues[0].queue.classes() {
-            let rates: Vec<ClassRate> =
-                p.rates.iter().map(|r| ClassRate { rate_bps: r.rate_bps, ceil_bps: r.ceil_bps }).collect();
+        // Rates first, then the filters; the port restarts if the new rates let a class
+        // send now.
+        // The controller's ClassRate is still its own type (not yet the qdisc's re-export).
+        let rates: Vec<ClassRate> =
+            p.rates.iter().map(|r| ClassRate { rate_bps: r.rate_bps, ceil_bps: r.ceil_bps }).collect();
+        self.with_classes(0, |cc| {
             cc.set_rates(now, &rates);
             for &(conn, class) in &p.class_of {
                 cc.assign(conn as u64, class);
             }
-        }
+        });
         if next <= self.end {
             self.events.push(next, Event::QdsTick);
-        }
-        // New rates may let a class that waited for tokens send now.
-        let pt = &self.ports[0];
-        if (!pt.free_scheduled || pt.waiting) && pt.busy_until <= now {
-            self.start_tx(0);
         }
     }
 }
