@@ -107,7 +107,7 @@ def short(path: Path, **values: object):
 
 
 def test_a_middlebox_run_has_per_type_rtts_and_rates() -> None:
-    sc = short(QDS / "base.toml")
+    sc = short(QDS / "base.toml", **{"queue.discipline": "droptail"})
     rec = simulate(sc, 0)
     p = rec.packet_rtt
     assert set(p["app"].unique()) == {2, 3}
@@ -182,3 +182,38 @@ def test_qds_summary_and_confusion_by_hand() -> None:
     occ = class_occupancy(flows)
     assert occ.loc[0.1, 1] == 1 and occ.loc[0.2, 8] == 1 and occ.loc[0.1, 8] == 0
     assert summarize_qds(flows.iloc[:0], classes) == {}
+
+
+def test_the_qt_defaults_are_the_controllers() -> None:
+    from thinwan import _native
+    from thinwan.config.scenario import QdsSection
+
+    # One table: the scenario's [qds] defaults (which the per-type metrics read) are the
+    # controller's own (thinwan_proto::qds::controller::default_qt).
+    assert QdsSection().qt_ms() == _native.qds_default_qt_ms()
+
+
+def test_a_qds_run_records_its_classes_and_the_classifier(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    f = tmp_path / "s.toml"
+    f.write_text(f'inherits = "{QDS / "base.toml"}"\n[scenario]\nduration_s = 5.0\nruns = 1\n')
+    assert main(["run", str(f), "--out", str(tmp_path / "o"), "--json", "--quiet"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    s = doc["summary"]
+    assert 0.5 < s["qds_classifier_accuracy"] <= 1.0
+    assert s["qds_mean_class_video"] < s["qds_mean_class_data"], "video has the smaller budget"
+    flows = pd.read_parquet(tmp_path / "o" / "runs" / "run-0" / "qds_flows.parquet")
+    classes = pd.read_parquet(tmp_path / "o" / "runs" / "run-0" / "qds_classes.parquet")
+    assert set(flows["conn"]) == set(range(12)) and flows["f_size_mean"].notna().all()
+    assert classes["t"].nunique() == 70, "every 100 ms of 5 s + 2 s drain"
+
+
+def test_a_bad_model_file_names_the_key(tmp_path: Path) -> None:
+    with pytest.raises(ScenarioError, match=r"qds.model_file: .*nope.json"):
+        scenario_from_dict({"qds": {"model_file": str(tmp_path / "nope.json")}}, source="x.toml")
+    with pytest.raises(ScenarioError, match='qds.model_file: queue.discipline = "qds" with qds.classifier = "model"'):
+        scenario_from_dict({"queue": {"discipline": "qds"}}, source="x.toml")
+    bad = tmp_path / "m.json"
+    bad.write_text('{"features": ["size"], "classes": []}')
+    sc = short(QDS / "base.toml", **{"qds.model_file": str(bad)})
+    with pytest.raises(ValueError, match="qds.model_file: the model was trained on features"):
+        simulate(sc, 0)

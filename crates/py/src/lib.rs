@@ -47,6 +47,17 @@ const QDS_FEATURES: [&str; 8] = [
     "burst_pkts",
 ];
 
+/// The QDS controller's default QT per type, ms (`controller::default_qt`): the one
+/// table the scenario defaults (`[qds] qt_*_ms`) and the per-type metrics follow.
+#[pyfunction]
+fn qds_default_qt_ms() -> std::collections::BTreeMap<&'static str, f64> {
+    use thinwan_proto::qds::classify::AppType;
+    AppType::ALL
+        .iter()
+        .map(|&a| (a.name(), thinwan_proto::qds::controller::default_qt(a).as_secs_f64() * 1e3))
+        .collect()
+}
+
 /// A dict of numpy columns from named `Vec` fields of a records table.
 macro_rules! table {
     ($py:expr, $t:expr, [$($col:ident),*]) => {{
@@ -235,6 +246,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(simulate, m)?)?;
     m.add_function(wrap_pyfunction!(version, m)?)?;
     m.add_function(wrap_pyfunction!(mux_frame_payload_default, m)?)?;
+    m.add_function(wrap_pyfunction!(qds_default_qt_ms, m)?)?;
     m.add_function(wrap_pyfunction!(analyze_capture, m)?)?;
     Ok(())
 }
