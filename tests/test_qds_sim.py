@@ -62,6 +62,10 @@ def test_the_scenarios_load_with_their_mixes() -> None:
         demand = sum(k * (5.0 if m == "video" else 1.0) for m, k in sc.traffic.mix)
         assert demand == pytest.approx(1.2 * sc.topology.bottleneck_rate_mbps), "20 % overload"
     assert load_scenario(QDS / "changing-mix.toml").traffic.mix_change_s == 60.0
+    from thinwan.config.sweepfile import load_sweep
+
+    points = {stem: len(load_sweep(QDS / f"{stem}.toml").points) for stem in SWEEPS}
+    assert points == {"table1": 6, "params": 54, "capacity": 9}
 
 
 # ----- per-type metrics, by hand ------------------------------------------------------
