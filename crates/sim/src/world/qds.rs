@@ -93,6 +93,8 @@ impl Qds {
     }
 
     /// Data segment `seg` (`wire` bytes on the wire) of `conn` reached R1 toward the client.
+    #[cold] // off the dumbbell's hot paths
+    #[inline(never)]
     pub(super) fn observe_data(&mut self, now: Instant, conn: u32, seg: &DataSegment, wire: u32) {
         // Sequence numbers on the wire are 32 bits (the monitor handles the wrap).
         let s = Segment {
@@ -106,6 +108,8 @@ impl Qds {
     }
 
     /// An ACK of `conn` acknowledging `ack` reached R1 toward the server.
+    #[cold] // off the dumbbell's hot paths
+    #[inline(never)]
     pub(super) fn observe_ack(&mut self, now: Instant, conn: u32, ack: u64, wire: u32) {
         let s = Segment { ack: ack as u32, has_ack: true, wire_len: wire, ..Segment::default() };
         self.monitor.observe(now, conn, Toward::Server, &s);

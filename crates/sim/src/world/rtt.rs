@@ -40,6 +40,8 @@ impl RttLog {
     }
 
     /// Message `index` of `conn` was written by `app`.
+    #[cold] // off the dumbbell's hot paths: only middlebox and packet_rtt runs call it
+    #[inline(never)]
     pub(super) fn note_app(&mut self, conn: u32, index: usize, app: App) {
         let a = &mut self.apps[conn as usize];
         if a.last().map(|&(_, x)| x) != Some(app) {
@@ -61,6 +63,8 @@ impl RttLog {
 
     /// A data segment `[seq, end)` left the server at `now`; `index`: the message
     /// holding its first byte.
+    #[cold] // off the dumbbell's hot paths: only middlebox and packet_rtt runs call it
+    #[inline(never)]
     pub(super) fn on_transmit(
         &mut self,
         conn: u32,
@@ -96,6 +100,8 @@ impl RttLog {
     }
 
     /// An ACK of `conn` with cumulative acknowledgment `una` reached the server at `now`.
+    #[cold] // off the dumbbell's hot paths: only middlebox and packet_rtt runs call it
+    #[inline(never)]
     pub(super) fn on_ack(&mut self, conn: u32, una: u64, now: Instant) {
         let pending = &mut self.pending[conn as usize];
         while let Some(&(end, row, t_tx)) = pending.front() {
