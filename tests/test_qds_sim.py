@@ -45,6 +45,10 @@ SWEEPS = ("table1", "params", "capacity")
         ({"topology": {"kind": "middlebox", "servers": -1}}, "topology.servers:"),
         ({"qds": {"variant": "fastest"}}, "qds.variant: Input should be 'delay_only'"),
         ({"qds": {"classifier": "magic"}}, "qds.classifier: Input should be 'model' or 'oracle'"),
+        (
+            {"topology": {"kind": "middlebox", "bottleneck_rate_mbps": 10000.0}, "scenario": {"duration_s": 1e5}},
+            "scenario.duration_s: 100000 s at topology.bottleneck_rate_mbps = 10000 means up to",
+        ),
     ],
 )
 def test_bad_qds_keys_name_the_key(data: dict, expected: str) -> None:

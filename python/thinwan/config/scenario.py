@@ -487,6 +487,13 @@ class Scenario(_Section):
                     f"{self.topology.pairs} means about {rows:,} {what} per run; at most {MAX_ROWS:,} "
                     "(docs/limits.md)"
                 )
+        rtt_rows = packet_rtt_rows(self)
+        if rtt_rows > MAX_ROWS:
+            raise ValueError(
+                f"scenario.duration_s: {self.scenario.duration_s:g} s at topology.bottleneck_rate_mbps = "
+                f"{self.topology.bottleneck_rate_mbps:g} means up to {rtt_rows:,} packet_rtt rows per run; at most "
+                f"{MAX_ROWS:,} (docs/limits.md)"
+            )
         if e.queue_trace_rows > MAX_ROWS:
             raise ValueError(
                 f"records.trace_interval_ms: {self.records.trace_interval_ms:g} ms over "
@@ -623,6 +630,16 @@ def estimate_run(scenario: Scenario) -> RunEstimate:
     if traces and r.trace_connections == "all":
         conn_rows = min(messages, math.ceil(conns * span_s / (r.trace_interval_ms / 1000)))
     return RunEstimate(messages=messages, conn_trace_rows=conn_rows, queue_trace_rows=queue_rows)
+
+
+def packet_rtt_rows(scenario: Scenario) -> int:
+    """Most rows of the ``packet_rtt`` table in one run (0 when it is not recorded): one per
+    full segment the bottleneck can carry in the window."""
+    t, tcp = scenario.topology, scenario.tcp
+    if not (scenario.records.packet_rtt or t.kind == "middlebox"):
+        return 0
+    per_s = t.bottleneck_rate_mbps * 1e6 / 8 / (tcp.mss + tcp.header_bytes)
+    return math.ceil(per_s * scenario.scenario.duration_s)
 
 
 def writes_per_second(scenario: Scenario) -> float:
