@@ -218,8 +218,6 @@ def test_a_qds_run_records_its_classes_and_the_classifier(tmp_path: Path, capsys
 def test_a_bad_model_file_names_the_key(tmp_path: Path) -> None:
     with pytest.raises(ScenarioError, match=r"qds.model_file: .*nope.json"):
         scenario_from_dict({"qds": {"model_file": str(tmp_path / "nope.json")}}, source="x.toml")
-    with pytest.raises(ScenarioError, match='qds.model_file: queue.discipline = "qds" with qds.classifier = "model"'):
-        scenario_from_dict({"queue": {"discipline": "qds"}}, source="x.toml")
     bad = tmp_path / "m.json"
     bad.write_text('{"features": ["size"], "classes": []}')
     sc = short(QDS / "base.toml", **{"qds.model_file": str(bad)})

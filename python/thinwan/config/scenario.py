@@ -369,7 +369,7 @@ class QdsSection(_Section):
     variant: Literal["delay_only", "bandwidth_aware", "demand_first"] = "bandwidth_aware"
     classifier: Literal["model", "oracle"] = "model"
     # The classifier's model (JSON, docs/qds.md), relative to the scenario file; "" = the
-    # model shipped with thinwan.
+    # model shipped with thinwan (crates/sim/data/qds-classifier.json).
     model_file: str = ""
     classes: int = Field(10, ge=1, le=64)
     class_step_ms: float = Field(10.0, gt=0, le=10_000)
@@ -461,14 +461,8 @@ class Scenario(_Section):
 
     @model_validator(mode="after")
     def _qds_has_its_classifier(self) -> Scenario:
-        q = self.qds
-        if q.model_file:
+        if self.qds.model_file:
             self.qds_model()  # read now, so errors come early
-        elif self.queue.discipline == "qds" and q.classifier == "model":
-            raise ValueError(
-                'qds.model_file: queue.discipline = "qds" with qds.classifier = "model" needs a model file '
-                '(e.g. scenarios/qds/classifier.json), or set qds.classifier = "oracle"'
-            )
         return self
 
     @model_validator(mode="after")

@@ -22,6 +22,10 @@ use thinwan_proto::qds::classify::{AppType, Model};
 use thinwan_proto::qds::controller::{plan, FlowInput, QdsConfig};
 use thinwan_proto::qds::monitor::{FlowMonitor, MonitorConfig, Segment, Toward};
 
+/// The classifier thinwan ships, used when `qds.model_file` is empty: trained on
+/// simulated traffic by `examples/qds_train.rs` (docs/scenario.md "[qds]").
+pub const SHIPPED_MODEL: &str = include_str!("../../data/qds-classifier.json");
+
 /// The loop's state: the monitor, the controller's parameters, the classifier.
 pub(super) struct Qds {
     monitor: FlowMonitor<u32>,
@@ -67,7 +71,11 @@ impl Qds {
         let model = match q.classifier {
             ClassifierName::Oracle => None,
             ClassifierName::Model => {
-                let m = q.model.clone().ok_or("qds.model_file: classifier = \"model\" needs a model")?;
+                let m = match &q.model {
+                    Some(m) => m.clone(),
+                    None => serde_json::from_str(SHIPPED_MODEL)
+                        .map_err(|e| format!("qds: the shipped classifier does not parse: {e}"))?,
+                };
                 m.validate().map_err(|e| format!("qds.model_file: {e}"))?;
                 Some(m)
             }
