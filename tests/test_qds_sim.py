@@ -47,7 +47,7 @@ SWEEPS = ("table1", "params", "capacity")
         ({"qds": {"classifier": "magic"}}, "qds.classifier: Input should be 'model' or 'oracle'"),
         (
             {"topology": {"kind": "middlebox", "bottleneck_rate_mbps": 10000.0}, "scenario": {"duration_s": 1e5}},
-            "scenario.duration_s: 100000 s at topology.bottleneck_rate_mbps = 10000 means up to",
+            "scenario.duration_s: 100000 s at topology.bottleneck_rate_mbps = 10000 means up to 8.33e+10 packet_rtt",
         ),
     ],
 )

@@ -485,7 +485,7 @@ class Scenario(_Section):
         if rtt_rows > MAX_ROWS:
             raise ValueError(
                 f"scenario.duration_s: {self.scenario.duration_s:g} s at topology.bottleneck_rate_mbps = "
-                f"{self.topology.bottleneck_rate_mbps:g} means up to {rtt_rows:,} packet_rtt rows per run; at most "
+                f"{self.topology.bottleneck_rate_mbps:g} means up to {rtt_rows:.3g} packet_rtt rows per run; at most "
                 f"{MAX_ROWS:,} (docs/limits.md)"
             )
         if e.queue_trace_rows > MAX_ROWS:
@@ -626,14 +626,14 @@ def estimate_run(scenario: Scenario) -> RunEstimate:
     return RunEstimate(messages=messages, conn_trace_rows=conn_rows, queue_trace_rows=queue_rows)
 
 
-def packet_rtt_rows(scenario: Scenario) -> int:
+def packet_rtt_rows(scenario: Scenario) -> float:
     """Most rows of the ``packet_rtt`` table in one run (0 when it is not recorded): one per
-    full segment the bottleneck can carry in the window."""
+    full segment the bottleneck can carry in the window (a float: huge rates overflow ints)."""
     t, tcp = scenario.topology, scenario.tcp
     if not (scenario.records.packet_rtt or t.kind == "middlebox"):
-        return 0
+        return 0.0
     per_s = t.bottleneck_rate_mbps * 1e6 / 8 / (tcp.mss + tcp.header_bytes)
-    return math.ceil(per_s * scenario.scenario.duration_s)
+    return per_s * scenario.scenario.duration_s
 
 
 def writes_per_second(scenario: Scenario) -> float:
