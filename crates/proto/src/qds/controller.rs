@@ -20,17 +20,9 @@ use serde::{Deserialize, Serialize};
 use crate::qds::classify::AppType;
 use crate::time::Duration;
 
-/// One class of the weighted class scheduler: HTB semantics (Linux sch_htb).
-///
-/// Defined here until branch `qdisc` (which owns it as `thinwan_proto::qdisc::ClassRate`)
-/// is merged; then this becomes a re-export of that one.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct ClassRate {
-    /// Guaranteed rate, bit/s.
-    pub rate_bps: u64,
-    /// Most the class may use by borrowing, bit/s.
-    pub ceil_bps: u64,
-}
+/// The class scheduler's per-class rate and ceil, which [`plan`] fills (re-exported so
+/// a driver needs only this module).
+pub use crate::qdisc::ClassRate;
 
 /// How class weights are computed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
