@@ -17,7 +17,6 @@
 use super::*;
 use crate::config::{ClassifierName, QdsSec};
 use crate::records::{QdsClasses, QdsFlows};
-use thinwan_proto::qdisc::ClassRate;
 use thinwan_proto::qds::classify::{AppType, Model};
 use thinwan_proto::qds::controller::{plan, FlowInput, QdsConfig};
 use thinwan_proto::qds::monitor::{FlowMonitor, MonitorConfig, Segment, Toward};
@@ -163,11 +162,8 @@ impl World {
         let next = now + q.period();
         // Rates first, then the filters; the port restarts if the new rates let a class
         // send now.
-        // The controller's ClassRate is still its own type (not yet the qdisc's re-export).
-        let rates: Vec<ClassRate> =
-            p.rates.iter().map(|r| ClassRate { rate_bps: r.rate_bps, ceil_bps: r.ceil_bps }).collect();
         self.with_classes(0, |cc| {
-            cc.set_rates(now, &rates);
+            cc.set_rates(now, &p.rates);
             for &(conn, class) in &p.class_of {
                 cc.assign(conn as u64, class);
             }
