@@ -2,10 +2,12 @@
 //! values with units (`10mbit`, `20ms`, `uniform:10%`). A bad value fails at load with
 //! the key named (STYLE.md §11).
 
+pub use crate::qds::config::QdsKeys;
+use crate::qds::config::QdsSetup;
 use serde::{Deserialize, Serialize};
 use thinwan_proto::link::{Impairment, Jitter, JitterLaw, JitterSize, LinkDir, LossModel};
 pub use thinwan_proto::qdisc::QueueKeys;
-use thinwan_proto::qdisc::QueueSpec;
+use thinwan_proto::qdisc::{DisciplineName, QueueSpec};
 use thinwan_proto::Duration;
 
 /// Both directions of the emulated link plus the seed.
@@ -19,6 +21,8 @@ pub struct LinkConfig {
     pub fwd: DirConfig,
     /// Client → server (`rev`, the ACK direction, port `bottleneck-rev`).
     pub rev: DirConfig,
+    /// The QDS control loop of `fwd.queue.discipline = "qds"` (docs/lab.md "QDS").
+    pub qds: QdsKeys,
 }
 
 /// One direction of the link.
@@ -107,7 +111,26 @@ impl LinkConfig {
     /// Check every value; errors name the key (`fwd.loss: …`).
     pub fn validate(&self) -> Result<(), ConfigError> {
         self.fwd.validate("fwd")?;
-        self.rev.validate("rev")
+        self.rev.validate("rev")?;
+        if self.rev.queue.discipline == DisciplineName::Qds {
+            // The controller shapes the downlink toward the clients; the monitor needs the
+            // other direction's packets as they are.
+            return Err(ConfigError(
+                "rev.queue.discipline: \"qds\" is for fwd only (the server → client downlink the \
+                 QDS controller shapes)"
+                    .into(),
+            ));
+        }
+        self.qds.validate()?;
+        self.qds_setup().map(|_| ())
+    }
+
+    /// The checked QDS loop if `fwd` runs the `qds` discipline (reads `qds.model_file`).
+    pub fn qds_setup(&self) -> Result<Option<QdsSetup>, ConfigError> {
+        if self.fwd.queue.discipline != DisciplineName::Qds {
+            return Ok(None);
+        }
+        self.qds.setup().map(Some)
     }
 }
 

@@ -6,12 +6,19 @@
 //! readable or the direction's next deadline ([`clock::wait_readable`]: `ppoll`, then a
 //! spin for the last 50 µs). Log records and pcap copies go to the logger thread in one
 //! batch per loop turn, so file I/O never delays a packet.
+//!
+//! With `fwd.queue.discipline = "qds"` both threads feed one [`QdsLoop`] (behind a
+//! mutex: `fwd` packets as they arrive, `rev` packets as they are delivered to the
+//! server side), and the `fwd` thread, which owns the class scheduler, also wakes for its
+//! periods and applies each plan; the period's records go to the logger with the events.
 
 use crate::clock;
 use crate::config::LinkConfig;
 use crate::evlog::EventWriter;
 use crate::link::{Delivery, DirStats, Direction, Event};
 use crate::pcap::PcapSide;
+use crate::qds::log::{QdsWriter, Record};
+use crate::qds::QdsLoop;
 use crate::tun::Tun;
 use serde::Serialize;
 use std::fs::File;
@@ -20,9 +27,10 @@ use std::os::fd::AsRawFd;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread;
 use thinwan_proto::link::LinkDir;
+use thinwan_proto::qds::monitor::Toward;
 use thinwan_proto::{Duration, Instant};
 
 /// Longest single wait, so a stop request is seen promptly.
@@ -54,6 +62,8 @@ pub struct Options {
     pub events: Option<PathBuf>,
     /// Write `server.pcap` and `client.pcap` here.
     pub pcap_dir: Option<PathBuf>,
+    /// The QDS log ([`crate::qds::log`]), when `fwd` runs the `qds` discipline.
+    pub qds_log: Option<PathBuf>,
 }
 
 /// Counters of a finished run.
@@ -67,6 +77,10 @@ pub struct Report {
     pub in_flight_at_stop: [usize; 2],
     /// Log records written.
     pub events_logged: u64,
+    /// QDS control periods run (0 without the `qds` discipline).
+    pub qds_periods: u64,
+    /// QDS log records written.
+    pub qds_logged: u64,
     /// Run length, seconds.
     pub wall_s: f64,
 }
@@ -85,6 +99,11 @@ pub fn run(opts: &Options, server: Tun, client: Tun, stop: Arc<AtomicBool>) -> i
     let (tx, rx) = mpsc::channel::<Batch>();
     let logger = Logger::open(opts)?;
     let log_thread = thread::Builder::new().name("tw-log".into()).spawn(move || logger.run(rx))?;
+    let qds = opts
+        .link
+        .qds_setup()
+        .map_err(io::Error::other)?
+        .map(|setup| Arc::new(Mutex::new(QdsLoop::new(setup, opts.link.fwd.rate_bps, started))));
     let mut dirs = Vec::new();
     for (index, (input, output, cfg)) in
         [(&server, &client, &opts.link.fwd), (&client, &server, &opts.link.rev)].into_iter().enumerate()
@@ -99,6 +118,7 @@ pub fn run(opts: &Options, server: Tun, client: Tun, stop: Arc<AtomicBool>) -> i
             tx: tx.clone(),
             stop: Arc::clone(&stop),
             pcap: opts.pcap_dir.is_some(),
+            qds: qds.clone(),
         };
         let name = if index == 0 { "tw-fwd" } else { "tw-rev" };
         dirs.push(thread::Builder::new().name(name.into()).spawn(move || worker.run())?);
@@ -108,7 +128,9 @@ pub fn run(opts: &Options, server: Tun, client: Tun, stop: Arc<AtomicBool>) -> i
     for h in dirs {
         results.push(h.join().map_err(|_| io::Error::other("direction thread panicked"))??);
     }
-    let events_logged = log_thread.join().map_err(|_| io::Error::other("logger thread panicked"))??;
+    let (events_logged, qds_logged) =
+        log_thread.join().map_err(|_| io::Error::other("logger thread panicked"))??;
+    let qds_periods = qds.as_ref().map_or(0, |q| lock(q).periods());
     let rev = results.pop().expect("two directions");
     let fwd = results.pop().expect("two directions");
     Ok(Report {
@@ -116,6 +138,8 @@ pub fn run(opts: &Options, server: Tun, client: Tun, stop: Arc<AtomicBool>) -> i
         fwd: fwd.stats().clone(),
         rev: rev.stats().clone(),
         events_logged,
+        qds_periods,
+        qds_logged,
         wall_s: (clock::now() - started).as_secs_f64(),
     })
 }
@@ -126,6 +150,17 @@ struct Batch {
     events: Vec<Event>,
     /// (side: 0 server / 1 client, time, packet).
     packets: Vec<(u8, Instant, Vec<u8>)>,
+    /// The QDS periods' records.
+    qds: Vec<Record>,
+}
+
+/// The QDS loop both direction threads feed.
+type SharedQds = Arc<Mutex<QdsLoop>>;
+
+/// The loop, even if the other thread panicked holding it (its state is still whole:
+/// no method leaves it half-updated on a panic path we know of, and the run is ending).
+fn lock(q: &SharedQds) -> MutexGuard<'_, QdsLoop> {
+    q.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 struct Worker {
@@ -136,6 +171,7 @@ struct Worker {
     tx: mpsc::Sender<Batch>,
     stop: Arc<AtomicBool>,
     pcap: bool,
+    qds: Option<SharedQds>,
 }
 
 impl Worker {
@@ -155,6 +191,10 @@ impl Worker {
                         // sees events in time order.
                         self.serve(t, &mut due, &mut batch, out_side);
                         let data = buf[..n].to_vec();
+                        // The middlebox sees the downlink's packets before its queue.
+                        if let (0, Some(q)) = (self.index, &self.qds) {
+                            lock(q).observe(t, Toward::Client, &data);
+                        }
                         if self.pcap {
                             batch.packets.push((in_side, t, data.clone()));
                         }
@@ -168,12 +208,17 @@ impl Worker {
                 }
             }
             self.serve(clock::now(), &mut due, &mut batch, out_side);
-            if !batch.events.is_empty() || !batch.packets.is_empty() {
+            let next_period = self.control(&mut batch);
+            if !batch.events.is_empty() || !batch.packets.is_empty() || !batch.qds.is_empty() {
                 let full = std::mem::replace(&mut batch, self.new_batch());
                 // The logger only goes away when the process is stopping.
                 let _ = self.tx.send(full);
             }
-            clock::wait_readable(self.input.as_raw_fd(), self.dir.poll_timeout(), MAX_WAIT)?;
+            let deadline = match (self.dir.poll_timeout(), next_period) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
+            clock::wait_readable(self.input.as_raw_fd(), deadline, MAX_WAIT)?;
         }
         Ok(self.dir)
     }
@@ -187,19 +232,36 @@ impl Worker {
             let t = clock::now();
             let ok = self.output.send(&d.packet.data).is_ok();
             self.dir.delivered(t, &d, ok, &mut batch.events);
+            // ACKs reach the middlebox once they have crossed the uplink.
+            if let (1, Some(q), true) = (self.index, &self.qds, ok) {
+                lock(q).observe(t, Toward::Server, &d.packet.data);
+            }
             if self.pcap && ok {
                 batch.packets.push((out_side, t, d.packet.data));
             }
         }
     }
 
+    /// The `fwd` thread runs the QDS periods that are due and applies their plans;
+    /// returns when the next one ends (None: not this thread's job).
+    fn control(&mut self, batch: &mut Batch) -> Option<Instant> {
+        let q = self.qds.as_ref().filter(|_| self.index == 0)?;
+        let mut q = lock(q);
+        if let Some(p) = q.handle_timeout(clock::now()) {
+            p.apply(&mut self.dir, &mut batch.events);
+            batch.qds.extend(p.records);
+        }
+        Some(q.poll_timeout())
+    }
+
     fn new_batch(&self) -> Batch {
-        Batch { dir: self.index, events: Vec::new(), packets: Vec::new() }
+        Batch { dir: self.index, events: Vec::new(), packets: Vec::new(), qds: Vec::new() }
     }
 }
 
 struct Logger {
     events: Option<EventWriter<BufWriter<File>>>,
+    qds: Option<QdsWriter<BufWriter<File>>>,
     pcap: Option<[PcapSide; 2]>,
 }
 
@@ -208,6 +270,12 @@ impl Logger {
         let events = match &opts.events {
             Some(p) => Some(EventWriter::new(BufWriter::with_capacity(1 << 20, File::create(p)?))?),
             None => None,
+        };
+        let qds = match (&opts.qds_log, opts.link.fwd.queue.discipline) {
+            (Some(p), thinwan_proto::qdisc::DisciplineName::Qds) => {
+                Some(QdsWriter::new(BufWriter::with_capacity(1 << 16, File::create(p)?))?)
+            }
+            _ => None,
         };
         let pcap = match &opts.pcap_dir {
             Some(dir) => {
@@ -220,16 +288,23 @@ impl Logger {
             }
             None => None,
         };
-        Ok(Logger { events, pcap })
+        Ok(Logger { events, qds, pcap })
     }
 
-    fn run(mut self, rx: mpsc::Receiver<Batch>) -> io::Result<u64> {
-        let mut n = 0u64;
+    /// Returns the records written to the event log and to the QDS log.
+    fn run(mut self, rx: mpsc::Receiver<Batch>) -> io::Result<(u64, u64)> {
+        let (mut n, mut nq) = (0u64, 0u64);
         for b in rx {
             if let Some(w) = self.events.as_mut() {
                 for e in &b.events {
                     w.write(b.dir, e)?;
                     n += 1;
+                }
+            }
+            if let Some(w) = self.qds.as_mut() {
+                for r in &b.qds {
+                    w.write(r)?;
+                    nq += 1;
                 }
             }
             if let Some(sides) = self.pcap.as_mut() {
@@ -241,10 +316,13 @@ impl Logger {
         if let Some(w) = self.events {
             w.finish()?;
         }
+        if let Some(w) = self.qds {
+            w.finish()?;
+        }
         if let Some([a, b]) = self.pcap {
             a.finish()?;
             b.finish()?;
         }
-        Ok(n)
+        Ok((n, nq))
     }
 }

@@ -15,5 +15,6 @@ pub mod link;
 pub mod packet;
 pub mod pcap;
 pub mod pump;
+pub mod qds;
 pub mod tun;
 pub mod wire;

@@ -73,9 +73,22 @@ impl QueueItem for Packet {
 /// A 64-bit id of a packet's 5-tuple (`DefaultHasher::new()` has fixed keys, so the
 /// id is the same for every packet of a flow; it is never stored).
 pub fn flow_id(h: &Summary) -> u64 {
+    tuple_id(h.proto, h.src, h.dst, h.sport, h.dport)
+}
+
+/// The [`flow_id`] of the `fwd` (server → client) packets of TCP connection `key`: the
+/// id under which the QDS loop files the flow into a class. Addresses as [`Summary`]
+/// holds them (IPv6 by their last 32 bits), so the two always agree.
+pub fn fwd_flow_id(key: &thinwan_capture::FlowKey) -> u64 {
+    use crate::qds::log::addr32;
+    let tcp = etherparse::IpNumber::TCP.0;
+    tuple_id(tcp, addr32(key.server.ip()), addr32(key.client.ip()), key.server.port(), key.client.port())
+}
+
+fn tuple_id(proto: u8, src: u32, dst: u32, sport: u16, dport: u16) -> u64 {
     use std::hash::{Hash, Hasher};
     let mut s = std::collections::hash_map::DefaultHasher::new();
-    (h.proto, h.src, h.dst, h.sport, h.dport).hash(&mut s);
+    (proto, src, dst, sport, dport).hash(&mut s);
     s.finish()
 }
 

@@ -96,3 +96,31 @@ fn a_bad_config_file_is_blamed_with_its_key() {
     assert!(err.starts_with("thinwan-link: --config: "), "{err}");
     assert!(err.contains("fwd.queue.discipline"), "{err}");
 }
+
+#[test]
+fn queue_qds_shapes_the_downlink_only_and_needs_a_classifier() {
+    // The default classifier is the model, which no flag can name: blamed on --queue.
+    let (code, _, err) = check(&["--rate", "10mbit", "--queue", "qds"]);
+    assert_eq!(code, 2);
+    assert!(err.starts_with("thinwan-link: --queue: qds.model_file:"), "{err}");
+    let dir = std::env::temp_dir().join(format!("thinwan-link-check-qds-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let cfg = dir.join("link.json");
+    let oracle = r#"{"qds": {"classifier": "oracle", "period_ms": 50,
+        "oracle": [{"app": "video", "client_port": 6001}]}}"#;
+    std::fs::write(&cfg, oracle).expect("write config");
+    let path = cfg.to_str().expect("UTF-8 path");
+    let (code, out, err) = check(&["--config", path, "--rate", "10mbit", "--queue", "qds"]);
+    assert_eq!((code, err.as_str()), (0, ""));
+    let v: serde_json::Value = serde_json::from_str(&out).expect("JSON");
+    assert_eq!(v["fwd"]["queue"]["discipline"], "qds");
+    assert_eq!(v["rev"]["queue"]["discipline"], "droptail", "the ACK direction stays a FIFO");
+    assert_eq!(v["qds"]["period_ms"], 50.0);
+    assert_eq!(v["qds"]["oracle"][0]["client_port"], 6001);
+    // A bad key in the file is blamed on --config and named.
+    std::fs::write(&cfg, r#"{"qds": {"classifier": "oracle", "beta": 99}}"#).expect("write config");
+    let (code, _, err) = check(&["--config", path, "--rate", "10mbit", "--queue", "qds"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("--config:") && err.contains("qds.beta:"), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

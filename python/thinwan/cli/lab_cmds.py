@@ -102,7 +102,13 @@ def _link_options(p: argparse.ArgumentParser) -> None:
         ("--ge", "P,R[,LG,LB]", "Gilbert–Elliott loss"),
         ("--queue-packets", "N", "queue limit, packets (0 = none)"),
         ("--queue-bytes", "N", "queue limit, bytes (0 = none)"),
-        ("--queue", "DISCIPLINE", "queue discipline: droptail | priority"),
+        (
+            "--queue",
+            "DISCIPLINE",
+            "queue discipline: droptail | priority | fq_codel | classes | qds (classes and qds need --rate; "
+            "their keys and FQ-CoDel's come from the scenario; qds runs on server→client only, the ACK "
+            "direction stays droptail)",
+        ),
         ("--classifier", "label|gap[:MS]", "priority classifier: label (IP DSCP ≠ 0) or gap with its threshold"),
         ("--seed", "N", "seed of loss and jitter"),
     ):

@@ -62,7 +62,8 @@ struct Args {
     #[arg(long)]
     queue_bytes: Option<String>,
     /// Queue discipline: droptail | priority | fq_codel | classes | qds (the last two need
-    /// --rate; their keys, and FQ-CoDel's, come from --config).
+    /// --rate; their keys, FQ-CoDel's and the QDS loop's come from --config). qds shapes
+    /// the server → client direction only; the client → server one becomes droptail.
     #[arg(long)]
     queue: Option<String>,
     /// Priority classifier: label (IP DSCP ≠ 0 is interactive) | gap[:MS] (per 5-tuple).
@@ -77,6 +78,10 @@ struct Args {
     /// Directory for server.pcap and client.pcap.
     #[arg(long)]
     pcap_dir: Option<PathBuf>,
+    /// With `--queue qds` (or fwd.queue.discipline = "qds"): the QDS control loop's log
+    /// (binary, docs/lab.md "QDS log"); default: next to --events, as EVENTS.qds.bin.
+    #[arg(long)]
+    qds_log: Option<PathBuf>,
     /// Write the final counters (JSON) here too.
     #[arg(long)]
     stats: Option<PathBuf>,
@@ -151,6 +156,7 @@ fn run(args: Args, link: LinkConfig) -> Result<(), Box<dyn std::error::Error>> {
         client: side(client).map_err(|e| format!("--client: {e}"))?,
         events: args.events.clone(),
         pcap_dir: args.pcap_dir.clone(),
+        qds_log: args.qds_log.clone().or_else(|| args.events.as_ref().map(|e| e.with_extension("qds.bin"))),
     };
     install_signal_handlers();
     let (s, c) = emulator::attach(&opts)?;
@@ -203,7 +209,7 @@ fn link_config(a: &Args) -> Result<LinkConfig, FlagError> {
     let count = |flag: &'static str, s: &str| -> Result<u64, FlagError> {
         s.trim().parse::<u64>().map_err(|_| FlagError::new(flag, format!("not an unsigned integer: {s:?}")))
     };
-    for d in [&mut cfg.fwd, &mut cfg.rev] {
+    for (rev, d) in [(false, &mut cfg.fwd), (true, &mut cfg.rev)] {
         if let Some(s) = &a.rate {
             d.rate_bps = parse_rate(s).map_err(|e| FlagError::new("rate", e))?;
         }
@@ -233,6 +239,9 @@ fn link_config(a: &Args) -> Result<LinkConfig, FlagError> {
                 "priority" => DisciplineName::Priority,
                 "fq_codel" => DisciplineName::FqCodel,
                 "classes" => DisciplineName::Classes,
+                // The QDS loop shapes the downlink; the ACK direction stays a FIFO with the
+                // same limits, as in the simulator.
+                "qds" if rev => DisciplineName::Droptail,
                 "qds" => DisciplineName::Qds,
                 other => {
                     return Err(FlagError::new(
@@ -270,6 +279,11 @@ fn link_config(a: &Args) -> Result<LinkConfig, FlagError> {
             "queue.limit_bytes, limit_packets" if a.queue_bytes.is_some() => "queue-bytes",
             "queue.classifier_gap_ms" if a.classifier.is_some() => "classifier",
             "queue.discipline" if a.queue.is_some() => "queue",
+            // `--queue qds` without a --config that names the classifier's model: the
+            // key stays in the message.
+            k if k.starts_with("qds.") && a.queue.is_some() && a.config.is_none() => {
+                return Err(FlagError::new("queue", e));
+            }
             // `--queue classes` without a --config that lists the classes.
             "queue.class_rate_shares" if a.queue.is_some() => "queue",
             _ => return Err(FlagError::new("config", e)),

@@ -16,6 +16,7 @@ from typing import Any
 
 from ...config.scenario import LabSection, QueueSection, Scenario
 from ..binaries import find_binary
+from .netns import LabError
 
 __all__ = [
     "DirLink",
@@ -23,15 +24,41 @@ __all__ = [
     "TcpSettings",
     "LabSpec",
     "lab_spec",
+    "qds_keys",
     "last_hop_link",
     "LinkCheckError",
     "check_link_args",
 ]
 
 
+# The scenario model owns the ``[queue]`` defaults (``QueueSection``, mirroring the core's
+# ``QueueKeys``), not copies here.
+_Q = QueueSection.model_fields
+
+# The ``[queue]`` keys DirLink carries under their own names (the rest keep the
+# QueueSection name: ``limit_packets`` is ``queue_packets`` here, ``limit_bytes``
+# ``queue_bytes``).
+_QUEUE_KEYS = (
+    "discipline",
+    "priority_classifier",
+    "classifier_gap_ms",
+    "fq_codel_target_ms",
+    "fq_codel_interval_ms",
+    "fq_codel_quantum_bytes",
+    "fq_codel_flows",
+    "fq_codel_hash_seed",
+    "class_quantum_bytes",
+    "class_rate_shares",
+    "class_ceil_shares",
+    "class_interactive",
+    "class_flows",
+)
+
+
 @dataclass(frozen=True)
 class DirLink:
-    """One direction of the emulated link (``thinwan-link`` JSON, docs/lab.md)."""
+    """One direction of the emulated link (``thinwan-link`` JSON, docs/lab.md); every
+    ``[queue]`` key travels (docs/scenario.md has their meaning)."""
 
     rate_bps: int = 0  # 0 = unshaped
     delay_ms: float = 0.0
@@ -42,10 +69,28 @@ class DirLink:
     queue_packets: int = 1000
     queue_bytes: int = 0
     overhead_bytes: int = 0
-    discipline: str = "droptail"  # or "priority"
+    discipline: str = "droptail"  # priority | fq_codel | classes | qds
     priority_classifier: str = "label"  # priority: "label" (IP DSCP ≠ 0) or "gap" (per 5-tuple)
-    # The scenario model owns the default (``[queue] classifier_gap_ms``), not a copy here.
-    classifier_gap_ms: float = QueueSection.model_fields["classifier_gap_ms"].default
+    classifier_gap_ms: float = _Q["classifier_gap_ms"].default
+    fq_codel_target_ms: float = _Q["fq_codel_target_ms"].default
+    fq_codel_interval_ms: float = _Q["fq_codel_interval_ms"].default
+    fq_codel_quantum_bytes: int = _Q["fq_codel_quantum_bytes"].default
+    fq_codel_flows: int = _Q["fq_codel_flows"].default
+    fq_codel_hash_seed: int = _Q["fq_codel_hash_seed"].default
+    class_quantum_bytes: int = _Q["class_quantum_bytes"].default
+    class_rate_shares: tuple[float, ...] = ()
+    class_ceil_shares: tuple[float, ...] = ()
+    class_interactive: int = _Q["class_interactive"].default
+    class_flows: tuple[tuple[int, ...], ...] = ()
+
+    @classmethod
+    def queue_of(cls, q: QueueSection) -> dict[str, Any]:
+        """The DirLink fields of a scenario's ``[queue]`` section (every key)."""
+        return {
+            "queue_packets": q.limit_packets,
+            "queue_bytes": q.limit_bytes,
+            **{k: getattr(q, k) for k in _QUEUE_KEYS},
+        }
 
     def to_json(self) -> dict[str, Any]:
         d: dict[str, Any] = {
@@ -55,11 +100,9 @@ class DirLink:
             "reorder": self.reorder,
             "loss": float(self.loss),
             "queue": {
-                "discipline": self.discipline,
                 "limit_packets": self.queue_packets,
                 "limit_bytes": self.queue_bytes,
-                "priority_classifier": self.priority_classifier,
-                "classifier_gap_ms": float(self.classifier_gap_ms),
+                **{k: _json_value(getattr(self, k)) for k in _QUEUE_KEYS},
             },
             "overhead_bytes": self.overhead_bytes,
         }
@@ -87,24 +130,50 @@ class DirLink:
             discipline=str(q["discipline"]),
             priority_classifier=str(q["priority_classifier"]),
             classifier_gap_ms=float(q["classifier_gap_ms"]),
+            fq_codel_target_ms=float(q["fq_codel_target_ms"]),
+            fq_codel_interval_ms=float(q["fq_codel_interval_ms"]),
+            fq_codel_quantum_bytes=int(q["fq_codel_quantum_bytes"]),
+            fq_codel_flows=int(q["fq_codel_flows"]),
+            fq_codel_hash_seed=int(q["fq_codel_hash_seed"]),
+            class_quantum_bytes=int(q["class_quantum_bytes"]),
+            class_rate_shares=tuple(float(x) for x in q["class_rate_shares"]),
+            class_ceil_shares=tuple(float(x) for x in q["class_ceil_shares"]),
+            class_interactive=int(q["class_interactive"]),
+            class_flows=tuple(tuple(int(f) for f in c) for c in q["class_flows"]),
         )
+
+
+def _json_value(v: Any) -> Any:
+    """Tuples (of tuples) as JSON lists; floats stay floats."""
+    if isinstance(v, tuple):
+        return [_json_value(x) for x in v]
+    return v
 
 
 @dataclass(frozen=True)
 class LinkSpec:
-    """Both directions plus the seed of their loss/jitter streams."""
+    """Both directions plus the seed of their loss/jitter streams, and the QDS control
+    loop's keys (``qds``: thinwan-link's ``qds`` object, docs/lab.md "QDS") when ``fwd``
+    runs the ``qds`` discipline."""
 
     fwd: DirLink = field(default_factory=DirLink)  # server → client
     rev: DirLink = field(default_factory=DirLink)  # client → server
     seed: int = 1
+    qds: dict[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {"seed": self.seed, "fwd": self.fwd.to_json(), "rev": self.rev.to_json()}
+        d: dict[str, Any] = {"seed": self.seed, "fwd": self.fwd.to_json(), "rev": self.rev.to_json()}
+        if self.qds is not None:
+            d["qds"] = self.qds
+        return d
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> LinkSpec:
-        """The inverse of :meth:`to_json`."""
-        return cls(fwd=DirLink.from_json(d["fwd"]), rev=DirLink.from_json(d["rev"]), seed=int(d["seed"]))
+        """The inverse of :meth:`to_json` (``thinwan-link --check`` always writes ``qds``;
+        it is kept only where ``fwd`` runs the ``qds`` discipline)."""
+        fwd = DirLink.from_json(d["fwd"])
+        qds = d.get("qds") if fwd.discipline == "qds" else None
+        return cls(fwd=fwd, rev=DirLink.from_json(d["rev"]), seed=int(d["seed"]), qds=qds)
 
     @classmethod
     def symmetric(cls, seed: int = 1, **kwargs: Any) -> LinkSpec:
@@ -200,18 +269,24 @@ def lab_spec(scenario: Scenario, run: int = 0, opts: LabSection | None = None) -
         delay_ms=delay,
         jitter=jitter,
         reorder=opts.reorder,
+        overhead_bytes=opts.overhead_bytes,
+    )
+    fwd = DirLink(
+        **common,
+        **DirLink.queue_of(q),
+        loss=t.bottleneck_loss if opts.loss is None else opts.loss,
+        ge=opts.ge,
+    )
+    # As the simulator: the scenario's discipline on the data direction, the ACK
+    # direction a FIFO with the same limits.
+    rev = DirLink(
+        **common,
         queue_packets=q.limit_packets,
         queue_bytes=q.limit_bytes,
-        overhead_bytes=opts.overhead_bytes,
-        discipline=q.discipline,
-        priority_classifier=q.priority_classifier,
-        classifier_gap_ms=q.classifier_gap_ms,
+        loss=t.bottleneck_loss_rev if opts.loss_rev is None else opts.loss_rev,
     )
-    link = LinkSpec(
-        fwd=DirLink(**common, loss=t.bottleneck_loss if opts.loss is None else opts.loss, ge=opts.ge),
-        rev=DirLink(**common, loss=t.bottleneck_loss_rev if opts.loss_rev is None else opts.loss_rev),
-        seed=scenario.scenario.seed + run,
-    )
+    qds = qds_keys(scenario) if q.discipline == "qds" else None
+    link = LinkSpec(fwd=fwd, rev=rev, seed=scenario.scenario.seed + run, qds=qds)
     tcp, notes = tcp_settings(scenario, opts)
     if q.discipline == "priority" and q.priority_classifier == "label":
         notes.append(
@@ -220,6 +295,47 @@ def lab_spec(scenario: Scenario, run: int = 0, opts: LabSection | None = None) -
             "queued data may carry the other kind's mark (docs/lab.md)"
         )
     return LabSpec(link=link, tcp=tcp, notes=tuple(notes))
+
+
+def qds_keys(scenario: Scenario) -> dict[str, Any]:
+    """thinwan-link's ``qds`` object for ``scenario``: every ``[qds]`` key as is, the
+    classifier's model inline (read once, here: thinwan-link does not see the scenario's
+    directory). ``classifier = "oracle"`` needs each flow's true type, which the lab's
+    pump connections do not carry by port; the traffic model names it when every flow
+    runs the same one (``oracle_default``)."""
+    q = scenario.qds
+    keys = q.model_dump()
+    keys.pop("model_file", None)
+    model = scenario.qds_model()
+    if model is not None:
+        keys["model"] = model
+    elif q.classifier == "model":
+        # The simulator builds its shipped classifier in; thinwan-link has none yet.
+        raise LabError(
+            "qds.model_file: the lab needs the classifier's model file (e.g. crates/sim/data/qds-classifier.json), "
+            'or qds.classifier = "oracle"'
+        )
+    if q.classifier == "oracle":
+        app = ORACLE_TYPE.get(scenario.traffic.model)
+        if app is None:
+            raise LabError(
+                f'qds.classifier: "oracle" in the lab needs one application type for every flow; traffic.model = '
+                f'"{scenario.traffic.model}" has none (use qds.classifier = "model")'
+            )
+        keys["oracle_default"] = app
+    return keys
+
+
+# The oracle's type of a lab flow by its traffic model (the simulator's mapping,
+# crates/sim/src/world/qds.rs `app_type`): video and data are themselves, bulk transfers
+# are data, the interactive models interactive. "mix" and "pcap" have no single type.
+ORACLE_TYPE = {
+    "video": "video",
+    "data": "data",
+    "bulk": "data",
+    "thin-client": "interactive",
+    "game": "interactive",
+}
 
 
 def last_hop_link(scenario: Scenario, run: int = 0) -> LinkSpec:

@@ -1,0 +1,76 @@
+"""Scenario → thinwan-link configuration for the queue keys and ``[qds]``, checked by
+``thinwan-link --check`` itself (no namespaces, no root: the binary is enough)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+import pytest
+
+from thinwan.config.scenario import scenario_from_dict
+from thinwan.substrates.binaries import find_binary
+from thinwan.substrates.lab.linkspec import DirLink, LinkCheckError, LinkSpec, check_link_args, lab_spec
+
+
+def scenario(queue: dict) -> object:
+    return scenario_from_dict({"topology": {"bottleneck_rate_mbps": 8.0}, "queue": queue})
+
+
+def test_non_default_fq_codel_keys_survive_thinwan_links_check() -> None:
+    spec = lab_spec(
+        scenario({"discipline": "fq_codel", "limit_bytes": 90000, "fq_codel_target_ms": 2.5, "fq_codel_flows": 16})
+    )
+    fwd, rev = spec.link.fwd, spec.link.rev
+    assert (fwd.discipline, fwd.fq_codel_target_ms, fwd.fq_codel_flows, fwd.queue_bytes) == ("fq_codel", 2.5, 16, 90000)
+    assert (rev.discipline, rev.queue_bytes, rev.queue_packets) == ("droptail", 90000, fwd.queue_packets)
+    # thinwan-link reads every key back as given.
+    assert check_link_args(spec.link, []) == spec.link
+
+
+def test_a_classes_scenario_reaches_thinwan_link() -> None:
+    spec = lab_spec(
+        scenario(
+            {
+                "discipline": "classes",
+                "class_rate_shares": [0.3, 0.7],
+                "class_ceil_shares": [0.5, 1.0],
+                "class_interactive": 0,
+                "class_flows": [[3], []],
+                "class_quantum_bytes": 3000,
+            }
+        )
+    )
+    resolved = check_link_args(spec.link, [])
+    assert resolved == spec.link
+    assert resolved.fwd.class_rate_shares == (0.3, 0.7) and resolved.fwd.class_flows == ((3,), ())
+
+
+def test_qds_keys_reach_thinwan_link_and_bad_ones_are_named() -> None:
+    fwd = DirLink(rate_bps=8_000_000, discipline="qds")
+    qds = {"classifier": "oracle", "alpha": 0.5, "oracle": [{"app": "video", "client_port": 6001}]}
+    resolved = check_link_args(LinkSpec(fwd=fwd, rev=DirLink(rate_bps=8_000_000), qds=qds), [])
+    assert resolved.qds is not None
+    assert (resolved.qds["alpha"], resolved.qds["oracle"], resolved.qds["period_ms"]) == (
+        0.5,
+        qds["oracle"],
+        100.0,
+    )
+    with pytest.raises(LinkCheckError, match=r"qds\.alpha"):
+        check_link_args(LinkSpec(fwd=fwd, qds={**qds, "alpha": -1}), [])
+    # Without the qds discipline the resolved config's qds object is dropped.
+    assert check_link_args(LinkSpec(), []).qds is None
+
+
+def test_qds_section_keys_are_thinwan_links() -> None:
+    """Every ``[qds]`` key (``QdsSection``, from the simulator's branch) is a key of
+    thinwan-link's ``qds`` object with the same default (``--check`` prints them all)."""
+    from thinwan.config import scenario as sc
+
+    section = getattr(sc, "QdsSection", None)
+    if section is None:
+        pytest.skip("[qds] is not in this tree's scenario model yet (branch qds-sim)")
+    defaults = section().model_dump()
+    done = subprocess.run([str(find_binary("thinwan-link")), "--check"], capture_output=True, text=True, check=True)
+    link = json.loads(done.stdout)["qds"]
+    assert {k: link.get(k) for k in defaults} == defaults
