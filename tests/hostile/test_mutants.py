@@ -35,7 +35,7 @@ MUX = sorted((SCENARIOS / "mux").glob("*.toml"))
 DESKTOP = sorted(p for p in SCENARIOS.rglob("*.toml") if "[benchmark]" in p.read_text())
 FILES = sorted(p for p in SCENARIOS.rglob("*.toml") if p not in MUX and p not in DESKTOP)
 # Keys holding paths relative to their file: made absolute so a mutant can live elsewhere.
-PATH_KEYS = {"inherits", "base", "pcap_file", "psk_file", "cert", "key", "ca", "file"}
+PATH_KEYS = {"inherits", "base", "pcap_file", "model_file", "psk_file", "cert", "key", "ca", "file"}
 
 HOSTILE_VALUES = [
     "x",
@@ -205,11 +205,14 @@ def _simulate_briefly(path: Path) -> None:
     side would see still fails here rather than in a user's run."""
     scenario = load_scenario(path)
     s, t = scenario.scenario, scenario.topology
+    # A mix names the model of every pair (traffic.mix adds up to topology.pairs): its
+    # pairs stay (the QDS scenarios have at most 16).
+    pairs = t.pairs if scenario.traffic.model == "mix" else min(t.pairs, 4)
     short = scenario.with_values(
         {
             "scenario.duration_s": min(s.duration_s, 0.05),
             "scenario.drain_s": min(s.drain_s, 0.05),
-            "topology.pairs": min(t.pairs, 4),
+            "topology.pairs": pairs,
         }
     )
     simulate(short, 0)

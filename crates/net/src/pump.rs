@@ -26,7 +26,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread;
 use thinwan_proto::traffic::{
-    Calibrated, GameCalibrated, GameParams, Kind, Model, Source, ThinClientKeys, ThinClientParams,
+    AppKeys, Calibrated, GameCalibrated, GameParams, Kind, Model, Source, ThinClientKeys, ThinClientParams,
     TrafficSpec,
 };
 use thinwan_proto::{Duration, Instant};
@@ -40,6 +40,9 @@ pub struct TrafficConfig {
     /// The two-state source's keys (α, β, gaps, sizes, block lengths).
     #[serde(flatten)]
     pub thin_client: ThinClientKeys,
+    /// The video, data and mix models' keys.
+    #[serde(flatten)]
+    pub apps: AppKeys,
     /// Largest write (the MSS).
     pub mss: u32,
     /// Constant source: bytes per message.
@@ -58,6 +61,7 @@ impl Default for TrafficConfig {
         TrafficConfig {
             model: Model::ThinClient,
             thin_client: ThinClientKeys::default(),
+            apps: AppKeys::default(),
             mss: ThinClientParams::default().max_write,
             constant_bytes: 200,
             constant_interval_ms: 100.0,
@@ -81,6 +85,9 @@ impl TrafficConfig {
                 GameCalibrated::new(GameParams::default()).map_err(err)?,
             )),
             Model::Pcap => TrafficSpec::Trace(self.trace.clone()),
+            Model::Video | Model::Data | Model::Mix => {
+                self.apps.spec(self.model, &self.thin_client, self.mss).map_err(err)?
+            }
             Model::Constant => TrafficSpec::Constant {
                 interval: Duration::from_millis_f64(self.constant_interval_ms),
                 bytes: self.constant_bytes,

@@ -14,6 +14,11 @@
 
 use std::sync::Arc;
 
+mod apps;
+pub use apps::{
+    App, AppKeys, DataParams, DataSource, MixSource, MixSpec, VideoParams, VideoSource, MIX_PHASE_STREAM,
+};
+
 use crate::time::{Duration, Instant};
 use rand::{Rng, SeedableRng};
 use rand_distr::{Distribution, Exp, LogNormal};
@@ -37,6 +42,9 @@ pub struct Write {
     pub bytes: u32,
     /// Interactive or bulk.
     pub kind: Kind,
+    /// The application (model) that wrote it: the truth per-type metrics and the QDS
+    /// `oracle` classifier read.
+    pub app: App,
 }
 
 /// How gaps are distributed around their mean.
@@ -224,6 +232,12 @@ pub enum Model {
     Pcap,
     /// Fixed size at a fixed interval (the lab pump only): [`Source::Constant`].
     Constant,
+    /// Frame-paced video: [`VideoSource`].
+    Video,
+    /// Web/document bursts: [`DataSource`].
+    Data,
+    /// Per pair one of the models of `traffic.mix`: [`MixSource`].
+    Mix,
 }
 
 /// What every stream's [`Source`] is built from, checked and calibrated once for all
@@ -251,6 +265,12 @@ pub enum TrafficSpec {
         /// How many.
         writes: Option<u32>,
     },
+    /// Frame-paced video.
+    Video(Arc<VideoParams>),
+    /// Web/document bursts.
+    Data(Arc<DataParams>),
+    /// A mix of models per pair, maybe changing over time.
+    Mix(Arc<MixSpec>),
 }
 
 /// The writes of one stream, relative to the run start: the one dispatch the simulator
@@ -280,6 +300,12 @@ pub enum Source {
         /// Writes left (`None`: no end).
         left: Option<u32>,
     },
+    /// Frame-paced video.
+    Video(VideoSource),
+    /// Web/document bursts.
+    Data(DataSource),
+    /// One pair of a mix (boxed: it holds the [`Source`] of its current phase).
+    Mix(Box<MixSource>),
 }
 
 impl Source {
@@ -287,7 +313,22 @@ impl Source {
     /// random models draw from `stream_rng(seed, 2·stream)` (docs/model.md, "Random
     /// streams").
     pub fn new(spec: &TrafficSpec, seed: u64, stream: u32, start: Instant) -> Result<Source, ParamError> {
-        let rng = || stream_rng(seed, 2 * stream as u64);
+        match spec {
+            TrafficSpec::Mix(m) => Ok(Source::Mix(Box::new(MixSource::new(m, seed, stream, start)?))),
+            _ => Source::with_rng(spec, stream_rng(seed, 2 * stream as u64), stream, start),
+        }
+    }
+
+    /// The same with the random generator given (a mix's later phases draw from their
+    /// own streams); not for [`TrafficSpec::Mix`] itself.
+    fn with_rng(
+        spec: &TrafficSpec,
+        rng: Xoshiro256PlusPlus,
+        stream: u32,
+        start: Instant,
+    ) -> Result<Source, ParamError> {
+        let mut rng = Some(rng);
+        let mut rng = || rng.take().expect("one random source per stream");
         Ok(match spec {
             TrafficSpec::ThinClient(c) => Source::ThinClient(ThinClientSource::calibrated(c, rng(), start)),
             TrafficSpec::Game(c) => Source::Game(GameSource::new(c, rng(), start)),
@@ -301,12 +342,16 @@ impl Source {
                         at: Instant::from_secs_f64(t),
                         bytes,
                         kind: Kind::Interactive,
+                        app: App::Trace,
                     })
                     .collect();
                 Source::Trace(writes.into_iter())
             }
             &TrafficSpec::Constant { interval, bytes } => Source::Constant { next: start, interval, bytes },
             &TrafficSpec::Bulk { bytes, writes } => Source::Bulk { at: start, bytes, left: writes },
+            TrafficSpec::Video(p) => Source::Video(VideoSource::new(p, rng(), start)),
+            TrafficSpec::Data(p) => Source::Data(DataSource::new(p, rng(), start)),
+            TrafficSpec::Mix(_) => return Err(ParamError("traffic.mix: a mix cannot contain a mix".into())),
         })
     }
 
@@ -315,9 +360,12 @@ impl Source {
         match self {
             Source::ThinClient(s) => Some(s.next_write()),
             Source::Game(s) => Some(s.next_write()),
+            Source::Video(s) => Some(s.next_write()),
+            Source::Data(s) => Some(s.next_write()),
+            Source::Mix(s) => s.next_write(),
             Source::Trace(writes) => writes.next(),
             Source::Constant { next, interval, bytes } => {
-                let w = Write { at: *next, bytes: *bytes, kind: Kind::Interactive };
+                let w = Write { at: *next, bytes: *bytes, kind: Kind::Interactive, app: App::Constant };
                 *next += *interval;
                 Some(w)
             }
@@ -325,7 +373,7 @@ impl Source {
                 if let Some(n) = left {
                     *n = n.checked_sub(1)?;
                 }
-                Some(Write { at: *at, bytes: *bytes, kind: Kind::Bulk })
+                Some(Write { at: *at, bytes: *bytes, kind: Kind::Bulk, app: App::Bulk })
             }
         }
     }
@@ -433,7 +481,7 @@ impl ThinClientSource {
             self.state = next;
             self.begin_flow(start);
         }
-        Write { at, bytes, kind }
+        Write { at, bytes, kind, app: App::ThinClient }
     }
 
     fn begin_flow(&mut self, start: Instant) {
@@ -600,7 +648,7 @@ impl GameSource {
         let z = self.normal();
         let extra = (self.c.payload_mu + p.payload_sigma * z).exp().round();
         let bytes = (p.payload_min as f64 + extra).min(p.payload_max as f64) as u32;
-        Write { at, bytes, kind: Kind::Interactive }
+        Write { at, bytes, kind: Kind::Interactive, app: App::Game }
     }
 
     fn normal(&mut self) -> f64 {
@@ -672,7 +720,7 @@ mod tests {
         let start = Instant::from_nanos(5);
         let mut s = Source::new(&spec, 1, 0, start).unwrap();
         let ws: Vec<_> = std::iter::from_fn(|| s.next_write()).collect();
-        assert_eq!(ws, vec![Write { at: start, bytes: 10, kind: Kind::Bulk }; 3]);
+        assert_eq!(ws, vec![Write { at: start, bytes: 10, kind: Kind::Bulk, app: App::Bulk }; 3]);
         let spec = TrafficSpec::Trace(vec![vec![(0.5, 7)]]);
         let mut s = Source::new(&spec, 1, 0, start).unwrap();
         assert_eq!(s.next_write().map(|w| (w.at, w.bytes)), Some((Instant::from_secs_f64(0.5), 7)));

@@ -35,6 +35,29 @@ fn mux_frame_payload_default() -> u32 {
     thinwan_proto::mux::session::Config::default().max_payload
 }
 
+/// The classifier's features in `QdsFlows::features` order (`Features::NAMES`).
+const QDS_FEATURES: [&str; 8] = [
+    "size_mean",
+    "size_sd",
+    "iat_mean_us",
+    "iat_sd_us",
+    "rate_down_bps",
+    "rate_up_bps",
+    "full_share",
+    "burst_pkts",
+];
+
+/// The QDS controller's default QT per type, ms (`controller::default_qt`): the one
+/// table the scenario defaults (`[qds] qt_*_ms`) and the per-type metrics follow.
+#[pyfunction]
+fn qds_default_qt_ms() -> std::collections::BTreeMap<&'static str, f64> {
+    use thinwan_proto::qds::classify::AppType;
+    AppType::ALL
+        .iter()
+        .map(|&a| (a.name(), thinwan_proto::qds::controller::default_qt(a).as_secs_f64() * 1e3))
+        .collect()
+}
+
 /// A dict of numpy columns from named `Vec` fields of a records table.
 macro_rules! table {
     ($py:expr, $t:expr, [$($col:ident),*]) => {{
@@ -101,6 +124,22 @@ fn to_python(py: Python<'_>, r: RunRecords, run: u64, wall_s: f64) -> PyResult<P
     out.set_item("conn_trace", table!(py, ct, [conn, t, cwnd, ssthresh, srtt, rttvar, rto, rtt]))?;
     let pl = r.packet_log;
     out.set_item("packet_log", table!(py, pl, [conn, t, event, seq, len, retx]))?;
+    // Only runs that record them have the newer tables, so the records of every other
+    // run stay exactly what they were (bench/records_digest.py).
+    if let Some(pr) = r.packet_rtt {
+        out.set_item("packet_rtt", table!(py, pr, [conn, app, t_tx, rtt, bytes, retx]))?;
+    }
+    if let Some((mut f, c)) = r.qds {
+        let features = std::mem::take(&mut f.features);
+        let flows = table!(py, f, [t, conn, app_true, app, rtt, rate_bps, class]);
+        // One column per feature, named after the classifier's (docs/records.md).
+        for (i, name) in QDS_FEATURES.iter().enumerate() {
+            let col: Vec<f64> = features.iter().map(|x| x[i]).collect();
+            flows.set_item(format!("f_{name}"), col.into_pyarray(py))?;
+        }
+        out.set_item("qds_flows", flows)?;
+        out.set_item("qds_classes", table!(py, c, [t, class, weight, rate_bps, flows]))?;
+    }
     let qt = r.queue_trace;
     let queue = table!(py, qt, [t, bytes, packets]);
     queue.set_item("port", qt.port)?;
@@ -207,6 +246,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(simulate, m)?)?;
     m.add_function(wrap_pyfunction!(version, m)?)?;
     m.add_function(wrap_pyfunction!(mux_frame_payload_default, m)?)?;
+    m.add_function(wrap_pyfunction!(qds_default_qt_ms, m)?)?;
     m.add_function(wrap_pyfunction!(analyze_capture, m)?)?;
     Ok(())
 }

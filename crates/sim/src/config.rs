@@ -30,6 +30,56 @@ pub struct Config {
     pub records: RecordsSec,
     /// The thin-stream tunnel of the mux topology.
     pub mux: MuxSec,
+    /// The QDS controller (`queue.discipline = "qds"`).
+    pub qds: QdsSec,
+}
+
+/// `[qds]` (docs/scenario.md): the QDS controller of the middlebox's downlink.
+#[derive(Clone, Debug, Deserialize)]
+pub struct QdsSec {
+    /// Control period, ms.
+    pub period_ms: f64,
+    /// α.
+    pub alpha: f64,
+    /// β.
+    pub beta: f64,
+    /// Smallest class level.
+    pub l_floor: f64,
+    /// The weight formula.
+    pub variant: thinwan_proto::qds::controller::Variant,
+    /// The classifier's types, or the true ones.
+    pub classifier: ClassifierName,
+    /// The model's file (the Python layer reads it into `model`).
+    pub model_file: String,
+    /// The classifier's model, read from `model_file` by the Python layer.
+    #[serde(default)]
+    pub model: Option<thinwan_proto::qds::classify::Model>,
+    /// m.
+    pub classes: u32,
+    /// DB_max(c_k) = k · step, ms.
+    pub class_step_ms: f64,
+    /// QT of video, ms.
+    pub qt_video_ms: f64,
+    /// QT of audio, ms.
+    pub qt_audio_ms: f64,
+    /// QT of data, ms.
+    pub qt_data_ms: f64,
+    /// QT of interactive traffic, ms.
+    pub qt_interactive_ms: f64,
+    /// The monitor's RTT samples per half.
+    pub rtt_samples: u32,
+    /// The monitor's rate window, ms.
+    pub rate_window_ms: f64,
+}
+
+/// `qds.classifier`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ClassifierName {
+    /// The model of `qds.model_file`.
+    Model,
+    /// The true application types.
+    Oracle,
 }
 
 /// `[mux]` (used with `topology.kind = "mux"` only).
@@ -88,6 +138,18 @@ pub struct TopologySec {
     pub last_hop_delay_ms: f64,
     /// Mux topology: rate of the last hop.
     pub last_hop_rate_mbps: f64,
+    /// Middlebox topology: servers (pair i is served by server i mod servers; 0 =
+    /// ⌈pairs / 2⌉, the spec's S = N/2).
+    pub servers: u32,
+    /// Middlebox topology: each client's base one-way delay (its link to R2, both
+    /// directions) is drawn per run from a normal law of this mean (ms) …
+    pub client_delay_mean_ms: f64,
+    /// … and standard deviation (ms), …
+    pub client_delay_sd_ms: f64,
+    /// … clipped to [min, max] (ms).
+    pub client_delay_min_ms: f64,
+    /// The upper clip.
+    pub client_delay_max_ms: f64,
 }
 
 /// `[tcp]`
@@ -147,6 +209,9 @@ pub struct TrafficSec {
     /// The two-state source's keys (α, β, gaps, sizes, block lengths).
     #[serde(flatten)]
     pub thin_client: thinwan_proto::traffic::ThinClientKeys,
+    /// The video, data and mix models' keys.
+    #[serde(flatten)]
+    pub apps: thinwan_proto::traffic::AppKeys,
     /// Interactive and bulk writes on two connections per pair (Ogawa §6 case 2).
     pub separate_connections: bool,
     /// Model "pcap": per stream, its writes (seconds, bytes) read from the capture by
@@ -166,6 +231,8 @@ pub struct RecordsSec {
     pub trace_connections: TraceConnections,
     /// Connections whose packets go to the packet log.
     pub packet_log_conns: Vec<u32>,
+    /// Record the `packet_rtt` table (always on in the middlebox topology).
+    pub packet_rtt: bool,
 }
 
 /// `topology.kind`.
@@ -176,6 +243,8 @@ pub enum TopologyKind {
     Dumbbell,
     /// The dumbbell with a last hop proxy → client (Carlmar 2011, docs/sources.md).
     Mux,
+    /// S servers → middlebox R1 → downlink → N clients with their own delays (QDS).
+    Middlebox,
 }
 
 /// `mux.mode`.
@@ -242,6 +311,7 @@ impl Config {
     /// Checks the simulator relies on (Python validates everything first; these guard
     /// direct callers).
     fn check(&self) -> Result<(), String> {
+        let t_kind_middlebox = |c: &Config| c.topology.kind == TopologyKind::Middlebox;
         let bad = |k: &str, why: &str| Err(format!("{k}: {why}"));
         if self.topology.kind == TopologyKind::Mux {
             if self.topology.last_hop_rate_mbps <= 0.0 || self.topology.last_hop_delay_ms < 0.0 {
@@ -276,8 +346,17 @@ impl Config {
         if self.traffic.model == Model::Constant {
             return bad(
                 "traffic.model",
-                "\"constant\" is the lab pump's; the simulator runs thin-client, bulk, game or pcap",
+                "\"constant\" is the lab pump's; the simulator runs thin-client, bulk, game, pcap, video, data or mix",
             );
+        }
+        if t_kind_middlebox(self) {
+            let t = &self.topology;
+            if !(0.0 <= t.client_delay_min_ms
+                && t.client_delay_min_ms <= t.client_delay_max_ms
+                && t.client_delay_sd_ms >= 0.0)
+            {
+                return bad("topology.client_delay_*", "need 0 ≤ min ≤ max and sd ≥ 0");
+            }
         }
         if self.traffic.model == Model::Pcap && self.traffic.trace.len() < self.topology.pairs as usize {
             return bad("traffic.trace", "needs the writes of every stream (topology.pairs)");

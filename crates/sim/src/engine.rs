@@ -39,6 +39,8 @@ pub enum Event {
     TraceSample,
     /// A tunnel session's timer (acks, pings) may be due: the edge's or the core's.
     MuxTimer { edge: bool },
+    /// A control period of the QDS loop on the middlebox's downlink.
+    QdsTick,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

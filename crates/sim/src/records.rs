@@ -140,6 +140,60 @@ pub struct QueueTrace {
     pub packets: Vec<u64>,
 }
 
+/// One row per first transmission of a data segment, with its exact RTT (the middlebox
+/// topology, or `records.packet_rtt`).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct PacketRtt {
+    /// Connection.
+    pub conn: Vec<u32>,
+    /// Application of the write holding its first byte (`thinwan_proto::traffic::App` code).
+    pub app: Vec<u8>,
+    /// Transmission by the server.
+    pub t_tx: Vec<f64>,
+    /// Until the covering cumulative ACK reached the server, s (NaN: not by the end).
+    pub rtt: Vec<f64>,
+    /// Payload bytes.
+    pub bytes: Vec<u32>,
+    /// 1 when some of its bytes were retransmitted before that ACK.
+    pub retx: Vec<u8>,
+}
+
+/// The QDS loop's view of each flow, per control period (`queue.discipline = "qds"`).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct QdsFlows {
+    /// Time of the period.
+    pub t: Vec<f64>,
+    /// Connection (the monitor's flow key).
+    pub conn: Vec<u32>,
+    /// The flow's true type (`AppType` index: 0 video, 1 audio, 2 data, 3 interactive).
+    pub app_true: Vec<u8>,
+    /// The type the controller used (the classifier's, or the truth in oracle mode).
+    pub app: Vec<u8>,
+    /// The monitor's RTT estimate, s.
+    pub rtt: Vec<f64>,
+    /// The monitor's rate toward the client, bit/s.
+    pub rate_bps: Vec<f64>,
+    /// The class the controller put it in (0 = most urgent).
+    pub class: Vec<u16>,
+    /// The classifier's features (`Features::as_array`, in `Features::NAMES` order).
+    pub features: Vec<[f64; 8]>,
+}
+
+/// The QDS controller's classes, per control period.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct QdsClasses {
+    /// Time of the period.
+    pub t: Vec<f64>,
+    /// Class (0 = most urgent).
+    pub class: Vec<u16>,
+    /// Normalised weight.
+    pub weight: Vec<f64>,
+    /// Rate set on the class scheduler, bit/s.
+    pub rate_bps: Vec<f64>,
+    /// Flows in the class.
+    pub flows: Vec<u32>,
+}
+
 /// Everything one run produces.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct RunRecords {
@@ -155,6 +209,10 @@ pub struct RunRecords {
     pub queue_trace: QueueTrace,
     /// Packet log of selected connections.
     pub packet_log: PacketLog,
+    /// Exact per-packet RTTs, when recorded.
+    pub packet_rtt: Option<PacketRtt>,
+    /// The QDS loop's flows and classes per period, when it runs.
+    pub qds: Option<(QdsFlows, QdsClasses)>,
     /// Simulator events processed.
     pub events: u64,
     /// Seed used.

@@ -27,9 +27,11 @@ mod build;
 mod diag;
 mod output;
 mod prefetch;
+mod qds;
+mod rtt;
 mod tunnel_glue;
 
-pub use build::wan_impairment;
+pub use build::{client_delays, wan_impairment, CLIENT_DELAY_STREAM};
 
 use std::sync::Arc;
 
@@ -45,7 +47,7 @@ use thinwan_proto::tcp::{
     Ack, DataSegment, Mechanisms, Receiver, ReceiverConfig, Recovery, RtoConfig, SackBlocks, Sender,
     SenderConfig,
 };
-use thinwan_proto::traffic::{Kind, Source, Write};
+use thinwan_proto::traffic::{App, Kind, Source, Write};
 use thinwan_proto::{Duration, Instant};
 
 /// Most hops on a route: sender NIC, a router port, the far router's port to the host.
@@ -413,6 +415,10 @@ pub struct World {
     /// Prefetch what the events a few places ahead will touch ([`World::prefetch_ahead`]):
     /// only for runs of [`PREFETCH_MIN_CONNS`] connections or more.
     prefetch: bool,
+    /// Exact per-packet RTTs (the middlebox topology or `records.packet_rtt`).
+    rtt: Option<Box<rtt::RttLog>>,
+    /// The QDS loop on the downlink (`queue.discipline = "qds"`).
+    qds: Option<Box<qds::Qds>>,
     out: RunRecords,
 }
 
@@ -473,6 +479,7 @@ impl World {
                 Event::ReceiverTimer { conn } => self.on_receiver_timer(conn, at),
                 Event::TraceSample => self.on_trace_sample(),
                 Event::MuxTimer { edge } => self.on_mux_timer(edge, at),
+                Event::QdsTick => self.on_qds_tick(),
             }
         }
         cycles.dump();
@@ -501,6 +508,9 @@ impl World {
             // without a trip through the (cold) queue of blocked writes.
             let end = c.sender.write(w.bytes as u64);
             c.msgs.push(Msg::new(end, w));
+            if let Some(r) = &mut self.rtt {
+                r.note_app(conn, c.msgs.len() - 1, w.app);
+            }
         } else {
             c.blocked.push_back(Pending { w, tag: Tag::Plain });
             self.flush_writes(conn);
@@ -522,7 +532,12 @@ impl World {
             let Pending { w, tag } = c.blocked.pop_front().expect("front exists");
             let end = c.sender.write(w.bytes as u64);
             match tag {
-                Tag::Plain => c.msgs.push(Msg::new(end, w)),
+                Tag::Plain => {
+                    c.msgs.push(Msg::new(end, w));
+                    if let Some(r) = &mut self.rtt {
+                        r.note_app(conn, c.msgs.len() - 1, w.app);
+                    }
+                }
                 Tag::Relay => relayed += w.bytes as usize,
             }
         }
@@ -546,6 +561,9 @@ impl World {
             c.dropped.retain(|&(s, _)| s < seg.seq || s >= seg.end());
             let (interactive, first) = mark_transmission(&mut c.msgs[c.acked_cursor..], &seg, now, !c.relay);
             let row = (c.acked_cursor + first) as u32;
+            if let Some(r) = &mut self.rtt {
+                r.on_transmit(conn, seg.seq, seg.end(), seg.retransmission, row as usize, now);
+            }
             t.section(Section::MarkRows);
             let route0 = self.routes.port(conn, 0, 0);
             self.send(
@@ -723,6 +741,9 @@ impl World {
         c.sender.handle_ack(self.now, &ack);
         t.section(Section::AckHandle);
         let una = c.sender.snd_una();
+        if let Some(r) = &mut self.rtt {
+            r.on_ack(conn, una, self.now);
+        }
         while c.acked_cursor < c.msgs.len() && c.msgs[c.acked_cursor].end() <= una {
             c.acked_cursor += 1;
         }
@@ -790,7 +811,12 @@ impl World {
             return;
         }
         if pt.bottleneck {
-            self.slab[item.packet as usize].t_enq = now;
+            let pk = &mut self.slab[item.packet as usize];
+            pk.t_enq = now;
+            // The middlebox sees the data before its own queue (which may drop it).
+            if let (Some(q), Body::Data(seg)) = (self.qds.as_deref_mut(), &pk.body) {
+                q.observe_data(now, item.conn, seg, item.wire);
+            }
         }
         self.queues[port as usize].queue.enqueue(now, item, &mut self.drop_buf);
         let mut drops = std::mem::take(&mut self.drop_buf);
@@ -851,7 +877,6 @@ impl World {
     /// its [`ClassControl`]; afterwards an idle port with packets queued tries again at
     /// once, since the new rates may let a class send sooner. None when it has no
     /// classes.
-    #[allow(dead_code)] // the QDS control loop (issue 18, branch qds-sim) calls it
     pub(crate) fn with_classes<R>(
         &mut self,
         port: u32,
@@ -945,6 +970,12 @@ impl World {
         let pk = &mut self.slab[packet as usize];
         pk.hop += 1;
         let (hop, conn, dir) = (pk.hop as usize, pk.conn as usize, matches!(pk.body, Body::Ack(_)) as usize);
+        if hop == 2 && dir == 1 {
+            // An ACK reaches R1 from the uplink: the middlebox sees it.
+            if let (Some(q), Body::Ack(a)) = (self.qds.as_deref_mut(), &pk.body) {
+                q.observe_ack(self.now, pk.conn, a.ack, pk.wire);
+            }
+        }
         if hop < HOPS {
             let next = self.routes.port(conn as u32, dir, hop);
             if next != NO_PORT {
@@ -1096,7 +1127,7 @@ mod tests {
 
     #[test]
     fn galloping_finds_what_a_binary_search_finds() {
-        let w = Write { at: Instant::ZERO, bytes: 1, kind: Kind::Interactive };
+        let w = Write { at: Instant::ZERO, bytes: 1, kind: Kind::Interactive, app: App::ThinClient };
         for n in 0..40u64 {
             let msgs: Vec<Msg> = (1..=n).map(|k| Msg::new(10 * k, w)).collect();
             for seq in 0..10 * n + 12 {

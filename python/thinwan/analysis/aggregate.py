@@ -18,6 +18,7 @@ from ..config.scenario import Scenario
 from ..config.sweepfile import Point, Sweep, SweepError, label, short_names
 from ..records.meta import git_revision
 from ..records.schema import RunRecords, empty_table
+from .by_type import flatten_by_type, nest_by_type
 from .delay_hist import QUANTILES as DELAY_STATS
 from .delay_hist import delay_histogram, pooled_delay_stats_ms
 from .metrics import BULK, COMPONENTS, INTERACTIVE, message_delays, summarize_run, summarize_runs
@@ -108,7 +109,10 @@ def build_row(point: Point, run: int, result: Mapping[str, Any], git_rev: str) -
     }
     row.update(point.params)
     row.update(point.values)
-    for key, value in result["summary"].items():
+    summary = dict(result["summary"])
+    # Per-type metrics (a nested dict) travel as flat by_type.<type>.<metric> columns.
+    summary.update(flatten_by_type(summary.pop("by_type", {})))
+    for key, value in summary.items():
         if key in row:  # an axis named like a metric was refused at load; this is a bug
             raise AssertionError(f"metric {key!r} collides with a column of the sweep")
         row[key] = float(value)
@@ -167,7 +171,10 @@ def point_entries(document: Mapping[str, Any]) -> list[dict[str, Any]]:
 
 
 def _point_entry(p: Point, rows: pd.DataFrame, metrics: Sequence[str]) -> dict[str, Any]:
-    summaries = rows[metrics].astype(float).to_dict("records")
+    summaries = []
+    for flat in rows[metrics].astype(float).to_dict("records"):
+        rest, table = nest_by_type(flat)
+        summaries.append({**rest, "by_type": table} if table else rest)
     return {
         "id": p.id,
         "name": p.name,

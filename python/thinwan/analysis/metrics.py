@@ -18,6 +18,8 @@ import pandas as pd
 
 from ..config.scenario import Scenario, TrafficSection
 from ..records.schema import RunRecords
+from .by_type import by_type, scenario_qt_ms, summarize_by_type_runs
+from .qds import summarize_qds
 
 __all__ = [
     "INTERACTIVE",
@@ -150,14 +152,17 @@ def per_connection_means(connections: pd.DataFrame) -> dict[str, float]:
     return {f"{c}_per_conn": float(connections[c].mean()) for c in columns}
 
 
-def summarize_run(records: RunRecords, scenario: Scenario) -> dict[str, float | int]:
+def summarize_run(records: RunRecords, scenario: Scenario) -> dict[str, Any]:
     """The metrics of Ogawa §3 for one run, as a flat dict of numbers.
 
     Keys: ``r_I150``, ``r_I1000``, ``T_I150_s``, ``T_I1000_s``, the per-connection means
     of :func:`per_connection_means`, ``utilisation``, ``utilisation_interactive``, and
     extras: interactive delay percentiles in ms, box-plot statistics of all messages'
     delays (:func:`delay_quantiles_ms`), message counts, bottleneck drops (queue
-    overflow) and packets lost on links (``link_loss_drops``).
+    overflow) and packets lost on links (``link_loss_drops``); with per-packet RTTs
+    (``packet_rtt``), ``by_type``: the per-application-type metrics of
+    :func:`thinwan.analysis.by_type.by_type`; with the QDS loop, the keys of
+    :func:`thinwan.analysis.qds.summarize_qds`.
     """
     delays = message_delays(records.messages, scenario.scenario.duration_s)
     interactive = delays.loc[delays["kind"] == INTERACTIVE, "end_to_end"].dropna()
@@ -165,7 +170,7 @@ def summarize_run(records: RunRecords, scenario: Scenario) -> dict[str, float | 
     r150, r1000 = violation_ratio(delays, t150), violation_ratio(delays, t1000)
     util, util_i = utilisation(records.ports)
     bottleneck = records.ports.loc[records.ports["port"] == BOTTLENECK]
-    return {
+    summary: dict[str, Any] = {
         "r_I150": r150,
         "r_I1000": r1000,
         "T_I150_s": mean_violation_interval_s(scenario.traffic, r150),
@@ -182,6 +187,11 @@ def summarize_run(records: RunRecords, scenario: Scenario) -> dict[str, float | 
         "bottleneck_drops": int(bottleneck["drops_overflow"].sum()),
         "link_loss_drops": int(records.ports["drops_loss"].sum()) if "drops_loss" in records.ports else 0,
     }
+    summary.update(summarize_qds(records.qds_flows, records.qds_classes))
+    if not records.packet_rtt.empty:
+        # Per application type (QDS): analysis.by_type.
+        summary["by_type"] = by_type(records.packet_rtt, scenario.scenario.duration_s, scenario_qt_ms(scenario))
+    return summary
 
 
 def delay_quantiles_ms(delays: pd.DataFrame) -> dict[str, float]:
@@ -206,6 +216,8 @@ def summarize_runs(summaries: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         result["min"] = {k: float(np.nanmin(v)) for k, v in values.items()}
         result["max"] = {k: float(np.nanmax(v)) for k, v in values.items()}
     result["runs"] = len(summaries)
+    if any("by_type" in s for s in summaries):
+        result["by_type"] = summarize_by_type_runs(summaries)
     return result
 
 

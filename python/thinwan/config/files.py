@@ -51,10 +51,12 @@ def read_scenario_data(path: Path) -> dict[str, Any]:
 def _read_with_inherits(path: Path, chain: tuple[Path, ...]) -> dict[str, Any]:
     """The file's data merged over the data of the file it inherits from, if any."""
     data = read_toml(path)
-    traffic = data.get("traffic")
-    if isinstance(traffic, dict) and isinstance(traffic.get("pcap_file"), str) and traffic["pcap_file"]:
-        # A capture named in a file is relative to that file, like `inherits`.
-        traffic["pcap_file"] = str((path.parent / traffic["pcap_file"]).resolve())
+    # A capture (or a QDS classifier model) named in a file is relative to that file,
+    # like `inherits`.
+    for section, key in (("traffic", "pcap_file"), ("qds", "model_file")):
+        table = data.get(section)
+        if isinstance(table, dict) and isinstance(table.get(key), str) and table[key]:
+            table[key] = str((path.parent / table[key]).resolve())
     base = data.pop("inherits", None)
     if base is None:
         return data

@@ -44,6 +44,7 @@ __all__ = [
     "TrafficSection",
     "RecordsSection",
     "MuxSection",
+    "QdsSection",
     "LabSection",
     "MUX_FRAME_PAYLOAD_BYTES",
     "load_scenario",
@@ -111,10 +112,12 @@ class ScenarioSection(_Section):
 
 
 class TopologySection(_Section):
-    """``[topology]``: the dumbbell (servers — R1 — bottleneck — R2 — clients), or the
-    mux topology (the same with a last hop proxy → client, and the tunnel of ``[mux]``)."""
+    """``[topology]``: the dumbbell (servers — R1 — bottleneck — R2 — clients), the
+    mux topology (the same with a last hop proxy → client, and the tunnel of ``[mux]``),
+    or the middlebox topology of QDS (``servers`` servers — middlebox R1 — downlink —
+    R2 — clients, each client with its own base one-way delay)."""
 
-    kind: Literal["dumbbell", "mux"] = "dumbbell"
+    kind: Literal["dumbbell", "mux", "middlebox"] = "dumbbell"
     pairs: int = Field(10, ge=1, le=MAX_PAIRS)
     access_rate_mbps: float = Field(100.0, gt=0)
     access_delay_ms: float = Field(1.0, ge=0)
@@ -126,6 +129,17 @@ class TopologySection(_Section):
     bottleneck_jitter_pct: float = Field(0.0, ge=0, le=100)
     last_hop_delay_ms: float = Field(50.0, ge=0)
     last_hop_rate_mbps: float = Field(100.0, gt=0)
+    # Middlebox topology (docs/scenario.md): 0 servers = ceil(pairs / 2) (the spec's S = N/2).
+    servers: int = Field(0, ge=0, le=U32_MAX)
+    client_delay_mean_ms: float = Field(7.5, ge=0)
+    client_delay_sd_ms: float = Field(1.25, ge=0)
+    client_delay_min_ms: float = Field(5.0, ge=0)
+    client_delay_max_ms: float = Field(10.0, ge=0)
+
+    @field_validator("client_delay_max_ms")
+    @classmethod
+    def _delay_clip_ordered(cls, v: float, info: ValidationInfo) -> float:
+        return _at_least(v, info, "client_delay_min_ms")
 
 
 class QueueSection(_Section):
@@ -259,10 +273,16 @@ class TcpSection(_Section):
         return v
 
 
+# The models a mix may hold (those whose writes are generated per pair).
+MixModel = Literal["video", "data", "thin-client", "game"]
+# One entry of traffic.mix: [model, pairs] (a TOML array, so not strict about tuples).
+MixEntry = Annotated[tuple[MixModel, Annotated[int, Field(ge=0, le=U32_MAX, strict=True)]], Field(strict=False)]
+
+
 class TrafficSection(_Section):
     """``[traffic]``: one independent source per server (Ogawa §1, docs/sources.md)."""
 
-    model: Literal["thin-client", "bulk", "game", "pcap"] = "thin-client"
+    model: Literal["thin-client", "bulk", "game", "pcap", "video", "data", "mix"] = "thin-client"
     p_interactive_to_bulk: float = Field(0.09, ge=0, le=1)
     p_bulk_to_interactive: float = Field(0.42, ge=0, le=1)
     gap_ii_s: float = Field(0.27, gt=0)
@@ -283,6 +303,17 @@ class TrafficSection(_Section):
     # (0: the side that sends a flow's first payload). thinwan.trace says how it is read.
     pcap_file: str = ""
     pcap_server_port: int = Field(0, ge=0, le=65535)
+    # Video, data and mixes (docs/scenario.md, docs/model.md "Video, data and mixes").
+    video_rate_mbps: float = Field(5.0, gt=0)
+    video_fps: float = Field(25.0, gt=0, le=1000)
+    video_frame_spread: float = Field(0.2, ge=0, le=1)
+    data_rate_mbps: float = Field(1.0, gt=0)
+    data_object_kb: float = Field(50.0, gt=0, le=1e6)
+    data_object_sigma: float = Field(1.0, gt=0, le=5)
+    # model = "mix": [[model, pairs], ...] in pair order; e.g. [["video", 3], ["data", 9]].
+    mix: tuple[MixEntry, ...] = Field((), strict=False)
+    mix_change_s: float = Field(0.0, ge=0)
+    mix_shift: int = Field(0, ge=0, le=U32_MAX)
 
     @model_validator(mode="after")
     def _pcap_needs_a_file(self) -> TrafficSection:
@@ -307,6 +338,8 @@ class RecordsSection(_Section):
     trace_connections: Literal["all", "none"] = "all"
     # A tuple keeps the frozen model hashable; TOML arrays are accepted (strict=False).
     packet_log_conns: tuple[Annotated[int, Field(ge=0, le=U32_MAX)], ...] = Field((), strict=False)
+    # The per-packet RTT table (docs/records.md "packet_rtt"); always on with topology.kind = "middlebox".
+    packet_rtt: bool = False
 
 
 # The tunnel session's largest frame payload by default (crates/proto/src/mux/session.rs,
@@ -323,6 +356,38 @@ class MuxSection(_Section):
     frame_payload_bytes: int = Field(MUX_FRAME_PAYLOAD_BYTES, ge=512, le=1 << 20)
     # The daemons' `trunk.notsent_lowat` default (crates/mux/src/config.rs).
     notsent_lowat_bytes: int = Field(32768, ge=1, le=U32_MAX)
+
+
+class QdsSection(_Section):
+    """``[qds]``: the QDS controller that drives the downlink's class scheduler when
+    ``queue.discipline = "qds"`` (docs/scenario.md "[qds]", docs/qds.md); ignored otherwise."""
+
+    period_ms: float = Field(100.0, gt=0, le=60_000)
+    alpha: float = Field(0.2, ge=0, le=10)
+    beta: float = Field(1.0, ge=0, le=10)
+    l_floor: float = Field(0.1, gt=0, le=1)
+    variant: Literal["delay_only", "bandwidth_aware", "demand_first"] = "bandwidth_aware"
+    classifier: Literal["model", "oracle"] = "model"
+    # The classifier's model (JSON, docs/qds.md), relative to the scenario file; "" = the
+    # model shipped with thinwan (crates/sim/data/qds-classifier.json).
+    model_file: str = ""
+    classes: int = Field(10, ge=1, le=64)
+    class_step_ms: float = Field(10.0, gt=0, le=10_000)
+    qt_video_ms: float = Field(50.0, gt=0, le=60_000)
+    qt_audio_ms: float = Field(50.0, gt=0, le=60_000)
+    qt_data_ms: float = Field(100.0, gt=0, le=60_000)
+    qt_interactive_ms: float = Field(50.0, gt=0, le=60_000)
+    rtt_samples: int = Field(8, ge=1, le=1024)
+    rate_window_ms: float = Field(1000.0, gt=0, le=60_000)
+
+    def qt_ms(self) -> dict[str, float]:
+        """QT per controller type (video, audio, data, interactive), ms."""
+        return {
+            "video": self.qt_video_ms,
+            "audio": self.qt_audio_ms,
+            "data": self.qt_data_ms,
+            "interactive": self.qt_interactive_ms,
+        }
 
 
 class LabSection(_Section):
@@ -368,6 +433,7 @@ class Scenario(_Section):
     traffic: TrafficSection = Field(default_factory=TrafficSection)
     records: RecordsSection = Field(default_factory=RecordsSection)
     mux: MuxSection = Field(default_factory=MuxSection)
+    qds: QdsSection = Field(default_factory=QdsSection)
     # Lab-only settings: validated with the rest, but not part of what is simulated, of a
     # run's recorded config or of a sweep point's id (so excluded from model_dump).
     lab: LabSection = Field(default_factory=LabSection, exclude=True)
@@ -379,6 +445,24 @@ class Scenario(_Section):
                 'topology.kind: "mux" carries one thin stream per pair: needs traffic.model '
                 '"game", "thin-client" or "pcap" and traffic.separate_connections = false'
             )
+        return self
+
+    @model_validator(mode="after")
+    def _mix_counts_are_the_pairs(self) -> Scenario:
+        flows = sum(n for _, n in self.traffic.mix)
+        if self.traffic.model == "mix" and flows == 0:
+            raise ValueError('traffic.mix: traffic.model = "mix" needs flows, e.g. mix = [["video", 3], ["data", 9]]')
+        if self.traffic.model == "mix" and flows != self.topology.pairs:
+            raise ValueError(
+                f"traffic.mix: its counts add up to {flows} flows but topology.pairs = "
+                f"{self.topology.pairs}; they must be equal (one flow per pair)"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _qds_has_its_classifier(self) -> Scenario:
+        if self.qds.model_file:
+            self.qds_model()  # read now, so errors come early
         return self
 
     @model_validator(mode="after")
@@ -397,6 +481,13 @@ class Scenario(_Section):
                     f"{self.topology.pairs} means about {rows:,} {what} per run; at most {MAX_ROWS:,} "
                     "(docs/limits.md)"
                 )
+        rtt_rows = packet_rtt_rows(self)
+        if rtt_rows > MAX_ROWS:
+            raise ValueError(
+                f"scenario.duration_s: {self.scenario.duration_s:g} s at topology.bottleneck_rate_mbps = "
+                f"{self.topology.bottleneck_rate_mbps:g} means up to {rtt_rows:.3g} packet_rtt rows per run; at most "
+                f"{MAX_ROWS:,} (docs/limits.md)"
+            )
         if e.queue_trace_rows > MAX_ROWS:
             raise ValueError(
                 f"records.trace_interval_ms: {self.records.trace_interval_ms:g} ms over "
@@ -404,6 +495,19 @@ class Scenario(_Section):
                 f"queue-trace rows per run; at most {MAX_ROWS:,} (docs/limits.md)"
             )
         return self
+
+    def qds_model(self) -> dict[str, Any] | None:
+        """The classifier model of ``qds.model_file`` (its JSON), or None without one."""
+        path = self.qds.model_file
+        if not path:
+            return None
+        try:
+            model = json.loads(Path(path).read_text())
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+            raise ValueError(f"qds.model_file: {path}: {e}") from None
+        if not isinstance(model, dict):
+            raise ValueError(f"qds.model_file: {path}: expected a JSON object (a classifier model)")
+        return model
 
     def trace_writes(self) -> list[list[tuple[float, int]]]:
         """``traffic.model = "pcap"``: each stream's writes (seconds, bytes)."""
@@ -422,11 +526,15 @@ class Scenario(_Section):
 
     def to_native_json(self) -> str:
         """The complete scenario (every section and key) as the simulator reads it; with
-        ``traffic.model = "pcap"`` also the streams' writes (``traffic.trace``)."""
-        if self.traffic.model != "pcap":
+        ``traffic.model = "pcap"`` also the streams' writes (``traffic.trace``), with
+        ``qds.model_file`` also the classifier model (``qds.model``)."""
+        if self.traffic.model != "pcap" and not self.qds.model_file:
             return self.model_dump_json()
         data = self.model_dump()
-        data["traffic"]["trace"] = self.trace_writes()
+        if self.traffic.model == "pcap":
+            data["traffic"]["trace"] = self.trace_writes()
+        if self.qds.model_file:
+            data["qds"]["model"] = self.qds_model()
         return json.dumps(data)
 
     def to_toml(self) -> str:
@@ -518,6 +626,16 @@ def estimate_run(scenario: Scenario) -> RunEstimate:
     return RunEstimate(messages=messages, conn_trace_rows=conn_rows, queue_trace_rows=queue_rows)
 
 
+def packet_rtt_rows(scenario: Scenario) -> float:
+    """Most rows of the ``packet_rtt`` table in one run (0 when it is not recorded): one per
+    full segment the bottleneck can carry in the window (a float: huge rates overflow ints)."""
+    t, tcp = scenario.topology, scenario.tcp
+    if not (scenario.records.packet_rtt or t.kind == "middlebox"):
+        return 0.0
+    per_s = t.bottleneck_rate_mbps * 1e6 / 8 / (tcp.mss + tcp.header_bytes)
+    return per_s * scenario.scenario.duration_s
+
+
 def writes_per_second(scenario: Scenario) -> float:
     """Expected writes per second of all sources together (the traffic model's mean rate)."""
     t, topo, tcp = scenario.traffic, scenario.topology, scenario.tcp
@@ -531,6 +649,26 @@ def writes_per_second(scenario: Scenario) -> float:
     if t.model == "pcap":
         writes = sum(len(w) for w in scenario.trace_writes())
         return writes / scenario.scenario.duration_s
+    if t.model in ("video", "data"):
+        return pairs * _app_writes_per_second(t, t.model)
+    if t.model == "mix":
+        return sum(n * _app_writes_per_second(t, m) for m, n in t.mix)
+    return pairs * _thin_client_writes_per_second(t)
+
+
+def _app_writes_per_second(t: TrafficSection, model: str) -> float:
+    """One pair's mean writes per second under ``model`` (docs/model.md)."""
+    if model == "video":
+        return t.video_fps  # one write per frame
+    if model == "data":
+        return t.data_rate_mbps * 1e6 / 8 / (t.data_object_kb * 1e3)  # one write per object
+    if model == "game":
+        return 1 / 0.632
+    return _thin_client_writes_per_second(t)
+
+
+def _thin_client_writes_per_second(t: TrafficSection) -> float:
+    """One thin-client source's mean writes per second."""
     # Thin-client: the two-state Markov chain of Ogawa §1 (docs/sources.md). Each step
     # is an interactive write or a bulk block of bulk_packets_mean writes; its gap
     # depends on the pair of states it joins.
@@ -543,4 +681,4 @@ def writes_per_second(scenario: Scenario) -> float:
     gap = pi_i * ((1 - a) * t.gap_ii_s + a * t.gap_ib_s) + pi_b * (b * t.gap_bi_s + (1 - b) * t.gap_bb_s)
     block = t.bulk_packets_mean * t.intra_bulk_gap_ms / 1000
     writes_per_step = pi_i + pi_b * t.bulk_packets_mean
-    return pairs * writes_per_step / (gap + pi_b * block)
+    return writes_per_step / (gap + pi_b * block)

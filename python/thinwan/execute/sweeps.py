@@ -247,6 +247,15 @@ def _arrange_files(out: Path, tasks: Sequence[SweepTask]) -> set[str]:
     return present
 
 
+def _value_array(value: Any) -> pa.Array:
+    """A one-row column of a parameter value; one Arrow cannot type (a list of mixed
+    types, e.g. ``traffic.mix = [["video", 3], ["data", 9]]``) as its JSON text."""
+    try:
+        return pa.array([value])
+    except (pa.ArrowTypeError, pa.ArrowInvalid):
+        return pa.array([json.dumps(value)])
+
+
 def _write_row(path: Path, row: Mapping[str, Any]) -> None:
     """One row as a Parquet file, written under a temporary name and renamed into place."""
     columns = {}
@@ -260,7 +269,7 @@ def _write_row(path: Path, row: Mapping[str, Any]) -> None:
         elif key == "wall_s":
             columns[key] = pa.array([value], type=pa.float64())
         else:
-            columns[key] = pa.array([value])
+            columns[key] = _value_array(value)
     table = pa.table(columns).replace_schema_metadata({_GRID_METADATA_KEY: json.dumps(CCDF_GRID_S.tolist()).encode()})
     path.parent.mkdir(parents=True, exist_ok=True)
     # Not mkstemp: its files are private (0600); results are for sharing, so the umask rules.

@@ -93,13 +93,45 @@ SCHEMA: dict[str, dict[str, str]] = {
         "len": "uint32",
         "retx": "uint8",
     },
+    "packet_rtt": {
+        "conn": "uint32",
+        "app": "uint8",
+        "t_tx": "float64",
+        "rtt": "float64",
+        "bytes": "uint32",
+        "retx": "uint8",
+    },
+    "qds_flows": {
+        "t": "float64",
+        "conn": "uint32",
+        "app_true": "uint8",
+        "app": "uint8",
+        "rtt": "float64",
+        "rate_bps": "float64",
+        "class": "uint16",
+        "f_size_mean": "float64",
+        "f_size_sd": "float64",
+        "f_iat_mean_us": "float64",
+        "f_iat_sd_us": "float64",
+        "f_rate_down_bps": "float64",
+        "f_rate_up_bps": "float64",
+        "f_full_share": "float64",
+        "f_burst_pkts": "float64",
+    },
+    "qds_classes": {
+        "t": "float64",
+        "class": "uint16",
+        "weight": "float64",
+        "rate_bps": "float64",
+        "flows": "uint32",
+    },
 }
 TABLES = tuple(SCHEMA)
 # Columns added to the schema later, with the value a producer that predates them (an
 # older records directory, the lab, a test fixture) implicitly reports: no such event.
 LATER_COLUMNS: dict[str, dict[str, int]] = {"ports": {"drops_loss": 0}}
 # Tables a run may leave empty or out (records.traces = false).
-OPTIONAL_TABLES = ("conn_trace", "queue_trace", "packet_log")
+OPTIONAL_TABLES = ("conn_trace", "queue_trace", "packet_log", "packet_rtt", "qds_flows", "qds_classes")
 
 
 @dataclass
@@ -112,6 +144,9 @@ class RunRecords:
     conn_trace: pd.DataFrame = field(default_factory=lambda: empty_table("conn_trace"))
     queue_trace: pd.DataFrame = field(default_factory=lambda: empty_table("queue_trace"))
     packet_log: pd.DataFrame = field(default_factory=lambda: empty_table("packet_log"))
+    packet_rtt: pd.DataFrame = field(default_factory=lambda: empty_table("packet_rtt"))
+    qds_flows: pd.DataFrame = field(default_factory=lambda: empty_table("qds_flows"))
+    qds_classes: pd.DataFrame = field(default_factory=lambda: empty_table("qds_classes"))
     meta: dict[str, Any] = field(default_factory=dict)
 
     @classmethod

@@ -88,6 +88,24 @@ def summary_rows(summary: Mapping[str, Any], scenario: Scenario) -> list[tuple[s
             continue
         lo, hi = summary["min"][key], summary["max"][key]
         rows.append((name, fmt(summary[key], f), f"{fmt(lo, f)} – {fmt(hi, f)}"))
+    return rows + by_type_rows(summary.get("by_type", {}))
+
+
+def by_type_rows(table: Mapping[str, Mapping[str, float]]) -> list[tuple[str, str, str]]:
+    """(label, mean, ± sd over runs) of the per-application-type metrics (QDS)."""
+    rows = []
+    for t, m in table.items():
+        qt = m.get("qt_ms", math.nan)
+        for key, name, f in (
+            ("rtt_mean_ms", "packet RTT, mean", fmt_ms),
+            ("rtt_sd_ms", "packet RTT, sd", fmt_ms),
+            ("share_within_qt", f"packets with RTT ≤ QT ({qt:g} ms)", fmt_pct),
+            ("share_within_1_2qt", f"packets with RTT ≤ 1.2·QT ({1.2 * qt:g} ms)", fmt_pct),
+            ("throughput_mbps", "throughput, Mbit/s", fmt_plain),
+        ):
+            if key in m:
+                sd = m.get(f"{key}_runs_sd", math.nan)
+                rows.append((f"{t}: {name}", fmt(m[key], f), f"± {fmt(sd, f)} (sd over runs)"))
     return rows
 
 

@@ -114,19 +114,42 @@ impl World {
         let mut conn_routes = Vec::with_capacity(conns.capacity());
         let mut pairs = Vec::with_capacity(n as usize);
         let mut events = EventQueue::new(WAN_PORTS);
+        let middlebox = t.kind == TopologyKind::Middlebox;
+        // The middlebox topology: per client its link R2 ↔ client (both directions with
+        // the client's own delay), then per server its NIC and R1 → server, shared by
+        // the pairs it serves.
+        let client_delays = if middlebox { client_delays(t, seed, n)? } else { Vec::new() };
+        let servers = match t.servers {
+            0 => n.div_ceil(2),
+            s => s.min(n),
+        };
+        let server_base = 2 + 2 * n;
         for i in 0..n {
             let base = ports.len() as u32;
-            for (name, client_side) in
-                [("server-nic", false), ("r2-to-client", true), ("client-nic", true), ("r1-to-server", false)]
-            {
-                let (rate, delay) = if client_side {
-                    (client_rate, client_delay)
-                } else {
-                    (t.access_rate_mbps, t.access_delay_ms)
-                };
-                let (link, rest) = port(name, rate, delay, droptail(access_limits), false, false);
-                ports.push(link);
-                queues.push(rest);
+            if middlebox {
+                for name in ["r2-to-client", "client-nic"] {
+                    let d = client_delays[i as usize];
+                    let (link, rest) =
+                        port(name, t.access_rate_mbps, d, droptail(access_limits), false, false);
+                    ports.push(link);
+                    queues.push(rest);
+                }
+            } else {
+                for (name, client_side) in [
+                    ("server-nic", false),
+                    ("r2-to-client", true),
+                    ("client-nic", true),
+                    ("r1-to-server", false),
+                ] {
+                    let (rate, delay) = if client_side {
+                        (client_rate, client_delay)
+                    } else {
+                        (t.access_rate_mbps, t.access_delay_ms)
+                    };
+                    let (link, rest) = port(name, rate, delay, droptail(access_limits), false, false);
+                    ports.push(link);
+                    queues.push(rest);
+                }
             }
             let start = Instant::ZERO + stagger.saturating_mul(i as u64);
             let mut source = Source::new(&traffic, seed, i, start).map_err(|e| e.0)?;
@@ -134,6 +157,9 @@ impl World {
             // In mux mode the stream's own connection is only the last hop edge → client.
             let (role0, routes) = if tunnel_mode {
                 (ROLE_LAST_HOP, [[base + 1, NO_PORT, NO_PORT], [base + 2, NO_PORT, NO_PORT]])
+            } else if middlebox {
+                let server = server_base + 2 * (i % servers);
+                (0, [[server, 0, base], [base + 1, 1, server + 1]])
             } else {
                 (0, [[base, 0, base + 1], [base + 2, 1, base + 3]])
             };
@@ -152,6 +178,22 @@ impl World {
                 events.push(w.at, Event::AppWrite { pair: i });
             }
             pairs.push(Pair { source, next_write: first, conns: [first_conn, first_conn + separate as u32] });
+        }
+        if middlebox {
+            for _ in 0..servers {
+                for name in ["server-nic", "r1-to-server"] {
+                    let (link, rest) = port(
+                        name,
+                        t.access_rate_mbps,
+                        t.access_delay_ms,
+                        droptail(access_limits),
+                        false,
+                        false,
+                    );
+                    ports.push(link);
+                    queues.push(rest);
+                }
+            }
         }
         // Trunk lanes: core host k beside R1 (access link) ↔ R1 ══WAN══ R2 = the edge
         // proxy. Forward connections (core → edge) first, then the reverse ones.
@@ -214,7 +256,18 @@ impl World {
             events.push(Instant::ZERO, Event::TraceSample);
         }
         let end = Instant::from_secs_f64(cfg.scenario.duration_s + cfg.scenario.drain_s);
+        // The QDS loop drives the downlink's class scheduler; its first period ends one
+        // period after the start.
+        let qds = match bneck {
+            QueueSpec::Qds { .. } => {
+                let q = qds::Qds::new(&cfg.qds, mbps(t.bottleneck_rate_mbps))?;
+                events.push(Instant::ZERO + q.period(), Event::QdsTick);
+                Some(Box::new(q))
+            }
+            _ => None,
+        };
         let rows_at = vec![0; conns.len()];
+        let n_conns = conns.len();
         let prefetch = conns.len() >= PREFETCH_MIN_CONNS;
         let timers = vec![[IDLE; 2]; conns.len()];
         let mut world = World {
@@ -241,6 +294,9 @@ impl World {
             trace_tcp: tracing && cfg.records.trace_connections == TraceConnections::All,
             trace_interval: Duration::from_millis_f64(cfg.records.trace_interval_ms.max(1e-3)),
             prefetch,
+            rtt: (cfg.records.packet_rtt || middlebox || qds.is_some())
+                .then(|| Box::new(rtt::RttLog::new(n_conns))),
+            qds,
             out: RunRecords::default(),
             cfg,
         };
@@ -267,6 +323,22 @@ pub fn wan_impairment(cfg: &Config, seed: u64, dir: LinkDir) -> Option<Impairmen
     (!imp.is_none()).then_some(imp)
 }
 
+/// First random stream of the middlebox topology's client delays (docs/model.md,
+/// "Random streams"): after the two bottleneck directions' `2^62` and `2^62 + 1`.
+pub const CLIENT_DELAY_STREAM: u64 = (1 << 62) + 2;
+
+/// The middlebox topology's per-client base one-way delays, ms: client i's is the i-th
+/// draw of N(mean, sd) on stream [`CLIENT_DELAY_STREAM`], clipped to [min, max].
+pub fn client_delays(t: &crate::config::TopologySec, seed: u64, clients: u32) -> Result<Vec<f64>, String> {
+    use rand_distr::{Distribution, Normal};
+    let law = Normal::new(t.client_delay_mean_ms, t.client_delay_sd_ms)
+        .map_err(|e| format!("topology.client_delay_sd_ms: {e}"))?;
+    let mut rng = thinwan_proto::traffic::stream_rng(seed, CLIENT_DELAY_STREAM);
+    Ok((0..clients)
+        .map(|_| law.sample(&mut rng).clamp(t.client_delay_min_ms, t.client_delay_max_ms))
+        .collect())
+}
+
 /// What every pair's source is built from (calibrated once for all of them).
 fn traffic_spec(cfg: &Config) -> Result<TrafficSpec, String> {
     let err = |e: ParamError| format!("traffic: {}", e.0);
@@ -276,6 +348,9 @@ fn traffic_spec(cfg: &Config) -> Result<TrafficSpec, String> {
             TrafficSpec::ThinClient(Arc::new(Calibrated::new(params).map_err(err)?))
         }
         Model::Game => TrafficSpec::Game(Arc::new(GameCalibrated::new(GameParams::default()).map_err(err)?)),
+        Model::Video | Model::Data | Model::Mix => {
+            cfg.traffic.apps.spec(cfg.traffic.model, &cfg.traffic.thin_client, cfg.tcp.mss).map_err(err)?
+        }
         Model::Pcap => TrafficSpec::Trace(cfg.traffic.trace.clone()),
         Model::Bulk => {
             // Enough 1 MiB writes to keep the bottleneck busy to the end, and one more.

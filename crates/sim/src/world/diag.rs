@@ -51,7 +51,7 @@ impl World {
             }
             Event::SenderTimer { .. } => 8,
             Event::ReceiverTimer { .. } => 9,
-            Event::TraceSample | Event::MuxTimer { .. } => 10,
+            Event::TraceSample | Event::MuxTimer { .. } | Event::QdsTick => 10,
         }
     }
 }

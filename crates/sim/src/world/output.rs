@@ -9,6 +9,8 @@ impl World {
         out.events = self.events.processed();
         out.packets.in_flight = (self.slab.len() - self.free.len()) as u64;
         out.seed = self.seed;
+        out.packet_rtt = self.rtt.take().map(|r| r.rows);
+        out.qds = self.qds.take().map(|q| (q.flows, q.classes));
         // A trunk's messages are frames, not application writes: the stream's last-hop
         // connection has the row of each write (unread ones: t_arrive and t_read NaN).
         let is_write_row = |c: &Conn| c.role != ROLE_TRUNK && c.role != ROLE_TRUNK_REV;

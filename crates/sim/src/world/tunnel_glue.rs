@@ -62,7 +62,10 @@ impl World {
                     let i = stream_msgs.partition_point(|m| m.end() < span.stream_end);
                     let kind = stream_msgs.get(i).map_or(Kind::Interactive, |m| m.kind());
                     let c = &mut self.conns[conn as usize];
-                    c.msgs.push(Msg::new(start + end, Write { at: now, bytes: span.bytes, kind }));
+                    c.msgs.push(Msg::new(
+                        start + end,
+                        Write { at: now, bytes: span.bytes, kind, app: App::ThinClient },
+                    ));
                     c.frames.push(span);
                 }
             }
@@ -86,7 +89,12 @@ impl World {
                 MuxEvent::Data { id, bytes } => {
                     let pair = tn.pair_of(id).expect("every stream belongs to a pair");
                     let conn = self.pairs[pair as usize].conns[0];
-                    let w = Write { at: now, bytes: bytes.len() as u32, kind: Kind::Interactive };
+                    let w = Write {
+                        at: now,
+                        bytes: bytes.len() as u32,
+                        kind: Kind::Interactive,
+                        app: App::ThinClient,
+                    };
                     self.conns[conn as usize].blocked.push_back(Pending { w, tag: Tag::Relay });
                     self.flush_writes(conn);
                     self.transmit(conn);

@@ -1,0 +1,175 @@
+//! The QDS control loop on the middlebox's downlink (`queue.discipline = "qds"`;
+//! docs/scenario.md "[qds]"): the core's passive monitor sees every packet crossing R1 as
+//! a capture on the middlebox would — data toward the client when it reaches R1 (before
+//! the downlink's queue, so also the packets that queue then drops), ACKs toward the
+//! server when they reach R1 from the uplink — and every `qds.period_ms` the flows' RTT
+//! estimates, rates and types (the classifier's, or the true labels with `qds.classifier
+//! = "oracle"`) go to the controller's `plan`, whose class rates and per-flow classes are
+//! set on the downlink's class scheduler through `QueueDisc::classes()`.
+//!
+//! What the monitor can time here: the simulated TCP has no handshake and no timestamps
+//! option, and the client sends no data, so only the **client half** (R1 → client → R1:
+//! a data segment to the cumulative ACK that covers it, Karn's rule for retransmitted
+//! ones) is ever timed; the server half stays untimed and counts as 0
+//! (`FlowView::partial`). The estimate so misses the server side's round trip, 2 ·
+//! `topology.access_delay_ms` plus serialisation (0.2 ms in scenarios/qds).
+
+use super::*;
+use crate::config::{ClassifierName, QdsSec};
+use crate::records::{QdsClasses, QdsFlows};
+use thinwan_proto::qds::classify::{AppType, Model};
+use thinwan_proto::qds::controller::{plan, FlowInput, QdsConfig};
+use thinwan_proto::qds::monitor::{FlowMonitor, MonitorConfig, Segment, Toward};
+
+/// The classifier thinwan ships, used when `qds.model_file` is empty: trained on
+/// simulated traffic by `examples/qds_train.rs` (docs/scenario.md "[qds]").
+pub const SHIPPED_MODEL: &str = include_str!("../../data/qds-classifier.json");
+
+/// The loop's state: the monitor, the controller's parameters, the classifier.
+pub(super) struct Qds {
+    monitor: FlowMonitor<u32>,
+    cfg: QdsConfig,
+    /// `None`: the true labels (oracle).
+    model: Option<Model>,
+    capacity_bps: u64,
+    pub(super) flows: QdsFlows,
+    pub(super) classes: QdsClasses,
+}
+
+/// The controller's type of a write's application (the oracle's truth).
+pub fn app_type(app: App) -> AppType {
+    match app {
+        App::Video => AppType::Video,
+        App::Data | App::Bulk => AppType::Data,
+        App::ThinClient | App::Game | App::Trace | App::Constant => AppType::Interactive,
+    }
+}
+
+impl Qds {
+    /// The loop of `[qds]` on a downlink of `capacity_bps`.
+    pub(super) fn new(q: &QdsSec, capacity_bps: u64) -> Result<Qds, String> {
+        let ms = Duration::from_millis_f64;
+        let mut cfg = QdsConfig {
+            period: ms(q.period_ms),
+            bounds: (1..=q.classes as u64).map(|k| ms(q.class_step_ms * k as f64)).collect(),
+            alpha: q.alpha,
+            beta: q.beta,
+            l_floor: q.l_floor,
+            variant: q.variant,
+            ..QdsConfig::default()
+        };
+        for (app, v) in [
+            (AppType::Video, q.qt_video_ms),
+            (AppType::Audio, q.qt_audio_ms),
+            (AppType::Data, q.qt_data_ms),
+            (AppType::Interactive, q.qt_interactive_ms),
+        ] {
+            cfg.qt.insert(app, ms(v));
+        }
+        cfg.validate().map_err(|e| format!("qds: {e}"))?;
+        let model = match q.classifier {
+            ClassifierName::Oracle => None,
+            ClassifierName::Model => {
+                let m = match &q.model {
+                    Some(m) => m.clone(),
+                    None => serde_json::from_str(SHIPPED_MODEL)
+                        .map_err(|e| format!("qds: the shipped classifier does not parse: {e}"))?,
+                };
+                m.validate().map_err(|e| format!("qds.model_file: {e}"))?;
+                Some(m)
+            }
+        };
+        let monitor = FlowMonitor::new(MonitorConfig {
+            rtt_samples: q.rtt_samples as usize,
+            rate_window: ms(q.rate_window_ms),
+            ..MonitorConfig::default()
+        });
+        Ok(Qds {
+            monitor,
+            cfg,
+            model,
+            capacity_bps,
+            flows: QdsFlows::default(),
+            classes: QdsClasses::default(),
+        })
+    }
+
+    /// The control period.
+    pub(super) fn period(&self) -> Duration {
+        self.cfg.period
+    }
+
+    /// Data segment `seg` (`wire` bytes on the wire) of `conn` reached R1 toward the client.
+    #[cold] // off the dumbbell's hot paths
+    #[inline(never)]
+    pub(super) fn observe_data(&mut self, now: Instant, conn: u32, seg: &DataSegment, wire: u32) {
+        // Sequence numbers on the wire are 32 bits (the monitor handles the wrap).
+        let s = Segment {
+            seq: seg.seq as u32,
+            has_ack: true,
+            payload: seg.len,
+            wire_len: wire,
+            ..Segment::default()
+        };
+        self.monitor.observe(now, conn, Toward::Client, &s);
+    }
+
+    /// An ACK of `conn` acknowledging `ack` reached R1 toward the server.
+    #[cold] // off the dumbbell's hot paths
+    #[inline(never)]
+    pub(super) fn observe_ack(&mut self, now: Instant, conn: u32, ack: u64, wire: u32) {
+        let s = Segment { ack: ack as u32, has_ack: true, wire_len: wire, ..Segment::default() };
+        self.monitor.observe(now, conn, Toward::Server, &s);
+    }
+}
+
+impl World {
+    /// One control period: monitor → classifier (or truth) → plan → the downlink's classes.
+    pub(super) fn on_qds_tick(&mut self) {
+        let now = self.now;
+        let Some(q) = self.qds.as_mut() else { return };
+        q.monitor.expire(now);
+        let t = now.as_secs_f64();
+        let mut inputs = Vec::new();
+        for (conn, v) in q.monitor.views(now) {
+            // A flow without an RTT sample yet stays where it is (unassigned flows wait
+            // in the default class).
+            let Some(rtt) = v.rtt else { continue };
+            let truth = app_type(self.rtt.as_ref().map_or(App::ThinClient, |r| r.last_app(conn)));
+            let app = q.model.as_ref().map_or(truth, |m| m.predict(&v.features));
+            inputs.push(FlowInput { key: conn, app, rtt, rate_bps: v.rate_bps });
+            let f = &mut q.flows;
+            f.t.push(t);
+            f.conn.push(conn);
+            f.app_true.push(truth.index() as u8);
+            f.app.push(app.index() as u8);
+            f.rtt.push(rtt.as_secs_f64());
+            f.rate_bps.push(v.rate_bps);
+            f.features.push(v.features.as_array());
+        }
+        let p = plan(&q.cfg, &inputs, q.capacity_bps);
+        let f = &mut q.flows;
+        f.class.extend(p.class_of.iter().map(|&(_, c)| c as u16));
+        let c = &mut q.classes;
+        for (k, (w, r)) in p.weights.iter().zip(&p.rates).enumerate() {
+            let flows = p.class_of.iter().filter(|&&(_, class)| class == k).count();
+            c.t.push(t);
+            c.class.push(k as u16);
+            c.weight.push(*w);
+            c.rate_bps.push(r.rate_bps as f64);
+            c.flows.push(flows as u32);
+        }
+        let next = now + q.period();
+        // Rates first, then the filters; the port restarts if the new rates let a class
+        // send now.
+        self.with_classes(0, |cc| {
+            cc.set_rates(now, &p.rates);
+            for &(conn, class) in &p.class_of {
+                cc.assign(conn as u64, class);
+            }
+        });
+        if next <= self.end {
+            self.events.push(next, Event::QdsTick);
+        }
+    }
+}
