@@ -1,7 +1,7 @@
 """``thinwan-qds`` against the real kernel: the HTB it programs over netlink read back
 with ``tc``, its rates under load, and the downlink left exactly as it was after
 SIGTERM and after kill -9 + restart. Each test brings up its own three-namespace chain
-(thinwan.substrates.lab.qds) and removes it.
+(thinwan.substrates.lab.htb_middlebox) and removes it.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import pytest
 
 from thinwan.substrates.binaries import MissingBinary, find_binary
 from thinwan.substrates.lab.netns import LabError
-from thinwan.substrates.lab.qds import (
+from thinwan.substrates.lab.htb_middlebox import (
     QdsDaemon,
     QdsSettings,
     ip_key,

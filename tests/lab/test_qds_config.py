@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from thinwan.substrates.binaries import MissingBinary, find_binary
-from thinwan.substrates.lab.qds import QdsSettings, daemon_toml, tc_rate_bits, with_interfaces
+from thinwan.substrates.lab.htb_middlebox import QdsSettings, daemon_toml, tc_rate_bits, with_interfaces
 
 
 @pytest.fixture(scope="module")

@@ -53,7 +53,7 @@ def _cmd_qds(args: argparse.Namespace) -> int:
     if args.lab:
         from pathlib import Path
 
-        from ..substrates.lab.qds import run_on_lab
+        from ..substrates.lab.htb_middlebox import run_on_lab
 
         return run_on_lab(Path(args.config), args.args, args.client_delay_ms, args.cc)
     os.execv(binary, [str(binary), args.config, *args.args])
