@@ -2,6 +2,10 @@
 //! ≥ 1 M packets/s from a pcap).
 //!
 //! `cargo run --release -p thinwan-capture --example qds_pcap_bench [FILE.pcap PORT]`
+//! `cargo run --release -p thinwan-capture --example qds_pcap_bench --make FILE.pcap`
+//!
+//! `--make` only writes the synthetic capture below to FILE (for a reference reader such
+//! as `tcpdump -r` in the same benchmark: bench/bench_qds.py).
 //!
 //! Without arguments it first writes a synthetic capture to the temp directory: 1,000
 //! concurrent downloads from port 3389 (a full segment per flow per ms, the client's ACK
@@ -24,10 +28,20 @@ use thinwan_proto::Instant;
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let (path, port, made) = match args.as_slice() {
+        [make, file] if make == "--make" => {
+            let tmp = synthetic(1_000, 2_000_000);
+            std::fs::rename(&tmp, file)
+                .or_else(|_| std::fs::copy(&tmp, file).and_then(|_| std::fs::remove_file(&tmp)))
+                .unwrap_or_else(|e| {
+                    eprintln!("{file}: {e}");
+                    std::process::exit(1);
+                });
+            return;
+        }
         [file, port] => (PathBuf::from(file), port.parse().expect("PORT: a TCP port number"), false),
         [] => (synthetic(1_000, 2_000_000), 3389, true),
         _ => {
-            eprintln!("usage: qds_pcap_bench [FILE.pcap PORT]");
+            eprintln!("usage: qds_pcap_bench [FILE.pcap PORT | --make FILE.pcap]");
             std::process::exit(2);
         }
     };
