@@ -31,9 +31,11 @@ from .helpers import REPO
 
 SCENARIOS = REPO / "scenarios"
 MUX = sorted((SCENARIOS / "mux").glob("*.toml"))
+# thinwan-qds daemon configs: checked by the daemon itself.
+QDS_DAEMON = [SCENARIOS / "qds" / "daemon.toml"]
 # Remote-desktop benchmark files ([benchmark]): checked by their own loader.
 DESKTOP = sorted(p for p in SCENARIOS.rglob("*.toml") if "[benchmark]" in p.read_text())
-FILES = sorted(p for p in SCENARIOS.rglob("*.toml") if p not in MUX and p not in DESKTOP)
+FILES = sorted(p for p in SCENARIOS.rglob("*.toml") if p not in MUX and p not in DESKTOP and p not in QDS_DAEMON)
 # Keys holding paths relative to their file: made absolute so a mutant can live elsewhere.
 PATH_KEYS = {"inherits", "base", "pcap_file", "model_file", "psk_file", "cert", "key", "ca", "file"}
 
@@ -246,6 +248,18 @@ def test_mux_mutants_fail_clearly_or_pass(tmp_path: Path, m: tuple[Path, bytes, 
         [_mux_binary(), role, "--config", str(f), "--check"], capture_output=True, text=True, timeout=30
     )
     _assert_clear(done.returncode, done.stderr, f, key, "mux")
+
+
+@settings(settings.get_profile("hostile"), max_examples=200)
+@given(m=mutants(QDS_DAEMON))
+def test_qds_daemon_mutants_fail_clearly_or_pass(tmp_path: Path, m: tuple[Path, bytes, str | None]) -> None:
+    source, text, key = m
+    f = tmp_path / f"mutant-{source.stem}.toml"
+    f.write_bytes(text)
+    done = subprocess.run(
+        [str(find_binary("thinwan-qds")), str(f), "--check"], capture_output=True, text=True, timeout=30
+    )
+    _assert_clear(done.returncode, done.stderr, f, key, "thinwan-qds")
 
 
 def _check_desktop_bench(path: Path) -> tuple[int, str]:
