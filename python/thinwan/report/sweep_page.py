@@ -38,6 +38,7 @@ from .figures import (
     script_json,
     threshold_lines,
 )
+from .qds_sweep import qds_sweep_context
 from .text import TABLE_METRICS, display_axes, display_order, metric_cell, number, short_axis
 
 __all__ = ["html_comparison", "write_sweep_report", "figure_titles"]
@@ -89,6 +90,8 @@ def html_comparison(sweep: Sweep, frame: pd.DataFrame, document: Mapping[str, An
     if boxes:
         figures["boxes"] = _fig_delay_boxes(document, titles["boxes"])
     ccdfs = mean_ccdfs(frame)
+    qds = qds_sweep_context(sweep, document, ccdfs)
+    figures.update(qds["figures"])
     overlays = []
     for i, (group_label, group) in enumerate(_ccdf_groups(sweep)):
         figures[f"ccdf{i}"] = _fig_ccdf_group(sweep, group, ccdfs, f"{titles['ccdf']}: {group_label}")
@@ -112,6 +115,8 @@ def html_comparison(sweep: Sweep, frame: pd.DataFrame, document: Mapping[str, An
         figures=script_json(figures),
         plotly_js=plotly_js(),
         plot_script=PLOT_SCRIPT,
+        qds=qds,
+        figure_names=set(figures),
     )
 
 
@@ -406,6 +411,7 @@ _TEMPLATE = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined
  td.span { color: #666; font-size: 85%; text-align: right; font-variant-numeric: tabular-nums; }
  .plot { width: 100%; }
  .missing { color: #777; font-style: italic; }
+ .span { color: #666; font-size: 85%; }
 </style></head>
 <body>
 <h1>Sweep {{ sweep.name }}{% if sweep.substrate == "lab" %} (lab){% endif %}</h1>
@@ -430,6 +436,49 @@ T_I: mean time between such violations (∞: none in some run).</p>
 <td class="num">{{ runs }}</td></tr>
 {% endfor %}
 </table>
+
+{% if qds.present %}
+<h2 id="qds">{{ qds.titles.table }}</h2>
+<p>Per point and application type (docs/scenario.md "Per-type metrics"): the share of packets whose exact
+RTT is within the type's QoE threshold QT and within 1.2·QT (a packet never acknowledged is beyond both), the
+packet RTT mean ± sd over packets, and the type's throughput; means over runs{% if qds.runs_sd %}, ± sd over
+runs below{% endif %}.
+QT: {% for t, qt, qt12 in qds.types %}{{ t }} {{ qt }} (1.2·QT {{ qt12 }}){% if not loop.last %}, {% endif %}{% endfor %}.</p>
+<table class="table1">
+<tr>{% for h in qds.axis_headers %}<th rowspan="2">{{ h }}</th>{% endfor %}
+{% for t, qt, qt12 in qds.types %}<th colspan="4">{{ t }}</th>{% endfor %}</tr>
+<tr>{% for t, qt, qt12 in qds.types %}<th>≤ QT</th><th>≤ 1.2·QT</th><th>RTT (ms)</th><th>throughput (Mbit/s)</th>{% endfor %}</tr>
+{% for labels, cells in qds.table %}
+<tr>{% for l in labels %}<td>{{ l }}</td>{% endfor %}
+{% for c in cells %}{% if c %}
+<td class="num">{{ c.within_qt }}{% if qds.runs_sd %}<br><span class="span">{{ c.within_qt_sd }}</span>{% endif %}</td>
+<td class="num">{{ c.within_12qt }}{% if qds.runs_sd %}<br><span class="span">{{ c.within_12qt_sd }}</span>{% endif %}</td>
+<td class="num">{{ c.rtt | replace(" ms", "") }}</td>
+<td class="num">{{ c.throughput | replace(" Mbit/s", "") }}{% if qds.runs_sd %}<br><span class="span">{{ c.throughput_sd }}</span>{% endif %}</td>
+{% else %}<td colspan="4" class="missing">no packets</td>{% endif %}{% endfor %}</tr>
+{% endfor %}
+</table>
+{% if "qds_bars" in figure_names %}
+<h3>{{ qds.titles.bars }}</h3>
+<p>One bar per {{ qds.group_axis }}; error bars: sd over runs.</p>
+<div class="plot" id="fig-qds_bars"></div>
+{% endif %}
+{% if "qds_rtt_ccdf" in figure_names %}
+<h3>{{ qds.titles.rtt_ccdf }}</h3>
+<p>Per-run CCDFs of packet RTT on the fixed delay grid (0.1 ms – 100 s, 20 points per decade), averaged over
+runs. Dashed: the type's QT; dotted: 1.2·QT.</p>
+<div class="plot" id="fig-qds_rtt_ccdf"></div>
+{% elif qds.group_axis %}
+<p class="missing">No per-type RTT CCDFs in these rows (written by an older thinwan): re-run the sweep into a new
+directory, or run a point's scenario (points/&lt;id&gt;.toml) with thinwan run for its full report.</p>
+{% endif %}
+{% if qds.alpha_beta %}
+<h3>{{ qds.titles.alpha_beta }}</h3>
+<p>x: {{ qds.alpha_beta[0] }}, one line per {{ qds.alpha_beta[1] }}, one row of panels per combination of the
+other axes; error bars: sd over runs.</p>
+<div class="plot" id="fig-qds_alpha_beta"></div>
+{% endif %}
+{% endif %}
 
 {% if against %}
 {% for name, title in against %}

@@ -87,6 +87,8 @@ def summary_rows(summary: Mapping[str, Any], scenario: Scenario) -> list[tuple[s
         if key not in summary:
             continue
         lo, hi = summary["min"][key], summary["max"][key]
+        if all(v is None or math.isnan(v) for v in (summary[key], lo, hi)):
+            continue  # nothing to say (e.g. no interactive messages in a QDS run)
         rows.append((name, fmt(summary[key], f), f"{fmt(lo, f)} – {fmt(hi, f)}"))
     return rows + by_type_rows(summary.get("by_type", {}))
 
