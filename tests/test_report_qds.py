@@ -128,8 +128,17 @@ def sweep(tmp_path: Path, vary: str, fixed: str = "") -> tuple[str, dict[str, An
     return (out / "report.html").read_text(), json.loads((out / "summary.json").read_text())
 
 
-def test_the_sweep_report_has_the_table_i_rows(tmp_path: Path) -> None:
+def test_the_sweep_report_has_the_table_i_rows(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     page, doc = sweep(tmp_path, '"queue.discipline" = ["droptail", "qds"]\n')
+    # The terminal: Table I under the comparison table, whose interactive columns (n/a
+    # everywhere: no interactive messages) are left out.
+    terminal = capsys.readouterr().out
+    assert "video ≤QT" in terminal and "r_I150" not in terminal
+    qds_line = next(line for line in terminal.splitlines() if line.startswith("qds ") and "%" in line)
+    video_qt = doc["points"][1]["summary"]["by_type"]["video"]["share_within_qt"]
+    assert f"{video_qt * 100:.1f}%" in qds_line
+    # No empty figures of interactive delays.
+    assert not any(name.startswith(("ccdf", "t_vs_x", "r_vs_x")) for name in figures(page))
     assert QDS_SWEEP_TITLES["table"] in page
     rows = table_rows(page, "table1")
     assert [r[0] for r in rows] == ["droptail", "qds"]

@@ -175,6 +175,14 @@ def _fig_rtt_ccdf(
     layout["height"] = 330 * len(combos) + 120
     layout["legend"] = {"title": {"text": short_axis(sweep, group_axis)}}
     groups = sweep.axis(group_axis).labels
+    # From 1 ms (below any path's RTT) to just past the longest RTT of any curve: the grid
+    # spans 0.1 ms – 100 s, most of it flat at 1 or 0.
+    # From just below the shortest RTT to just past the longest of any curve: the grid
+    # spans 0.1 ms – 100 s, most of it flat at 1 or 0.
+    curves = [np.asarray(c) for cs in ccdfs.values() for k, c in cs.items() if k.startswith("ccdf_rtt_")]
+    shortest = min((grid_ms[c < 0.999].min() for c in curves if (c < 0.999).any()), default=1.0)
+    longest = max((grid_ms[c > 0].max() for c in curves if (c > 0).any()), default=1000.0)
+    x_range = [math.log10(shortest) - 0.3, math.log10(longest) + 0.1]
     data = []
     for row, combo in enumerate(combos):
         for col, t in enumerate(types):
@@ -202,7 +210,7 @@ def _fig_rtt_ccdf(
                     data.append(trace)
                     drawn = True
             layout[f"xaxis{suffix}"].update(
-                type="log", title={"text": "packet RTT (ms)"}, exponentformat="power", range=[0, 3]
+                type="log", title={"text": "packet RTT (ms)"}, exponentformat="power", range=x_range
             )
             layout[f"yaxis{suffix}"].update(type="log", title={"text": "P(RTT > x)"}, exponentformat="power")
             if math.isfinite(qt):
@@ -227,6 +235,13 @@ def _fig_alpha_beta(
     layout["height"] = 260 * len(combos) + 120
     layout["legend"] = {"title": {"text": "β"}}
     betas = sweep.axis(beta).labels
+    # One y range per type, shared by its panels, so that rows compare at a glance.
+    y_range = {}
+    for t in types:
+        shares = [_metric(tables, p, t, "share_within_qt") * 100 for p in sweep.points]
+        shares = [v for v in shares if math.isfinite(v)] or [0.0, 100.0]
+        pad = max(2.0, 0.08 * (max(shares) - min(shares)))
+        y_range[t] = [max(0.0, min(shares) - pad), min(100.0, max(shares) + pad)]
     data = []
     for row, combo in enumerate(combos):
         for col, t in enumerate(types):
@@ -255,6 +270,6 @@ def _fig_alpha_beta(
                     }
                 )
             layout[f"xaxis{suffix}"]["title"] = {"text": "α"}
-            layout[f"yaxis{suffix}"].update(title={"text": f"{t}: ≤ QT (%)"})
+            layout[f"yaxis{suffix}"].update(title={"text": f"{t}: ≤ QT (%)"}, range=y_range[t])
             layout["annotations"].append(panel_title(f"{t}: {_combo_title(sweep, combo)}", i_panel))
     return {"data": data, "layout": layout}

@@ -70,17 +70,21 @@ def html_comparison(sweep: Sweep, frame: pd.DataFrame, document: Mapping[str, An
     titles = figure_titles(sweep)
     columns = display_axes(sweep)
     summaries = {p["id"]: p["summary"] for p in point_entries(document)}
+    # Metrics no point has (the interactive ones of a QDS sweep) would only be n/a columns.
+    metrics = [(key, h) for key, h in TABLE_METRICS if any(number(s.get(key)) is not None for s in summaries.values())]
     table = [
         (
             [label(p.params[a]) for a in columns],
-            [metric_cell(summaries[p.id], key) for key, _ in TABLE_METRICS],
+            [metric_cell(summaries[p.id], key) for key, _ in metrics],
             summaries[p.id].get("runs", 0),
         )
         for p in display_order(sweep)
     ]
     figures: dict[str, Any] = {}
     against = []
-    if sweep.x_axis:
+    # Without interactive messages (a QDS sweep) every point's r and T are n/a: no plots of them.
+    interactive = any(k in dict(metrics) for k in ("r_I150", "r_I1000"))
+    if sweep.x_axis and interactive:
         for name, keys in (("t_vs_x", ("T_I150_s", "T_I1000_s")), ("r_vs_x", ("r_I150", "r_I1000"))):
             figures[name] = _fig_against_x(sweep, summaries, keys, titles[name])
             against.append((name, titles[name]))
@@ -93,7 +97,9 @@ def html_comparison(sweep: Sweep, frame: pd.DataFrame, document: Mapping[str, An
     qds = qds_sweep_context(sweep, document, ccdfs)
     figures.update(qds["figures"])
     overlays = []
-    for i, (group_label, group) in enumerate(_ccdf_groups(sweep)):
+    # The overlays are of interactive messages' delay components but one panel: without
+    # any (a QDS sweep, whose per-type RTT CCDFs are above) they would be empty figures.
+    for i, (group_label, group) in enumerate(_ccdf_groups(sweep) if interactive or not qds["present"] else []):
         figures[f"ccdf{i}"] = _fig_ccdf_group(sweep, group, ccdfs, f"{titles['ccdf']}: {group_label}")
         overlays.append((f"ccdf{i}", group_label))
     return _TEMPLATE.render(
@@ -102,9 +108,10 @@ def html_comparison(sweep: Sweep, frame: pd.DataFrame, document: Mapping[str, An
         version=__version__,
         titles=titles,
         axis_headers=[short_axis(sweep, a) for a in columns],
-        metric_headers=[h for _, h in TABLE_METRICS],
+        metric_headers=[h for _, h in metrics],
         table=table,
         against=against,
+        interactive=interactive,
         x_label=_x_label(sweep.x_axis) if sweep.x_axis else None,
         overlays=overlays,
         boxes=boxes,
@@ -412,6 +419,7 @@ _TEMPLATE = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined
  .plot { width: 100%; }
  .missing { color: #777; font-style: italic; }
  .span { color: #666; font-size: 85%; }
+ table.table1 td.num { white-space: nowrap; }
 </style></head>
 <body>
 <h1>Sweep {{ sweep.name }}{% if sweep.substrate == "lab" %} (lab){% endif %}</h1>
@@ -487,6 +495,8 @@ other axes; error bars: sd over runs.</p>
 runs. ▲ at the top: T = ∞ (no violation in some run).</p>
 <div class="plot" id="fig-{{ name }}"></div>
 {% endfor %}
+{% elif not interactive %}
+<p class="missing">No interactive messages at any point: no r_I / T_I plots.</p>
 {% else %}
 <p class="missing">No numeric axis to plot against (see [report] x in docs/sweeps.md).</p>
 {% endif %}
@@ -499,12 +509,17 @@ whiskers: min and max; ▼ p99; ▲ at the top: a message never read.</p>
 {% endif %}
 
 <h2>{{ titles.ccdf }}</h2>
+{% if not overlays %}
+<p class="missing">No interactive messages at any point: the delay-component overlays are left out (the per-type
+RTT CCDFs above show the QDS metrics).</p>
+{% else %}
 <p>Per-run CCDFs on a fixed grid of delays, averaged over runs. Dashed lines: the usability
 thresholds (150 ms and 1000 ms minus the WAN delay).</p>
 {% for name, label in overlays %}
 <h3>{{ label }}</h3>
 <div class="plot" id="fig-{{ name }}"></div>
 {% endfor %}
+{% endif %}
 
 <h2>Sweep definition</h2>
 <p>Report roles: x = {{ roles.x or "none" }}, lines = {{ roles.lines or "none" }}, panels = {{ roles.panels }}.</p>
