@@ -11,7 +11,7 @@ and ``qds_classes`` (:class:`~thinwan.analysis.digest.RunDigest`).
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -23,7 +23,7 @@ from ..analysis.qds import CONTROLLER_TYPES, confusion
 from ..config.scenario import Scenario
 from .figures import PALETTE, ccdf_layout, ccdf_trace, finite, grid_layout, panel_note, threshold_lines
 
-__all__ = ["QDS_TITLES", "TYPE_COLORS", "qds_context", "type_rows", "class_colors"]
+__all__ = ["QDS_TITLES", "TYPE_COLORS", "qds_context", "type_rows", "ordered_types", "class_colors"]
 
 QDS_TITLES = {
     "rtt_ccdf": "CCDF of packet RTT per application type",
@@ -87,11 +87,19 @@ def qds_context(scenario: Scenario, digests: Sequence[RunDigest], summary: Mappi
     }
 
 
+def ordered_types(names: Iterable[str]) -> list[str]:
+    """Application types in the order of every QDS table and figure: the source's two
+    (video, data) first, the rest alphabetically."""
+    present = set(names)
+    return [t for t in ("video", "data") if t in present] + sorted(present - {"video", "data"})
+
+
 def type_rows(table: Mapping[str, Mapping[str, float]]) -> list[dict[str, str]]:
     """One row of display strings per application type of a ``by_type`` table (means over
     runs; ``*_runs_sd``, the sd over runs, when there is more than one run)."""
     rows = []
-    for t, m in table.items():
+    for t in ordered_types(table):
+        m = table[t]
         qt = m.get("qt_ms", math.nan)
         rows.append(
             {
@@ -188,7 +196,8 @@ def _fig_flow_classes(flows: pd.DataFrame) -> dict[str, Any]:
     ]
     layout = {
         "title": {"text": QDS_TITLES["flow_classes"]},
-        "height": max(300, 22 * len(labels) + 130),
+        # 22 px a flow up to 40 flows; beyond, the labels thin out (plotly) and the map stays on screen.
+        "height": max(300, 22 * min(len(labels), 40) + 130),
         "margin": {"t": 50, "b": 45, "l": 110},
         "xaxis": {"title": {"text": "time (s)"}},
         "yaxis": {"title": {"text": "flow · true type"}, "type": "category", "autorange": "reversed"},

@@ -21,7 +21,7 @@ import numpy as np
 from ..analysis.aggregate import CCDF_GRID_S, point_entries
 from ..config.sweepfile import Point, Sweep, label
 from .figures import PALETTE, curve_trace, grid_layout, panel_note, panel_title, threshold_lines
-from .qds_run import TYPE_COLORS, type_rows
+from .qds_run import TYPE_COLORS, ordered_types, type_rows
 from .text import display_axes, display_order, short_axis
 
 __all__ = ["QDS_SWEEP_TITLES", "qds_sweep_context"]
@@ -35,8 +35,6 @@ QDS_SWEEP_TITLES = {
 # Keys that name the compared discipline and the controller's parameters.
 _DISCIPLINE = "queue.discipline"
 _ALPHA, _BETA = "qds.alpha", "qds.beta"
-# Types first in every table and figure (the source's two), the rest alphabetically.
-_FIRST = ("video", "data")
 
 
 def qds_sweep_context(
@@ -79,8 +77,7 @@ def qds_sweep_context(
 
 
 def _types(tables: Mapping[str, Mapping[str, Any]]) -> list[str]:
-    present = {t for tb in tables.values() for t in tb}
-    return [t for t in _FIRST if t in present] + sorted(present - set(_FIRST))
+    return ordered_types(t for tb in tables.values() for t in tb)
 
 
 def _axis_setting(sweep: Sweep, key: str) -> str | None:

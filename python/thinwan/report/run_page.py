@@ -33,7 +33,7 @@ from .figures import (
     plotly_js,
     script_json,
 )
-from .qds_run import qds_context
+from .qds_run import ordered_types, qds_context
 from .text import fmt, fmt_pct, fmt_plain, fmt_seconds, summary_rows
 
 __all__ = ["html_report", "write_run_report", "FIGURE_TITLES"]
@@ -63,6 +63,7 @@ def html_report(scenario: Scenario, digests: Sequence[RunDigest], summary: Mappi
         figures["conn"] = _fig_conn(conn_run, scenario)
     qds = qds_context(scenario, digests, summary)
     figures.update(qds["figures"])
+    run_types = ordered_types(t for d in digests for t in d.summary.get("by_type", {}))
     # The per-type metrics get their own table in the QDS section.
     summary = {k: v for k, v in summary.items() if k != "by_type"}
     return _TEMPLATE.render(
@@ -71,7 +72,9 @@ def html_report(scenario: Scenario, digests: Sequence[RunDigest], summary: Mappi
         git_rev=digests[0].meta.get("git_rev", "unknown"),
         summary_rows=summary_rows(summary, scenario),
         runs=summary["runs"],
-        run_rows=[_run_row(d) for d in digests],
+        run_rows=[_run_row(d, run_types) for d in digests],
+        run_types=run_types,
+        interactive=any(not math.isnan(d.summary["r_I150"]) for d in digests),
         titles=FIGURE_TITLES,
         figures=script_json(figures),
         figure_names=set(figures),
@@ -94,9 +97,11 @@ def write_run_report(
     return write_text_atomic(Path(out) / "report.html", html_report(scenario, digests, summary))
 
 
-def _run_row(d: RunDigest) -> dict[str, str]:
+def _run_row(d: RunDigest, types: Sequence[str]) -> dict[str, Any]:
     s = d.summary
     return {
+        # QDS: per type, the share of packets within QT (analysis.by_type).
+        "by_type": [fmt(s.get("by_type", {}).get(t, {}).get("share_within_qt", math.nan), fmt_pct) for t in types],
         "run": str(d.meta.get("run", "?")),
         "seed": str(d.meta.get("seed", "?")),
         "r_I150": fmt(s["r_I150"], fmt_pct),
@@ -246,11 +251,13 @@ _TEMPLATE = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined
 
 <h2>Runs</h2>
 <table>
-<tr><th>run</th><th>seed</th><th>r_I150</th><th>r_I1000</th><th>T_I150</th><th>T_I1000</th>
+<tr><th>run</th><th>seed</th>{% if interactive %}<th>r_I150</th><th>r_I1000</th><th>T_I150</th><th>T_I1000</th>{% endif %}
+{% for t in run_types %}<th>{{ t }}: RTT ≤ QT</th>{% endfor %}
 <th>timeouts/conn</th><th>spurious/conn</th><th>utilisation</th><th>wall time</th></tr>
 {% for r in run_rows %}
-<tr><td>{{ r.run }}</td><td class="num">{{ r.seed }}</td><td class="num">{{ r.r_I150 }}</td>
-<td class="num">{{ r.r_I1000 }}</td><td class="num">{{ r.T_I150 }}</td><td class="num">{{ r.T_I1000 }}</td>
+<tr><td>{{ r.run }}</td><td class="num">{{ r.seed }}</td>{% if interactive %}<td class="num">{{ r.r_I150 }}</td>
+<td class="num">{{ r.r_I1000 }}</td><td class="num">{{ r.T_I150 }}</td><td class="num">{{ r.T_I1000 }}</td>{% endif %}
+{% for v in r.by_type %}<td class="num">{{ v }}</td>{% endfor %}
 <td class="num">{{ r.timeouts }}</td><td class="num">{{ r.spurious }}</td>
 <td class="num">{{ r.utilisation }}</td><td class="num">{{ r.wall }}</td></tr>
 {% endfor %}
@@ -267,7 +274,7 @@ runs below{% endif %}; RTT: mean ± sd over packets. A packet never acknowledged
 <th>packets / run</th><th>never acked / run</th></tr>
 {% for r in qds.rows %}
 <tr><td>{{ r.type }}</td><td class="num">{{ r.qt }}</td>
-<td class="num">{{ r.rtt }}{% if runs > 1 %}<br><span class="span">mean {{ r.rtt_sd_runs }}</span>{% endif %}</td>
+<td class="num">{{ r.rtt }}{% if runs > 1 %}<br><span class="span">{{ r.rtt_sd_runs }}</span>{% endif %}</td>
 <td class="num">{{ r.within_qt }}{% if runs > 1 %}<br><span class="span">{{ r.within_qt_sd }}</span>{% endif %}</td>
 <td class="num">{{ r.within_12qt }} <span class="span">(≤ {{ r.qt12 }})</span>{% if runs > 1 %}<br><span class="span">{{ r.within_12qt_sd }}</span>{% endif %}</td>
 <td class="num">{{ r.throughput }}{% if runs > 1 %}<br><span class="span">{{ r.throughput_sd }}</span>{% endif %}</td>

@@ -10,6 +10,7 @@ from ..analysis.aggregate import point_entries
 from ..analysis.metrics import thresholds_s
 from ..config.scenario import Scenario
 from ..config.sweepfile import Point, Sweep, label
+from .qds_run import ordered_types
 
 __all__ = [
     "summary_table",
@@ -96,7 +97,8 @@ def summary_rows(summary: Mapping[str, Any], scenario: Scenario) -> list[tuple[s
 def by_type_rows(table: Mapping[str, Mapping[str, float]]) -> list[tuple[str, str, str]]:
     """(label, mean, ± sd over runs) of the per-application-type metrics (QDS)."""
     rows = []
-    for t, m in table.items():
+    for t in ordered_types(table):
+        m = table[t]
         qt = m.get("qt_ms", math.nan)
         for key, name, f in (
             ("rtt_mean_ms", "packet RTT, mean", fmt_ms),
@@ -172,8 +174,8 @@ def _aligned(rows: list[list[str]], n_axes: int) -> list[str]:
 
 
 def _by_type_names(summaries: Any) -> list[str]:
-    present = {t for s in summaries for t in s.get("by_type", {})}
-    return [t for t in ("video", "data") if t in present] + sorted(present - {"video", "data"})
+    """The types of any point, video and data first."""
+    return ordered_types(t for s in summaries for t in s.get("by_type", {}))
 
 
 def _table_i(
