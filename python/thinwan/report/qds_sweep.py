@@ -22,7 +22,7 @@ from ..analysis.aggregate import CCDF_GRID_S, point_entries
 from ..config.sweepfile import Point, Sweep, label
 from .figures import PALETTE, curve_trace, grid_layout, panel_note, panel_title, threshold_lines
 from .qds_run import TYPE_COLORS, ordered_types, type_rows
-from .text import display_axes, display_order, short_axis
+from .text import display_axes, short_axis
 
 __all__ = ["QDS_SWEEP_TITLES", "qds_sweep_context"]
 
@@ -47,13 +47,15 @@ def qds_sweep_context(
     types = _types(tables)
     if not types:
         return {"present": False, "figures": {}}
-    columns = display_axes(sweep)
+    group_axis = _axis_setting(sweep, _DISCIPLINE)
+    # The source's Table I: per setting, the disciplines one under the other.
+    columns = [a for a in display_axes(sweep) if a != group_axis] + ([group_axis] if group_axis else [])
+    pos = {a.name: i for i, a in enumerate(sweep.axes)}
     table = []
-    for p in display_order(sweep):
+    for p in sorted(sweep.points, key=lambda p: tuple(p.index[pos[a]] for a in columns)):
         rows = {r["type"]: r for r in type_rows(tables.get(p.id, {}))}
         table.append(([label(p.params[a]) for a in columns], [rows.get(t) for t in types]))
     figures: dict[str, Any] = {}
-    group_axis = _axis_setting(sweep, _DISCIPLINE)
     if group_axis is not None:
         figures["qds_bars"] = _fig_bars(sweep, group_axis, tables, types)
         ccdf_groups = _ccdf_groups(sweep, group_axis)
@@ -139,7 +141,7 @@ def _fig_bars(sweep: Sweep, group_axis: str, tables: Mapping[str, Any], types: S
                         "name": label(group),
                         "x": list(types),
                         "y": [v if math.isfinite(v) else None for v in y],
-                        "error_y": {"type": "data", "array": [v if math.isfinite(v) else 0 for v in sd]},
+                        "error_y": {"type": "data", "array": [v if math.isfinite(v) else None for v in sd]},
                         "marker": {"color": PALETTE[g % 10]},
                         "legendgroup": label(group),
                         "showlegend": i_panel == 1,
@@ -257,7 +259,7 @@ def _fig_alpha_beta(
                         "name": f"β = {label(bv)}",
                         "x": x,
                         "y": [v if math.isfinite(v) else None for v in y],
-                        "error_y": {"type": "data", "array": [v if math.isfinite(v) else 0 for v in sd], "width": 3},
+                        "error_y": {"type": "data", "array": [v if math.isfinite(v) else None for v in sd], "width": 3},
                         "line": {"color": PALETTE[b % 10], "width": 1.5},
                         "marker": {"color": PALETTE[b % 10], "size": 6},
                         "legendgroup": str(b),

@@ -181,7 +181,13 @@ def _by_type_names(summaries: Any) -> list[str]:
 def _table_i(
     sweep: Sweep, columns: list[str], points: list[Point], summaries: Mapping[str, Any], types: list[str]
 ) -> list[str]:
-    """Per point and type: share within QT and 1.2·QT, RTT mean ± sd, throughput."""
+    """Per point and type: share within QT and 1.2·QT, RTT mean ± sd, throughput; per
+    setting, the disciplines one under the other (the source's Table I)."""
+    discipline = next((a.name for a in sweep.axes if "queue.discipline" in (a.name, *a.keys)), None)
+    if discipline in columns:
+        columns = [a for a in columns if a != discipline] + [discipline]
+        pos = {a.name: i for i, a in enumerate(sweep.axes)}
+        points = sorted(points, key=lambda p: tuple(p.index[pos[a]] for a in columns))
     header = [*(short_axis(sweep, a) for a in columns)]
     for t in types:
         header += [f"{t} ≤QT", "≤1.2QT", "RTT ms", "Mbit/s"]
