@@ -178,8 +178,9 @@ def _fig_rtt_ccdf(packets: pd.DataFrame, table: Mapping[str, Mapping[str, float]
 def _fig_flow_classes(flows: pd.DataFrame) -> dict[str, Any]:
     """A heat map: one row per flow (labelled with its true type), one column per period."""
     grid = flows.pivot_table(index="conn", columns="t", values="class", aggfunc="first")
-    true_type = flows.groupby("conn")["app_true"].agg(lambda s: s.mode().iloc[0])
-    labels = [f"{int(c)} · {CONTROLLER_TYPES[int(true_type[c])]}" for c in grid.index]
+    # A flow of a changing mix (traffic.mix_change_s) has several true types: all are named.
+    true_types = flows.groupby("conn")["app_true"].agg(lambda s: "/".join(CONTROLLER_TYPES[int(c)] for c in s.unique()))
+    labels = [f"{int(c)} · {true_types[c]}" for c in grid.index]
     n_classes = int(flows["class"].max()) + 1
     data = [
         {
@@ -198,7 +199,7 @@ def _fig_flow_classes(flows: pd.DataFrame) -> dict[str, Any]:
         "title": {"text": QDS_TITLES["flow_classes"]},
         # 22 px a flow up to 40 flows; beyond, the labels thin out (plotly) and the map stays on screen.
         "height": max(300, 22 * min(len(labels), 40) + 130),
-        "margin": {"t": 50, "b": 45, "l": 110},
+        "margin": {"t": 50, "b": 45, "l": 140},
         "xaxis": {"title": {"text": "time (s)"}},
         "yaxis": {"title": {"text": "flow · true type"}, "type": "category", "autorange": "reversed"},
     }
