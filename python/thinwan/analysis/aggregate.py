@@ -18,7 +18,7 @@ from ..config.scenario import Scenario
 from ..config.sweepfile import Point, Sweep, SweepError, label, short_names
 from ..records.meta import git_revision
 from ..records.schema import RunRecords, empty_table
-from .by_type import flatten_by_type, nest_by_type
+from .by_type import APP_NAMES, flatten_by_type, nest_by_type
 from .delay_hist import QUANTILES as DELAY_STATS
 from .delay_hist import delay_histogram, pooled_delay_stats_ms
 from .metrics import BULK, COMPONENTS, INTERACTIVE, message_delays, summarize_run, summarize_runs
@@ -37,6 +37,7 @@ __all__ = [
     "metric_columns",
     "mean_ccdfs",
     "check_column_names",
+    "is_ccdf_column",
 ]
 
 # One fixed grid for every per-run CCDF: 0.1 ms … 100 s, 20 points per decade (121 in
@@ -51,6 +52,9 @@ CCDF_COLUMNS = tuple(f"ccdf_{kind}_{series}" for _, kind in _CCDF_KINDS for seri
 # occupied slots and their counts), so that a point's runs pool into quantiles of all its
 # messages.
 HIST_COLUMNS = ("delay_hist_slots", "delay_hist_counts")
+# With per-packet RTTs (QDS), also one CCDF of packet RTT per application type present:
+# ccdf_rtt_<type> (unacknowledged packets count as ∞, as in analysis.by_type).
+RTT_CCDF_PREFIX = "ccdf_rtt_"
 # Row columns that every row has besides parameters, metrics and CCDFs.
 ID_COLUMNS = ("point_id", "point", "run", "seed", "version", "git_rev", "wall_s", "events", "substrate")
 
@@ -69,6 +73,7 @@ def task_result(records: RunRecords, scenario: Scenario, run: int) -> dict[str, 
         for kind, label in _CCDF_KINDS
         for series in _CCDF_SERIES
     }
+    ccdfs.update(_rtt_ccdfs(records.packet_rtt, scenario.scenario.duration_s))
     return {
         "seed": int(meta.get("seed", scenario.scenario.seed + run)),
         "version": __version__,
@@ -79,6 +84,22 @@ def task_result(records: RunRecords, scenario: Scenario, run: int) -> dict[str, 
         "ccdf": ccdfs,
         "delay_hist": delay_histogram(delays["end_to_end"]),
     }
+
+
+def is_ccdf_column(name: str) -> bool:
+    """A row column holding a CCDF on :data:`CCDF_GRID_S` (fixed, or a per-type RTT one)."""
+    return name in CCDF_COLUMNS or name.startswith(RTT_CCDF_PREFIX)
+
+
+def _rtt_ccdfs(packet_rtt: pd.DataFrame, duration_s: float) -> dict[str, np.ndarray]:
+    """Per application type, the CCDF of the packet RTTs that analysis.by_type counts."""
+    window = packet_rtt.loc[packet_rtt["t_tx"] < duration_s]
+    out = {}
+    for code, rows in window.groupby("app", sort=True):
+        name = APP_NAMES[int(code)] if int(code) < len(APP_NAMES) else f"app-{int(code)}"
+        rtt = rows["rtt"].to_numpy(dtype=float)
+        out[f"{RTT_CCDF_PREFIX}{name}"] = ccdf_on_grid(np.where(np.isnan(rtt), np.inf, rtt))
+    return out
 
 
 def ccdf_on_grid(seconds: Any, grid: np.ndarray = CCDF_GRID_S) -> np.ndarray:
@@ -214,7 +235,7 @@ def _pooled_delays(rows: pd.DataFrame) -> dict[str, Any]:
 def metric_columns(sweep: Sweep, frame: pd.DataFrame) -> list[str]:
     """The summary-metric columns of ``frame`` (everything but ids, parameters, CCDFs)."""
     other = {*ID_COLUMNS, *CCDF_COLUMNS, *HIST_COLUMNS, *(a.name for a in sweep.axes), *sweep.varied_keys}
-    return [c for c in frame.columns if c not in other]
+    return [c for c in frame.columns if c not in other and not is_ccdf_column(c)]
 
 
 def check_column_names(sweep: Sweep) -> None:

@@ -36,12 +36,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ..analysis.aggregate import (
-    CCDF_COLUMNS,
     CCDF_GRID_S,
     HIST_COLUMNS,
     ID_COLUMNS,
     build_row,
     check_column_names,
+    is_ccdf_column,
     sweep_document,
     task_result,
 )
@@ -188,9 +188,10 @@ def read_rows(paths: Sequence[Path]) -> pd.DataFrame:
     # Rows written by an older thinwan may lack newer metric columns: fill with nulls.
     table = pa.concat_tables([t.replace_schema_metadata(None) for t in tables], promote_options="default")
     frame = table.to_pandas()
-    for column in CCDF_COLUMNS:
-        if column in frame:
-            frame[column] = [np.asarray(v, dtype=np.float32) for v in frame[column]]
+    # A per-type RTT CCDF is absent (null) in rows of points without that type: all nan.
+    missing = np.full(CCDF_GRID_S.size, np.nan, dtype=np.float32)
+    for column in [c for c in frame.columns if is_ccdf_column(c)]:
+        frame[column] = [missing if v is None else np.asarray(v, dtype=np.float32) for v in frame[column]]
     for column in HIST_COLUMNS:
         if column in frame:
             frame[column] = [None if v is None else np.asarray(v, dtype=np.uint32) for v in frame[column]]
@@ -260,7 +261,7 @@ def _write_row(path: Path, row: Mapping[str, Any]) -> None:
     """One row as a Parquet file, written under a temporary name and renamed into place."""
     columns = {}
     for key, value in row.items():
-        if key in CCDF_COLUMNS:
+        if is_ccdf_column(key):
             columns[key] = pa.array([np.asarray(value, dtype=np.float32)], type=pa.list_(pa.float32()))
         elif key in HIST_COLUMNS:
             columns[key] = pa.array([np.asarray(value, dtype=np.uint32)], type=pa.list_(pa.uint32()))

@@ -122,7 +122,9 @@ def ccdf_layout(title: str, thresholds_ms: Sequence[float], panels: int, cols: i
     return layout
 
 
-def threshold_lines(layout: dict[str, Any], suffix: str, thresholds_ms: Sequence[float]) -> None:
+def threshold_lines(
+    layout: dict[str, Any], suffix: str, thresholds_ms: Sequence[float], color: str = "gray", dash: str = "dash"
+) -> None:
     """The usability thresholds as dashed vertical lines on the panel of axes ``suffix``."""
     for t in thresholds_ms:
         if t > 0:  # a WAN delay ≥ the threshold leaves nothing to draw
@@ -135,7 +137,7 @@ def threshold_lines(layout: dict[str, Any], suffix: str, thresholds_ms: Sequence
                     "yref": f"y{suffix} domain",
                     "y0": 0,
                     "y1": 1,
-                    "line": {"color": "gray", "dash": "dash", "width": 1},
+                    "line": {"color": color, "dash": dash, "width": 1},
                 }
             )
 

@@ -33,6 +33,7 @@ from .figures import (
     plotly_js,
     script_json,
 )
+from .qds_run import ordered_types, qds_context
 from .text import fmt, fmt_pct, fmt_plain, fmt_seconds, summary_rows
 
 __all__ = ["html_report", "write_run_report", "FIGURE_TITLES"]
@@ -60,15 +61,23 @@ def html_report(scenario: Scenario, digests: Sequence[RunDigest], summary: Mappi
         figures["queue"] = _fig_queue(queue_run.queue_trace, scenario)
     if not conn_run.conn_trace.empty:
         figures["conn"] = _fig_conn(conn_run, scenario)
+    qds = qds_context(scenario, digests, summary)
+    figures.update(qds["figures"])
+    run_types = ordered_types(t for d in digests for t in d.summary.get("by_type", {}))
+    # The per-type metrics get their own table in the QDS section.
+    summary = {k: v for k, v in summary.items() if k != "by_type"}
     return _TEMPLATE.render(
         scenario=scenario,
         version=__version__,
         git_rev=digests[0].meta.get("git_rev", "unknown"),
         summary_rows=summary_rows(summary, scenario),
         runs=summary["runs"],
-        run_rows=[_run_row(d) for d in digests],
+        run_rows=[_run_row(d, run_types) for d in digests],
+        run_types=run_types,
+        interactive=any(not math.isnan(d.summary["r_I150"]) for d in digests),
         titles=FIGURE_TITLES,
         figures=script_json(figures),
+        figure_names=set(figures),
         plotly_js=plotly_js(),
         plot_script=PLOT_SCRIPT,
         queue=queue_run is not None,
@@ -77,6 +86,7 @@ def html_report(scenario: Scenario, digests: Sequence[RunDigest], summary: Mappi
         conn_run=conn_run,
         scenario_toml=scenario.to_toml(),
         metas=[(d.meta.get("run", "?"), _meta_json(d.meta)) for d in digests],
+        qds=qds,
     )
 
 
@@ -87,9 +97,11 @@ def write_run_report(
     return write_text_atomic(Path(out) / "report.html", html_report(scenario, digests, summary))
 
 
-def _run_row(d: RunDigest) -> dict[str, str]:
+def _run_row(d: RunDigest, types: Sequence[str]) -> dict[str, Any]:
     s = d.summary
     return {
+        # QDS: per type, the share of packets within QT (analysis.by_type).
+        "by_type": [fmt(s.get("by_type", {}).get(t, {}).get("share_within_qt", math.nan), fmt_pct) for t in types],
         "run": str(d.meta.get("run", "?")),
         "seed": str(d.meta.get("seed", "?")),
         "r_I150": fmt(s["r_I150"], fmt_pct),
@@ -221,6 +233,7 @@ _TEMPLATE = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined
  img { max-width: 100%; }
  .plot { width: 100%; }
  .missing { color: #777; font-style: italic; }
+ .span { color: #666; font-size: 85%; }
 </style></head>
 <body>
 <h1>{{ scenario.name }}</h1>
@@ -238,15 +251,67 @@ _TEMPLATE = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined
 
 <h2>Runs</h2>
 <table>
-<tr><th>run</th><th>seed</th><th>r_I150</th><th>r_I1000</th><th>T_I150</th><th>T_I1000</th>
+<tr><th>run</th><th>seed</th>{% if interactive %}<th>r_I150</th><th>r_I1000</th><th>T_I150</th><th>T_I1000</th>{% endif %}
+{% for t in run_types %}<th>{{ t }}: RTT ≤ QT</th>{% endfor %}
 <th>timeouts/conn</th><th>spurious/conn</th><th>utilisation</th><th>wall time</th></tr>
 {% for r in run_rows %}
-<tr><td>{{ r.run }}</td><td class="num">{{ r.seed }}</td><td class="num">{{ r.r_I150 }}</td>
-<td class="num">{{ r.r_I1000 }}</td><td class="num">{{ r.T_I150 }}</td><td class="num">{{ r.T_I1000 }}</td>
+<tr><td>{{ r.run }}</td><td class="num">{{ r.seed }}</td>{% if interactive %}<td class="num">{{ r.r_I150 }}</td>
+<td class="num">{{ r.r_I1000 }}</td><td class="num">{{ r.T_I150 }}</td><td class="num">{{ r.T_I1000 }}</td>{% endif %}
+{% for v in r.by_type %}<td class="num">{{ v }}</td>{% endfor %}
 <td class="num">{{ r.timeouts }}</td><td class="num">{{ r.spurious }}</td>
 <td class="num">{{ r.utilisation }}</td><td class="num">{{ r.wall }}</td></tr>
 {% endfor %}
 </table>
+
+{% if qds.present %}
+<h2 id="qds">Per application type (QDS)</h2>
+<p>Every first transmission of a data segment in the {{ scenario.scenario.duration_s }}-s window, its
+RTT exact (server transmission → the covering ACK back at the server; docs/records.md "packet_rtt").
+QT: the type's QoE threshold ([qds] qt_&lt;type&gt;_ms). Mean over {{ runs }} run(s){% if runs > 1 %}, ± sd over
+runs below{% endif %}; RTT: mean ± sd over packets. A packet never acknowledged counts as beyond every threshold.</p>
+<table class="bytype">
+<tr><th>type</th><th>QT</th><th>packet RTT</th><th>RTT ≤ QT</th><th>RTT ≤ 1.2·QT</th><th>throughput</th>
+<th>packets / run</th><th>never acked / run</th></tr>
+{% for r in qds.rows %}
+<tr><td>{{ r.type }}</td><td class="num">{{ r.qt }}</td>
+<td class="num">{{ r.rtt }}{% if runs > 1 %}<br><span class="span">{{ r.rtt_sd_runs }}</span>{% endif %}</td>
+<td class="num">{{ r.within_qt }}{% if runs > 1 %}<br><span class="span">{{ r.within_qt_sd }}</span>{% endif %}</td>
+<td class="num">{{ r.within_12qt }} <span class="span">(≤ {{ r.qt12 }})</span>{% if runs > 1 %}<br><span class="span">{{ r.within_12qt_sd }}</span>{% endif %}</td>
+<td class="num">{{ r.throughput }}{% if runs > 1 %}<br><span class="span">{{ r.throughput_sd }}</span>{% endif %}</td>
+<td class="num">{{ r.packets }}</td><td class="num">{{ r.unacked }}</td></tr>
+{% endfor %}
+</table>
+{% if "qds_rtt_ccdf" in figure_names %}
+<h3>{{ qds.titles.rtt_ccdf }}</h3>
+<p>All runs pooled. Dashed: each type's QT, dotted: 1.2·QT, in the type's colour.</p>
+<div class="plot" id="fig-qds_rtt_ccdf"></div>
+{% endif %}
+{% if qds.loop %}
+<h3>The QDS control loop</h3>
+<p>{{ qds.variant }} controller, α = {{ qds.alpha }}, β = {{ qds.beta }}, types from the
+{% if qds.oracle %}true labels (oracle){% else %}classifier{% endif %}. Class 0 has the
+smallest delay budget (most urgent). A flow appears once the monitor has an RTT estimate for it.</p>
+{% if qds.loop_run is not none %}
+<h4>{{ qds.titles.flow_classes }} (run {{ qds.loop_run }})</h4>
+<div class="plot" id="fig-qds_flow_classes"></div>
+<h4>{{ qds.titles.class_load }} (run {{ qds.loop_run }})</h4>
+<p>Stacked over classes (colours as in the heat map); {% if qds.binned %}means over 1-s intervals{% else %}every
+control period{% endif %}. The class rates are the controller's plan: a class with no queued packet lends its rate
+to the others (HTB borrowing).</p>
+<div class="plot" id="fig-qds_class_load"></div>
+<h4>{{ qds.titles.confusion }}</h4>
+{% if qds.oracle %}
+<p>Oracle mode: the controller used every flow's true type (accuracy 100 % by construction).</p>
+{% else %}
+<p>Classifier accuracy: <strong>{{ "%.1f" | format(qds.classifier.accuracy * 100) }} %</strong> of
+{{ "{:,}".format(qds.classifier.rows) }} (period, flow) decisions, all runs.</p>
+{% endif %}
+<div class="plot" id="fig-qds_confusion"></div>
+{% else %}
+<p class="missing">No control-loop records (qds_flows) in these runs.</p>
+{% endif %}
+{% endif %}
+{% endif %}
 
 <h2>Delay</h2>
 <p>All runs pooled. Dashed lines: the usability thresholds (150 ms and 1000 ms minus the

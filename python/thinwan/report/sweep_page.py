@@ -38,6 +38,7 @@ from .figures import (
     script_json,
     threshold_lines,
 )
+from .qds_sweep import qds_sweep_context
 from .text import TABLE_METRICS, display_axes, display_order, metric_cell, number, short_axis
 
 __all__ = ["html_comparison", "write_sweep_report", "figure_titles"]
@@ -69,17 +70,21 @@ def html_comparison(sweep: Sweep, frame: pd.DataFrame, document: Mapping[str, An
     titles = figure_titles(sweep)
     columns = display_axes(sweep)
     summaries = {p["id"]: p["summary"] for p in point_entries(document)}
+    # Metrics no point has (the interactive ones of a QDS sweep) would only be n/a columns.
+    metrics = [(key, h) for key, h in TABLE_METRICS if any(number(s.get(key)) is not None for s in summaries.values())]
     table = [
         (
             [label(p.params[a]) for a in columns],
-            [metric_cell(summaries[p.id], key) for key, _ in TABLE_METRICS],
+            [metric_cell(summaries[p.id], key) for key, _ in metrics],
             summaries[p.id].get("runs", 0),
         )
         for p in display_order(sweep)
     ]
     figures: dict[str, Any] = {}
     against = []
-    if sweep.x_axis:
+    # Without interactive messages (a QDS sweep) every point's r and T are n/a: no plots of them.
+    interactive = any(k in dict(metrics) for k in ("r_I150", "r_I1000"))
+    if sweep.x_axis and interactive:
         for name, keys in (("t_vs_x", ("T_I150_s", "T_I1000_s")), ("r_vs_x", ("r_I150", "r_I1000"))):
             figures[name] = _fig_against_x(sweep, summaries, keys, titles[name])
             against.append((name, titles[name]))
@@ -89,8 +94,12 @@ def html_comparison(sweep: Sweep, frame: pd.DataFrame, document: Mapping[str, An
     if boxes:
         figures["boxes"] = _fig_delay_boxes(document, titles["boxes"])
     ccdfs = mean_ccdfs(frame)
+    qds = qds_sweep_context(sweep, document, ccdfs)
+    figures.update(qds["figures"])
     overlays = []
-    for i, (group_label, group) in enumerate(_ccdf_groups(sweep)):
+    # The overlays are of interactive messages' delay components but one panel: without
+    # any (a QDS sweep, whose per-type RTT CCDFs are above) they would be empty figures.
+    for i, (group_label, group) in enumerate(_ccdf_groups(sweep) if interactive or not qds["present"] else []):
         figures[f"ccdf{i}"] = _fig_ccdf_group(sweep, group, ccdfs, f"{titles['ccdf']}: {group_label}")
         overlays.append((f"ccdf{i}", group_label))
     return _TEMPLATE.render(
@@ -99,9 +108,10 @@ def html_comparison(sweep: Sweep, frame: pd.DataFrame, document: Mapping[str, An
         version=__version__,
         titles=titles,
         axis_headers=[short_axis(sweep, a) for a in columns],
-        metric_headers=[h for _, h in TABLE_METRICS],
+        metric_headers=[h for _, h in metrics],
         table=table,
         against=against,
+        interactive=interactive,
         x_label=_x_label(sweep.x_axis) if sweep.x_axis else None,
         overlays=overlays,
         boxes=boxes,
@@ -112,6 +122,8 @@ def html_comparison(sweep: Sweep, frame: pd.DataFrame, document: Mapping[str, An
         figures=script_json(figures),
         plotly_js=plotly_js(),
         plot_script=PLOT_SCRIPT,
+        qds=qds,
+        figure_names=set(figures),
     )
 
 
@@ -406,6 +418,8 @@ _TEMPLATE = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined
  td.span { color: #666; font-size: 85%; text-align: right; font-variant-numeric: tabular-nums; }
  .plot { width: 100%; }
  .missing { color: #777; font-style: italic; }
+ .span { color: #666; font-size: 85%; }
+ table.table1 td.num { white-space: nowrap; }
 </style></head>
 <body>
 <h1>Sweep {{ sweep.name }}{% if sweep.substrate == "lab" %} (lab){% endif %}</h1>
@@ -431,6 +445,49 @@ T_I: mean time between such violations (∞: none in some run).</p>
 {% endfor %}
 </table>
 
+{% if qds.present %}
+<h2 id="qds">{{ qds.titles.table }}</h2>
+<p>Per point and application type (docs/scenario.md "Per-type metrics"): the share of packets whose exact
+RTT is within the type's QoE threshold QT and within 1.2·QT (a packet never acknowledged is beyond both), the
+packet RTT mean ± sd over packets, and the type's throughput; means over runs{% if qds.runs_sd %}, ± sd over
+runs below{% endif %}.
+QT: {% for t, qt, qt12 in qds.types %}{{ t }} {{ qt }} (1.2·QT {{ qt12 }}){% if not loop.last %}, {% endif %}{% endfor %}.</p>
+<table class="table1">
+<tr>{% for h in qds.axis_headers %}<th rowspan="2">{{ h }}</th>{% endfor %}
+{% for t, qt, qt12 in qds.types %}<th colspan="4">{{ t }}</th>{% endfor %}</tr>
+<tr>{% for t, qt, qt12 in qds.types %}<th>≤ QT</th><th>≤ 1.2·QT</th><th>RTT (ms)</th><th>throughput (Mbit/s)</th>{% endfor %}</tr>
+{% for labels, cells in qds.table %}
+<tr>{% for l in labels %}<td>{{ l }}</td>{% endfor %}
+{% for c in cells %}{% if c %}
+<td class="num">{{ c.within_qt }}{% if qds.runs_sd %}<br><span class="span">{{ c.within_qt_sd }}</span>{% endif %}</td>
+<td class="num">{{ c.within_12qt }}{% if qds.runs_sd %}<br><span class="span">{{ c.within_12qt_sd }}</span>{% endif %}</td>
+<td class="num">{{ c.rtt | replace(" ms", "") }}</td>
+<td class="num">{{ c.throughput | replace(" Mbit/s", "") }}{% if qds.runs_sd %}<br><span class="span">{{ c.throughput_sd }}</span>{% endif %}</td>
+{% else %}<td colspan="4" class="missing">no packets</td>{% endif %}{% endfor %}</tr>
+{% endfor %}
+</table>
+{% if "qds_bars" in figure_names %}
+<h3>{{ qds.titles.bars }}</h3>
+<p>One bar per {{ qds.group_axis }}; error bars: sd over runs.</p>
+<div class="plot" id="fig-qds_bars"></div>
+{% endif %}
+{% if "qds_rtt_ccdf" in figure_names %}
+<h3>{{ qds.titles.rtt_ccdf }}</h3>
+<p>Per-run CCDFs of packet RTT on the fixed delay grid (0.1 ms – 100 s, 20 points per decade), averaged over
+runs. Dashed: the type's QT; dotted: 1.2·QT.</p>
+<div class="plot" id="fig-qds_rtt_ccdf"></div>
+{% elif qds.group_axis %}
+<p class="missing">No per-type RTT CCDFs in these rows (written by an older thinwan): re-run the sweep into a new
+directory, or run a point's scenario (points/&lt;id&gt;.toml) with thinwan run for its full report.</p>
+{% endif %}
+{% if qds.alpha_beta %}
+<h3>{{ qds.titles.alpha_beta }}</h3>
+<p>x: {{ qds.alpha_beta[0] }}, one line per {{ qds.alpha_beta[1] }}, one row of panels per combination of the
+other axes; error bars: sd over runs.</p>
+<div class="plot" id="fig-qds_alpha_beta"></div>
+{% endif %}
+{% endif %}
+
 {% if against %}
 {% for name, title in against %}
 <h2>{{ title }}</h2>
@@ -438,6 +495,8 @@ T_I: mean time between such violations (∞: none in some run).</p>
 runs. ▲ at the top: T = ∞ (no violation in some run).</p>
 <div class="plot" id="fig-{{ name }}"></div>
 {% endfor %}
+{% elif not interactive %}
+<p class="missing">No interactive messages at any point: no r_I / T_I plots.</p>
 {% else %}
 <p class="missing">No numeric axis to plot against (see [report] x in docs/sweeps.md).</p>
 {% endif %}
@@ -450,12 +509,17 @@ whiskers: min and max; ▼ p99; ▲ at the top: a message never read.</p>
 {% endif %}
 
 <h2>{{ titles.ccdf }}</h2>
+{% if not overlays %}
+<p class="missing">No interactive messages at any point: the delay-component overlays are left out (the per-type
+RTT CCDFs above show the QDS metrics).</p>
+{% else %}
 <p>Per-run CCDFs on a fixed grid of delays, averaged over runs. Dashed lines: the usability
 thresholds (150 ms and 1000 ms minus the WAN delay).</p>
 {% for name, label in overlays %}
 <h3>{{ label }}</h3>
 <div class="plot" id="fig-{{ name }}"></div>
 {% endfor %}
+{% endif %}
 
 <h2>Sweep definition</h2>
 <p>Report roles: x = {{ roles.x or "none" }}, lines = {{ roles.lines or "none" }}, panels = {{ roles.panels }}.</p>

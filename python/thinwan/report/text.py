@@ -10,6 +10,7 @@ from ..analysis.aggregate import point_entries
 from ..analysis.metrics import thresholds_s
 from ..config.scenario import Scenario
 from ..config.sweepfile import Point, Sweep, label
+from .qds_run import ordered_types
 
 __all__ = [
     "summary_table",
@@ -87,6 +88,8 @@ def summary_rows(summary: Mapping[str, Any], scenario: Scenario) -> list[tuple[s
         if key not in summary:
             continue
         lo, hi = summary["min"][key], summary["max"][key]
+        if all(v is None or math.isnan(v) for v in (summary[key], lo, hi)):
+            continue  # nothing to say (e.g. no interactive messages in a QDS run)
         rows.append((name, fmt(summary[key], f), f"{fmt(lo, f)} – {fmt(hi, f)}"))
     return rows + by_type_rows(summary.get("by_type", {}))
 
@@ -94,7 +97,8 @@ def summary_rows(summary: Mapping[str, Any], scenario: Scenario) -> list[tuple[s
 def by_type_rows(table: Mapping[str, Mapping[str, float]]) -> list[tuple[str, str, str]]:
     """(label, mean, ± sd over runs) of the per-application-type metrics (QDS)."""
     rows = []
-    for t, m in table.items():
+    for t in ordered_types(table):
+        m = table[t]
         qt = m.get("qt_ms", math.nan)
         for key, name, f in (
             ("rtt_mean_ms", "packet RTT, mean", fmt_ms),
@@ -131,25 +135,84 @@ TABLE_METRICS: tuple[tuple[str, str], ...] = (
 
 
 def comparison_table(sweep: Sweep, document: Mapping[str, Any]) -> str:
-    """Aligned plain-text table: one line per point, ``mean (min–max)`` over runs."""
+    """Aligned plain-text table: one line per point, ``mean (min–max)`` over runs; with
+    per-type metrics (QDS), a second one in the shape of the source's Table I."""
     columns = display_axes(sweep)
-    header = [*(short_axis(sweep, a) for a in columns), *(h for _, h in TABLE_METRICS), "runs"]
     summaries = {p["id"]: p["summary"] for p in point_entries(document)}
+    points = display_order(sweep)
+    # Metrics no point has (e.g. the interactive ones in a QDS sweep) only add n/a columns.
+    metrics = [
+        (key, h) for key, h in TABLE_METRICS if any(number(summaries[p.id].get(key)) is not None for p in points)
+    ]
+    header = [*(short_axis(sweep, a) for a in columns), *(h for _, h in metrics), "runs"]
     rows = [header]
-    for point in display_order(sweep):
+    for point in points:
         s = summaries[point.id]
         cells = [label(point.params[a]) for a in columns]
-        cells += [_cell(s, key) for key, _ in TABLE_METRICS]
+        cells += [_cell(s, key) for key, _ in metrics]
         rows.append([*cells, str(s.get("runs", 0))])
-    widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
-    n_axes = len(columns)
+    out = _aligned(rows, len(columns))
+    if len(metrics) < len(TABLE_METRICS):
+        out.append("(columns without a value at any point left out)")
+    if any(k in dict(metrics) for k in ("r_I150", "r_I1000")):
+        out += ["", "r_I150 / r_I1000: share of interactive writes later than 150 ms / 1000 ms minus the WAN delay"]
+    types = _by_type_names(summaries.values())
+    if types:
+        out += ["", *_table_i(sweep, columns, points, summaries, types)]
+    return "\n".join(out)
+
+
+def _aligned(rows: list[list[str]], n_axes: int) -> list[str]:
+    """Rows as lines: axis columns left-aligned, numbers right-aligned, a rule under the header."""
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     lines = [
         "  ".join(c.ljust(w) if i < n_axes else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths))).rstrip()
         for r in rows
     ]
     lines.insert(1, "-" * max(len(line) for line in lines))
-    note = "r_I150 / r_I1000: share of interactive writes later than 150 ms / 1000 ms minus the WAN delay"
-    return "\n".join([*lines, "", note])
+    return lines
+
+
+def _by_type_names(summaries: Any) -> list[str]:
+    """The types of any point, video and data first."""
+    return ordered_types(t for s in summaries for t in s.get("by_type", {}))
+
+
+def _table_i(
+    sweep: Sweep, columns: list[str], points: list[Point], summaries: Mapping[str, Any], types: list[str]
+) -> list[str]:
+    """Per point and type: share within QT and 1.2·QT, RTT mean ± sd, throughput; per
+    setting, the disciplines one under the other (the source's Table I)."""
+    discipline = next((a.name for a in sweep.axes if "queue.discipline" in (a.name, *a.keys)), None)
+    if discipline in columns:
+        columns = [a for a in columns if a != discipline] + [discipline]
+        pos = {a.name: i for i, a in enumerate(sweep.axes)}
+        points = sorted(points, key=lambda p: tuple(p.index[pos[a]] for a in columns))
+    header = [*(short_axis(sweep, a) for a in columns)]
+    for t in types:
+        header += [f"{t} ≤QT", "≤1.2QT", "RTT ms", "Mbit/s"]
+    rows = [header]
+    for point in points:
+        table = summaries[point.id].get("by_type", {})
+        cells = [label(point.params[a]) for a in columns]
+        for t in types:
+            m = table.get(t, {})
+            cells += [
+                _fmt_any(m.get("share_within_qt"), lambda v: f"{v * 100:.1f}%"),
+                _fmt_any(m.get("share_within_1_2qt"), lambda v: f"{v * 100:.1f}%"),
+                f"{_fmt_any(m.get('rtt_mean_ms'), lambda v: f'{v:.1f}')} ± {_fmt_any(m.get('rtt_sd_ms'), lambda v: f'{v:.1f}')}",
+                _fmt_any(m.get("throughput_mbps"), lambda v: f"{v:.2f}"),
+            ]
+        rows.append(cells)
+    qt = {
+        t: next((s["by_type"][t].get("qt_ms") for s in summaries.values() if t in s.get("by_type", {})), None)
+        for t in types
+    }
+    note = (
+        "Per application type (means over runs): packets with RTT ≤ QT and ≤ 1.2·QT, RTT mean ± sd, throughput; QT "
+        + ", ".join(f"{t} {_fmt_any(q, lambda v: f'{v:g} ms')}" for t, q in qt.items())
+    )
+    return [*_aligned(rows, len(columns)), "", note]
 
 
 def metric_cell(summary: Mapping[str, Any], key: str) -> tuple[str, str]:
