@@ -33,17 +33,17 @@ pub enum Variant {
     /// The source's main, bandwidth-aware weights, with β as the exponent of the rate
     /// ratio: w(c_k) = l(c_k) · Σ_{f∈c_k} (BR(f) / min_h BR(h))^β.
     BandwidthAware,
-    /// Ours (issue 18 "Beyond the source"): every class first keeps the smaller of its
-    /// bandwidth-aware rate and its demand; the capacity bandwidth-aware gave beyond
-    /// demands covers the other classes' unmet demand, most urgent first; what is still
-    /// left is shared by the bandwidth-aware weights.
+    /// Ours (issue 18 "Beyond the source"): every flow is first guaranteed its max-min
+    /// fair share of the measured demands (water-filling on 1.1 · BR(f)); a class's rate
+    /// is the sum over its flows; what is left when every demand fits is shared by the
+    /// bandwidth-aware weights. Meant with CoDel in the classes (`queue.class_codel`).
     DemandFirst,
 }
 
-/// Demand of a class in [`Variant::DemandFirst`]: this many times the measured rate of
-/// its flows. A flow held at its class's rate measures at that rate, so without headroom
-/// a class could never be seen to need more than it gets; 10 % lets it grow by a tenth
-/// per period until its real demand is met.
+/// Demand of a flow in [`Variant::DemandFirst`]: this many times its measured rate. A
+/// flow held at its guarantee measures at that rate, so without headroom it could never
+/// be seen to need more than it gets; 10 % lets its guarantee grow by a tenth per period
+/// until its real demand is met.
 pub const DEMAND_HEADROOM: f64 = 1.1;
 
 /// Rates below this (bit/s) count as this in the bandwidth ratios: a flow that sent
