@@ -21,7 +21,7 @@ from thinwan.substrates.sim import simulate
 ROOT = Path(__file__).resolve().parent.parent
 QDS = ROOT / "scenarios" / "qds"
 SCENARIOS = ("base", "c20-2-14", "c10-2-2", "c20-4-4", "c30-6-6", "changing-mix")
-SWEEPS = ("table1", "params", "capacity")
+SWEEPS = ("table1", "params", "capacity", "variant")
 
 
 # ----- configuration ------------------------------------------------------------------
@@ -69,7 +69,7 @@ def test_the_scenarios_load_with_their_mixes() -> None:
     from thinwan.config.sweepfile import load_sweep
 
     points = {stem: len(load_sweep(QDS / f"{stem}.toml").points) for stem in SWEEPS}
-    assert points == {"table1": 6, "params": 54, "capacity": 9}
+    assert points == {"table1": 8, "params": 54, "capacity": 12, "variant": 8}
 
 
 # ----- per-type metrics, by hand ------------------------------------------------------

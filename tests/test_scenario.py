@@ -59,6 +59,7 @@ DOCUMENTED_DEFAULTS = {
         "class_ceil_shares": (),
         "class_interactive": -1,
         "class_flows": (),
+        "class_codel": False,
     },
     "tcp": {
         "recovery": "newreno",
@@ -385,6 +386,7 @@ ADDED_AFTER_OGAWA2011 = {
         "class_ceil_shares",
         "class_interactive",
         "class_flows",
+        "class_codel",
     },
 }
 

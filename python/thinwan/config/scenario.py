@@ -169,6 +169,8 @@ class QueueSection(_Section):
     class_flows: tuple[Annotated[tuple[Annotated[int, Field(ge=0, le=U64_MAX)], ...], Field(strict=False)], ...] = (
         Field((), strict=False)
     )
+    # Class schedulers: CoDel (fq_codel_target_ms / _interval_ms) on every flow queue.
+    class_codel: bool = False
 
     @field_validator("limit_packets")
     @classmethod

@@ -25,7 +25,15 @@
 //! the default class, the last). Inside a class, flows take turns by deficit round
 //! robin with `quantum` bytes. The buffer ([`Limits`]) is shared: an arrival that does
 //! not fit is dropped (tail drop).
+//!
+//! Optionally ([`Classes::with_codel`], `queue.class_codel`), each flow queue of a class
+//! runs CoDel (RFC 8289) as FQ-CoDel does for its flow queues (RFC 8290 §4.2): a greedy
+//! flow's standing queue is dropped down to `target` at the head, so it neither holds
+//! the shared buffer full (tail drops for everyone else) nor builds a delay of its own.
+//! A flow queue's CoDel state lives while it has packets (a flow that empties its queue
+//! starts afresh, where RFC 8290 keeps the state of the hashed queue).
 
+use super::codel::{Codel, CodelParams, Stamped};
 use super::{DropReason, Dropped, Limits, QueueDisc, QueueItem, QueueStats};
 use crate::time::{Duration, Instant};
 use std::collections::{BTreeMap, VecDeque};
@@ -73,6 +81,10 @@ pub struct Classes<P> {
     interactive_class: Option<usize>,
     /// Next class to visit in the green and in the yellow round.
     cursor: [usize; 2],
+    /// CoDel on every flow queue, if on.
+    codel: Option<CodelParams>,
+    /// CoDel's head drops of the last dequeues, until [`QueueDisc::take_drops`].
+    dropped: Vec<P>,
     bytes: u64,
     packets: usize,
     stats: QueueStats,
@@ -97,8 +109,10 @@ struct Class<P> {
 
 #[derive(Debug)]
 struct FlowQueue<P> {
-    packets: VecDeque<P>,
+    packets: VecDeque<Stamped<P>>,
+    bytes: u64,
     deficit: i64,
+    codel: Codel,
 }
 
 /// A class's colour (module documentation).
@@ -120,6 +134,8 @@ impl<P: QueueItem> Classes<P> {
             filter: BTreeMap::new(),
             interactive_class: None,
             cursor: [0, 0],
+            codel: None,
+            dropped: Vec::new(),
             bytes: 0,
             packets: 0,
             stats: QueueStats::default(),
@@ -136,6 +152,12 @@ impl<P: QueueItem> Classes<P> {
     /// assigned elsewhere to `class` (the static configuration's `interactive` class).
     pub fn with_interactive_class(mut self, class: Option<usize>) -> Self {
         self.interactive_class = class.filter(|&c| c < self.classes.len());
+        self
+    }
+
+    /// Run CoDel with `params` on every flow queue of every class (None: tail drop only).
+    pub fn with_codel(mut self, params: Option<CodelParams>) -> Self {
+        self.codel = params;
         self
     }
 
@@ -176,15 +198,16 @@ impl<P: QueueItem> Classes<P> {
     }
 
     /// One packet of the first class of `colour` in DRR order, if any.
-    fn serve(&mut self, colour: Colour) -> Option<P> {
+    fn serve(&mut self, now: Instant, colour: Colour) -> Option<P> {
         let n = self.classes.len();
         let k = colour as usize;
-        if !self.classes.iter().any(|c| c.may_send(colour)) {
-            return None;
-        }
-        // Some class is eligible: each visit either sends or adds a quantum, so the
-        // loop ends within (largest packet / least quantum + 1) rounds.
+        // While some class is eligible, each visit either sends, adds a quantum or (with
+        // CoDel) drops packets, so the loop ends within (largest packet / least quantum
+        // + 1) rounds plus one visit per queued packet.
         loop {
+            if !self.classes.iter().any(|c| c.may_send(colour)) {
+                return None;
+            }
             let i = self.cursor[k];
             let c = &mut self.classes[i];
             if !c.may_send(colour) {
@@ -197,7 +220,15 @@ impl<P: QueueItem> Classes<P> {
                 self.cursor[k] = (i + 1) % n;
                 continue;
             }
-            let p = c.pop(self.quantum);
+            let before = self.dropped.len();
+            let popped = c.pop(self.quantum, now, self.codel.as_ref(), &mut self.dropped);
+            for d in &self.dropped[before..] {
+                self.bytes -= d.wire_len() as u64;
+                self.packets -= 1;
+                self.stats.count_drop(DropReason::Codel);
+            }
+            // CoDel dropped every packet of the class it looked at: visit again.
+            let Some(p) = popped else { continue };
             let bits = p.wire_len() as i128 * NANOBITS_PER_BYTE;
             c.deficit[k] -= p.wire_len() as i64;
             c.ctokens -= bits;
@@ -258,12 +289,20 @@ impl<P> Class<P> {
         }
     }
 
-    /// The next packet of this class: DRR among its flows with `quantum` bytes.
-    fn pop(&mut self, quantum: u32) -> P
+    /// The next packet of this class: DRR among its flows with `quantum` bytes; with
+    /// `codel`, CoDel at the head of the chosen flow's queue (its drops are appended to
+    /// `dropped`). None when CoDel dropped every packet of the class.
+    fn pop(
+        &mut self,
+        quantum: u32,
+        now: Instant,
+        codel: Option<&CodelParams>,
+        dropped: &mut Vec<P>,
+    ) -> Option<P>
     where
         P: QueueItem,
     {
-        loop {
+        while self.packets > 0 {
             // The class has packets, so some flow is active (every queued packet's flow
             // is in `active`).
             let flow = *self.active.front().expect("a class with packets has an active flow");
@@ -273,26 +312,39 @@ impl<P> Class<P> {
                 self.active.rotate_left(1);
                 continue;
             }
-            let p = f.packets.pop_front().expect("an active flow has packets");
-            f.deficit -= p.wire_len() as i64;
+            let before = dropped.len();
+            let p = match codel {
+                Some(params) => f.codel.dequeue(params, now, &mut f.packets, &mut f.bytes, dropped),
+                None => f.packets.pop_front().map(|s| {
+                    f.bytes -= s.packet.wire_len() as u64;
+                    s.packet
+                }),
+            };
+            self.packets -= dropped.len() - before + p.is_some() as usize;
+            if let Some(p) = &p {
+                f.deficit -= p.wire_len() as i64;
+            }
             if f.packets.is_empty() {
                 self.flows.remove(&flow);
                 self.active.pop_front();
             }
-            self.packets -= 1;
-            return p;
+            if p.is_some() {
+                return p;
+            }
         }
+        None
     }
 
-    fn push(&mut self, p: P, quantum: u32)
+    fn push(&mut self, p: Stamped<P>, quantum: u32)
     where
         P: QueueItem,
     {
-        let flow = p.flow();
+        let flow = p.packet.flow();
         let f = self.flows.entry(flow).or_insert_with(|| {
             self.active.push_back(flow);
-            FlowQueue { packets: VecDeque::new(), deficit: quantum as i64 }
+            FlowQueue { packets: VecDeque::new(), bytes: 0, deficit: quantum as i64, codel: Codel::default() }
         });
+        f.bytes += p.packet.wire_len() as u64;
         f.packets.push_back(p);
         self.packets += 1;
     }
@@ -305,7 +357,7 @@ fn burst(bps: u64) -> i128 {
 }
 
 impl<P: QueueItem> QueueDisc<P> for Classes<P> {
-    fn enqueue(&mut self, _now: Instant, packet: P, drops: &mut Vec<Dropped<P>>) {
+    fn enqueue(&mut self, now: Instant, packet: P, drops: &mut Vec<Dropped<P>>) {
         let len = packet.wire_len();
         if !self.limits.fits(self.bytes, self.packets, len) {
             self.stats.count_drop(DropReason::Overflow);
@@ -313,7 +365,7 @@ impl<P: QueueItem> QueueDisc<P> for Classes<P> {
             return;
         }
         let c = self.class_of(&packet);
-        self.classes[c].push(packet, self.quantum);
+        self.classes[c].push(Stamped { packet, enqueued: now }, self.quantum);
         self.bytes += len as u64;
         self.packets += 1;
         self.stats.enqueued += 1;
@@ -325,7 +377,7 @@ impl<P: QueueItem> QueueDisc<P> for Classes<P> {
             return None;
         }
         self.refill(now);
-        let p = self.serve(Colour::Green).or_else(|| self.serve(Colour::Yellow))?;
+        let p = self.serve(now, Colour::Green).or_else(|| self.serve(now, Colour::Yellow))?;
         self.bytes -= p.wire_len() as u64;
         self.packets -= 1;
         self.stats.dequeued += 1;
@@ -340,6 +392,9 @@ impl<P: QueueItem> QueueDisc<P> for Classes<P> {
     }
     fn stats(&self) -> &QueueStats {
         &self.stats
+    }
+    fn take_drops(&mut self, drops: &mut Vec<Dropped<P>>) {
+        drops.extend(self.dropped.drain(..).map(|packet| Dropped { packet, reason: DropReason::Codel }));
     }
 
     /// The first time a backlogged class turns green or yellow: its rate or ceil bucket

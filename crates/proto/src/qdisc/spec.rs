@@ -88,6 +88,9 @@ pub struct QueueKeys {
     /// Flows (the simulator's connection numbers) filtered into each class: entry i
     /// lists class i's flows; may be shorter than the class list.
     pub class_flows: Vec<Vec<u64>>,
+    /// Class schedulers: CoDel (RFC 8289, with `fq_codel_target_ms` and
+    /// `fq_codel_interval_ms`) on every flow queue of every class; false = tail drop only.
+    pub class_codel: bool,
 }
 
 // Parallel arrays rather than an array of tables: a scenario dumps every key as a
@@ -112,6 +115,7 @@ impl Default for QueueKeys {
             class_ceil_shares: Vec::new(),
             class_interactive: -1,
             class_flows: Vec::new(),
+            class_codel: false,
         }
     }
 }
@@ -159,6 +163,8 @@ pub enum QueueSpec {
         quantum: u32,
         /// The classes (at least one).
         classes: Vec<StaticClass>,
+        /// CoDel on every flow queue (`class_codel`), or None.
+        codel: Option<CodelParams>,
     },
     /// The class scheduler a QDS controller drives: `classes` equal classes.
     Qds {
@@ -168,6 +174,8 @@ pub enum QueueSpec {
         quantum: u32,
         /// Number of classes.
         classes: usize,
+        /// CoDel on every flow queue (`class_codel`), or None.
+        codel: Option<CodelParams>,
     },
 }
 
@@ -180,14 +188,16 @@ impl QueueSpec {
             QueueSpec::DropTail { limits } => Box::new(DropTail::new(*limits)),
             QueueSpec::Priority { limits, classifier } => Box::new(Priority::new(*limits, *classifier)),
             QueueSpec::FqCodel { limits, params } => Box::new(FqCodel::new(*params, *limits)),
-            QueueSpec::Classes { limits, quantum, classes } => {
+            QueueSpec::Classes { limits, quantum, classes, codel } => {
                 let share = |s: f64| (s * link_rate_bps as f64).round() as u64;
                 let rates: Vec<_> = classes
                     .iter()
                     .map(|c| ClassRate { rate_bps: share(c.rate_share), ceil_bps: share(c.ceil_share) })
                     .collect();
                 let interactive = classes.iter().position(|c| c.interactive);
-                let mut q = Classes::new(&rates, *quantum, *limits).with_interactive_class(interactive);
+                let mut q = Classes::new(&rates, *quantum, *limits)
+                    .with_interactive_class(interactive)
+                    .with_codel(*codel);
                 for (i, c) in classes.iter().enumerate() {
                     for &flow in &c.flows {
                         q.assign(flow, i);
@@ -195,9 +205,9 @@ impl QueueSpec {
                 }
                 Box::new(q)
             }
-            QueueSpec::Qds { limits, quantum, classes } => {
+            QueueSpec::Qds { limits, quantum, classes, codel } => {
                 let rates = vec![qds_initial_rate(link_rate_bps, *classes); *classes];
-                Box::new(Classes::new(&rates, *quantum, *limits))
+                Box::new(Classes::new(&rates, *quantum, *limits).with_codel(*codel))
             }
         }
     }
@@ -250,6 +260,7 @@ impl TryFrom<&QueueKeys> for QueueSpec {
         }
         let classes = static_classes(k)?;
         let quantum = k.class_quantum_bytes;
+        let codel = k.class_codel.then_some(params.codel);
         Ok(match k.discipline {
             DisciplineName::Droptail => QueueSpec::DropTail { limits },
             DisciplineName::Priority => QueueSpec::Priority { limits, classifier },
@@ -257,8 +268,8 @@ impl TryFrom<&QueueKeys> for QueueSpec {
             DisciplineName::Classes if classes.is_empty() => {
                 return Err("class_rate_shares: discipline \"classes\" needs at least one class".into())
             }
-            DisciplineName::Classes => QueueSpec::Classes { limits, quantum, classes },
-            DisciplineName::Qds => QueueSpec::Qds { limits, quantum, classes: QDS_DEFAULT_CLASSES },
+            DisciplineName::Classes => QueueSpec::Classes { limits, quantum, classes, codel },
+            DisciplineName::Qds => QueueSpec::Qds { limits, quantum, classes: QDS_DEFAULT_CLASSES, codel },
         })
     }
 }

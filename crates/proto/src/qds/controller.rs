@@ -33,17 +33,17 @@ pub enum Variant {
     /// The source's main, bandwidth-aware weights, with β as the exponent of the rate
     /// ratio: w(c_k) = l(c_k) · Σ_{f∈c_k} (BR(f) / min_h BR(h))^β.
     BandwidthAware,
-    /// Ours (issue 18 "Beyond the source"): every class first keeps the smaller of its
-    /// bandwidth-aware rate and its demand; the capacity bandwidth-aware gave beyond
-    /// demands covers the other classes' unmet demand, most urgent first; what is still
-    /// left is shared by the bandwidth-aware weights.
+    /// Ours (issue 18 "Beyond the source"): every flow is first guaranteed its max-min
+    /// fair share of the measured demands (water-filling on 1.1 · BR(f)); a class's rate
+    /// is the sum over its flows; what is left when every demand fits is shared by the
+    /// bandwidth-aware weights. Meant with CoDel in the classes (`queue.class_codel`).
     DemandFirst,
 }
 
-/// Demand of a class in [`Variant::DemandFirst`]: this many times the measured rate of
-/// its flows. A flow held at its class's rate measures at that rate, so without headroom
-/// a class could never be seen to need more than it gets; 10 % lets it grow by a tenth
-/// per period until its real demand is met.
+/// Demand of a flow in [`Variant::DemandFirst`]: this many times its measured rate. A
+/// flow held at its guarantee measures at that rate, so without headroom it could never
+/// be seen to need more than it gets; 10 % lets its guarantee grow by a tenth per period
+/// until its real demand is met.
 pub const DEMAND_HEADROOM: f64 = 1.1;
 
 /// Rates below this (bit/s) count as this in the bandwidth ratios: a flow that sent
@@ -268,18 +268,12 @@ fn normalise<K>(mut w: Vec<f64>, class_of: &[(K, usize)]) -> Vec<f64> {
     w
 }
 
-/// [`Variant::DemandFirst`]: from the bandwidth-aware rates b_k and the demands
-/// d_k = [`DEMAND_HEADROOM`] · Σ_{f∈c_k} BR(f):
-///
-/// 1. each class keeps r_k = min(b_k, d_k) — never less than QDS would give it, up to
-///    what it can use;
-/// 2. the pool P = Σ_k (b_k − r_k) (what QDS gave beyond demands) covers the unmet
-///    demands d_k − r_k in order of urgency, c_1 first;
-/// 3. what is left of P is shared by the bandwidth-aware weights.
-///
-/// So with Σ d_k ≤ capacity every class gets its demand, and under overload the most
-/// urgent classes are served first out of capacity that QDS handed to classes that could
-/// not use it. Returned as shares of the capacity.
+/// [`Variant::DemandFirst`]: every flow f is first guaranteed its max-min fair share
+/// of the capacity on the demands d_f = [`DEMAND_HEADROOM`] · BR(f) (water-filling:
+/// a_f = min(d_f, λ) with λ the level at which Σ_f a_f = capacity, or a_f = d_f when
+/// every demand fits); a class's guarantee is Σ_{f∈c_k} a_f. What is left when every
+/// demand fits is shared by the bandwidth-aware weights. Returned as shares of the
+/// capacity.
 fn demand_first<K>(
     cfg: &QdsConfig,
     flows: &[FlowInput<K>],
@@ -291,21 +285,31 @@ fn demand_first<K>(
     if cap <= 0.0 || flows.is_empty() {
         return share;
     }
-    let mut demand = vec![0.0; share.len()];
-    for (f, (_, c)) in flows.iter().zip(class_of) {
-        demand[*c] += DEMAND_HEADROOM * f.rate_bps.max(RATE_FLOOR_BPS);
+    let demand: Vec<f64> = flows.iter().map(|f| DEMAND_HEADROOM * f.rate_bps.max(RATE_FLOOR_BPS)).collect();
+    let level = fair_level(&demand, cap);
+    let mut rate = vec![0.0; share.len()];
+    for (d, (_, c)) in demand.iter().zip(class_of) {
+        rate[*c] += d.min(level);
     }
-    let mut rate: Vec<f64> = share.iter().zip(&demand).map(|(s, d)| (s * cap).min(*d)).collect();
-    let mut pool = cap - rate.iter().sum::<f64>();
-    for (r, d) in rate.iter_mut().zip(&demand) {
-        let give = (d - *r).min(pool).max(0.0);
-        *r += give;
-        pool -= give;
-    }
-    if pool > 0.0 {
-        rate.iter_mut().zip(&share).for_each(|(r, s)| *r += s * pool);
-    }
+    let pool = (cap - rate.iter().sum::<f64>()).max(0.0);
+    rate.iter_mut().zip(&share).for_each(|(r, s)| *r += s * pool);
     rate.iter().map(|r| r / cap).collect()
+}
+
+/// The water level λ of a max-min fair split of `cap` over `demands`: Σ min(d, λ) = cap,
+/// or +∞ when Σ d ≤ cap (every demand fits).
+fn fair_level(demands: &[f64], cap: f64) -> f64 {
+    let mut d = demands.to_vec();
+    d.sort_by(f64::total_cmp);
+    let mut left = cap;
+    for (i, x) in d.iter().enumerate() {
+        let even = left / (d.len() - i) as f64;
+        if *x > even {
+            return even;
+        }
+        left -= x;
+    }
+    f64::INFINITY
 }
 
 #[cfg(test)]

@@ -221,3 +221,57 @@ proptest! {
         prop_assert_eq!(offered, out + drops.len() as u64 + q.backlog_packets() as u64);
     }
 }
+
+/// One class, a standing queue of flow 1 (200 × 1500 B at t = 0: 240 ms at 10 Mbit/s)
+/// and a sparse flow 2 (one packet every 10 ms), drained at the link rate for 300 ms.
+/// Returns (CoDel drops of each flow, the scheduler's counters, packets sent).
+fn standing_queue(codel: Option<CodelParams>) -> (BTreeMap<u64, usize>, QueueStats, usize, usize) {
+    let mut q = Classes::new(&[rate(10.0, 10.0)], 1514, NO_LIMIT).with_codel(codel);
+    let mut drops = Vec::new();
+    for id in 0..200 {
+        q.enqueue(Instant::ZERO, F(id, 1500, 1), &mut drops);
+    }
+    let (mut t, end) = (Instant::ZERO, Instant::from_nanos(300_000_000));
+    let (mut next_sparse, mut sent, mut id) = (Instant::ZERO, 0, 1000);
+    while t < end {
+        if t >= next_sparse {
+            q.enqueue(t, F(id, 100, 2), &mut drops);
+            id += 1;
+            next_sparse += Duration::from_millis(10);
+        }
+        match q.dequeue(t) {
+            Some(p) => {
+                sent += 1;
+                t += Duration::transmission(p.1 as u64, LINK);
+            }
+            None => {
+                t = q.next_ready(t).unwrap_or(next_sparse).min(next_sparse).max(t + Duration::from_micros(1))
+            }
+        }
+        q.take_drops(&mut drops);
+    }
+    let mut by_flow = BTreeMap::new();
+    for d in &drops {
+        assert_eq!(d.reason, DropReason::Codel, "only CoDel drops here (no buffer limit)");
+        *by_flow.entry(d.packet.2).or_default() += 1;
+    }
+    (by_flow, q.stats().clone(), sent, q.backlog_packets())
+}
+
+#[test]
+fn codel_in_a_class_drops_at_the_head_of_the_standing_queue_only() {
+    // RFC 8289 §4.3: the head's sojourn exceeds target (5 ms) from the start; after one
+    // interval (100 ms) CoDel starts dropping flow 1's head. Flow 2's queue holds at
+    // most one small packet (sojourn < target, and ≤ one MTU, §5.4): never dropped.
+    let (dropped, stats, sent, backlog) = standing_queue(Some(CodelParams::default()));
+    let d1 = dropped.get(&1).copied().unwrap_or(0);
+    assert!(d1 > 0, "the standing queue is dropped from");
+    assert_eq!(dropped.get(&2), None, "the sparse flow is never dropped: {dropped:?}");
+    assert_eq!(stats.drops_codel, d1 as u64);
+    assert_eq!(stats.dequeued as usize, sent);
+    // Conservation: every packet accepted was sent, dropped or is still queued.
+    assert_eq!(stats.enqueued as usize, sent + d1 + backlog);
+    // Without CoDel the same run drops nothing.
+    let (dropped, stats, _, _) = standing_queue(None);
+    assert!(dropped.is_empty() && stats.drops_codel == 0);
+}

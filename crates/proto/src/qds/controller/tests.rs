@@ -146,38 +146,39 @@ fn alpha_changes_the_weights() {
 }
 
 #[test]
-fn demand_first_gives_urgent_classes_their_demand_out_of_what_qds_gave_beyond_others_needs() {
-    // c = 20 Mbit/s; 2 video at 5 Mbit/s, RTT 45 → DB 5 → c_1 (l 1.8); 14 data at
-    // 1 Mbit/s, RTT 30 → DB 70 → c_7 (l 0.6): 20 % overload.
-    // Bandwidth-aware: w = 2·5·1.8 = 18 and 14·1·0.6 = 8.4 → video 18/26.4·20 = 13.636,
-    // data 6.364 Mbit/s. Demands (×1.1): video 11.0, data 15.4.
-    // Demand-first: video keeps min(13.636, 11.0) = 11.0, data min(6.364, 15.4); the pool
-    // 20 − 17.364 = 2.636 goes to data (short 9.036) → data 9.0 Mbit/s. Nothing left.
-    let mut flows = vec![flow(0, AppType::Video, 45, 5.0), flow(1, AppType::Video, 45, 5.0)];
-    flows.extend((2..16).map(|k| flow(k, AppType::Data, 30, 1.0)));
+fn demand_first_guarantees_each_flow_its_max_min_fair_share_of_the_demands() {
+    // c = 20 Mbit/s; 3 video measured at 5 Mbit/s, RTT 45 → DB 5 → c_1; 9 data at
+    // 1 Mbit/s, RTT 30 → DB 70 → c_7: the [3:9] mix, 20 % overload.
+    // Demands (×1.1): video 5.5 each, data 1.1 each. Water-filling: 20/12 = 1.667 > 1.1,
+    // so every data flow gets its 1.1 (9.9 in all); the 10.1 left over 3 video flows is
+    // 3.367 each < 5.5, so λ = 3.367 and video's class gets 10.1.
+    // (Bandwidth-aware: w = 3·5·1.8 = 27 vs 9·1·0.6 = 5.4 → data 3.33 Mbit/s.)
+    let mut flows: Vec<_> = (0..3).map(|k| flow(k, AppType::Video, 45, 5.0)).collect();
+    flows.extend((3..12).map(|k| flow(k, AppType::Data, 30, 1.0)));
     let qds = plan(&with(Variant::BandwidthAware), &flows, 20_000_000);
-    assert!(close(qds.weights[0], 18.0 / 26.4));
+    assert_rates(&qds, &[(0, 20.0 * 27.0 / 32.4), (6, 20.0 * 5.4 / 32.4)], 20_000_000);
     let df = plan(&with(Variant::DemandFirst), &flows, 20_000_000);
-    assert!(close(df.weights[0], 0.55) && close(df.weights[6], 0.45), "{:?}", df.weights);
     assert_eq!(df.class_of, qds.class_of);
-    assert_rates(&df, &[(0, 11.0), (6, 9.0)], 20_000_000);
+    assert_rates(&df, &[(0, 10.1), (6, 9.9)], 20_000_000);
 }
 
 #[test]
 fn demand_first_under_light_load_covers_every_demand_and_shares_the_rest() {
     // c = 10; video 5 Mbit/s in c_1 (l 1.8), data 1 Mbit/s in c_7 (l 0.6).
-    // Bandwidth-aware: 9 vs 0.6 → video 9.375, data 0.625 (below its 1 Mbit/s).
-    // Demand-first: keep 5.5 and 0.625; pool 3.875 covers data's 0.475 → 1.1; the last
-    // 3.4 by the shares 0.9375 / 0.0625: video 5.5 + 3.1875 = 8.6875, data 1.1 + 0.2125.
+    // Demands 5.5 and 1.1 fit (6.6 ≤ 10): each class gets its demand, and the 3.4 left
+    // goes by the bandwidth-aware shares 9/9.6 and 0.6/9.6: video 5.5 + 3.1875 = 8.6875,
+    // data 1.1 + 0.2125 = 1.3125.
     let flows = [flow(1, AppType::Video, 45, 5.0), flow(2, AppType::Data, 30, 1.0)];
     let df = plan(&with(Variant::DemandFirst), &flows, 10_000_000);
     assert_rates(&df, &[(0, 8.6875), (6, 1.3125)], 10_000_000);
 }
 
 #[test]
-fn demand_first_never_gives_a_class_less_than_qds_up_to_its_demand() {
-    // The guarantee over many random mixes: r_k ≥ min(b_k, d_k); all demands met when
-    // they fit; the rates fill the capacity.
+fn demand_first_gives_every_flow_at_least_its_fair_share_of_its_demand() {
+    // The guarantee over many random mixes: with λ the max-min level, class k gets at
+    // least Σ_{f∈c_k} min(d_f, λ) ≥ Σ_{f∈c_k} min(d_f, capacity / n) — no flow is held
+    // below an equal share of the link unless it asks for less; every demand is met
+    // when they fit; the rates fill the capacity.
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(18);
     for _ in 0..500 {
         let n = rng.gen_range(1..30);
@@ -189,27 +190,34 @@ fn demand_first_never_gives_a_class_less_than_qds_up_to_its_demand() {
             .collect();
         let cap = rng.gen_range(1..40) * 1_000_000u64;
         let cfg = with(Variant::DemandFirst);
-        let df = plan(&cfg, &flows, cap).weights;
-        let qds = plan(&with(Variant::BandwidthAware), &flows, cap).weights;
+        let p = plan(&cfg, &flows, cap);
+        let equal = 1.0 / n as f64;
+        let mut floor = vec![0.0; cfg.classes()];
         let mut demand = vec![0.0; cfg.classes()];
-        for (f, (_, c)) in flows.iter().zip(&plan(&cfg, &flows, cap).class_of) {
-            demand[*c] += DEMAND_HEADROOM * f.rate_bps.max(RATE_FLOOR_BPS) / cap as f64;
+        for (f, (_, c)) in flows.iter().zip(&p.class_of) {
+            let d = DEMAND_HEADROOM * f.rate_bps.max(RATE_FLOOR_BPS) / cap as f64;
+            floor[*c] += d.min(equal);
+            demand[*c] += d;
         }
-        assert!(close(df.iter().sum(), 1.0), "{df:?}");
+        assert!(close(p.weights.iter().sum(), 1.0), "{:?}", p.weights);
         let fits = demand.iter().sum::<f64>() <= 1.0;
         for k in 0..cfg.classes() {
-            assert!(
-                df[k] >= qds[k].min(demand[k]) - 1e-9,
-                "class {k}: {} < min({}, {})",
-                df[k],
-                qds[k],
-                demand[k]
-            );
+            assert!(p.weights[k] >= floor[k] - 1e-9, "class {k}: {} < fair floor {}", p.weights[k], floor[k]);
             if fits {
-                assert!(df[k] >= demand[k] - 1e-9, "class {k}: demand {} not met ({})", demand[k], df[k]);
+                assert!(p.weights[k] >= demand[k] - 1e-9, "class {k}: demand {} not met", demand[k]);
             }
         }
     }
+}
+
+#[test]
+fn the_fair_level_is_water_filling() {
+    // 10 over demands 1, 2, 8, 9: 1 and 2 fit; 7 left for two → λ = 3.5.
+    assert!(close(fair_level(&[8.0, 1.0, 9.0, 2.0], 10.0), 3.5));
+    // Everything fits: no level.
+    assert_eq!(fair_level(&[1.0, 2.0], 10.0), f64::INFINITY);
+    // Equal demands above the equal share: λ = cap / n.
+    assert!(close(fair_level(&[5.0, 5.0, 5.0, 5.0], 10.0), 2.5));
 }
 
 #[test]
