@@ -84,15 +84,16 @@ fn the_monitors_rtt_is_the_exact_one_within_a_millisecond_at_the_median() {
         let abs = {
             let mut a: Vec<f64> = pairs.iter().map(|(m, e)| (m - e).abs()).collect();
             a.sort_by(|x, y| x.partial_cmp(y).unwrap());
-            [a[a.len() / 2], a[a.len() * 9 / 10]]
+            [a[a.len() / 2], a[a.len() * 9 / 10], a[a.len() * 99 / 100]]
         };
         let est = median(pairs.iter().map(|x| x.0).collect());
         let exact = median(pairs.iter().map(|x| x.1).collect());
         eprintln!(
-            "{what}: median(monitor − exact) = {:.3} ms, |·| p50 {:.3} p90 {:.3} ms; medians {:.2} vs {:.2} ms; {} pairs, {retx} retransmitted rows",
+            "{what}: median(monitor − exact) = {:.3} ms, |·| p50 {:.3} p90 {:.3} p99 {:.3} ms; medians {:.2} vs {:.2} ms; {} pairs, {retx} retransmitted rows",
             diff * 1e3,
             abs[0] * 1e3,
             abs[1] * 1e3,
+            abs[2] * 1e3,
             est * 1e3,
             exact * 1e3,
             pairs.len()
@@ -101,6 +102,11 @@ fn the_monitors_rtt_is_the_exact_one_within_a_millisecond_at_the_median() {
         assert!(diff.abs() < 1e-3, "{what}: paired median difference {diff}");
         assert!((-0.5e-3..0.0).contains(&diff), "{what}: the server half is missing: {diff}");
         assert!(abs[0] < 1e-3, "{what}: half the estimates within 1 ms of the exact RTTs: {}", abs[0]);
+        // The tail: segments sent once but held behind a repaired loss are timed to the
+        // ACK that covers them, as the exact RTT is (Karn's rule discards only the
+        // retransmitted segment's own sample). Measured p90 17.6 ms clean, 20.2 ms lossy;
+        // discarding every pending sample above a retransmission gave 111.5 and 222.1 ms.
+        assert!(abs[1] < 25e-3, "{what}: 90 % of the estimates within 25 ms of the exact RTTs: {}", abs[1]);
     }
 }
 
