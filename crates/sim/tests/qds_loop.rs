@@ -173,7 +173,13 @@ fn the_loop_records_every_period_and_sets_the_whole_link() {
     assert!(right as f64 > 0.8 * f.app.len() as f64, "{right} of {}", f.app.len());
     set(&mut m, "qds.model", json!({"features": ["size"], "classes": []}));
     let err = thinwan_sim::simulate(&m.to_string(), 0).unwrap_err();
-    assert!(err.contains("qds.model_file: the model was trained on features"), "{err}");
+    assert!(err.contains("qds.model: the model was trained on features"), "{err}");
+    // A model file the Python layer did not inline is refused (the simulator reads no file).
+    let mut f = v.clone();
+    set(&mut f, "qds.classifier", json!("model"));
+    set(&mut f, "qds.model_file", json!("m.json"));
+    let err = thinwan_sim::simulate(&f.to_string(), 0).unwrap_err();
+    assert!(err.contains("qds.model_file: m.json: the simulator takes the model inline"), "{err}");
 }
 
 #[test]
