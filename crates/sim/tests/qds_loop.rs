@@ -87,6 +87,9 @@ fn the_monitors_rtt_is_the_exact_one_within_a_millisecond_at_the_median() {
             [a[a.len() / 2], a[a.len() * 9 / 10], a[a.len() * 99 / 100]]
         };
         let est = median(pairs.iter().map(|x| x.0).collect());
+        let above = pairs.iter().filter(|(m, e)| m - e > 0.1).count();
+        let below = pairs.iter().filter(|(m, e)| e - m > 0.1).count();
+        eprintln!("{what}: monitor > exact + 100 ms: {above}; < exact − 100 ms: {below}");
         let exact = median(pairs.iter().map(|x| x.1).collect());
         eprintln!(
             "{what}: median(monitor − exact) = {:.3} ms, |·| p50 {:.3} p90 {:.3} p99 {:.3} ms; medians {:.2} vs {:.2} ms; {} pairs, {retx} retransmitted rows",
