@@ -201,6 +201,19 @@ def test_the_qt_defaults_are_the_controllers() -> None:
     assert QdsSection().qt_ms() == _native.qds_default_qt_ms()
 
 
+def test_the_qds_section_is_the_cores_keys() -> None:
+    from thinwan import _native
+    from thinwan.config.scenario import QdsSection
+
+    # One set of [qds] keys (thinwan_proto::qds::keys::QdsKeys, read by the simulator,
+    # thinwan-link and thinwan-qds): every scenario key is a core key with the same
+    # default; the core's others are the lab's oracle table (and the inline model, absent).
+    core = json.loads(_native.qds_default_keys())
+    section = QdsSection().model_dump()
+    assert {k: core.get(k) for k in section} == section
+    assert set(core) - set(section) == {"oracle", "oracle_default"}
+
+
 def test_a_qds_run_records_its_classes_and_the_classifier(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     f = tmp_path / "s.toml"
     f.write_text(f'inherits = "{QDS / "base.toml"}"\n[scenario]\nduration_s = 5.0\nruns = 1\n')
@@ -221,5 +234,5 @@ def test_a_bad_model_file_names_the_key(tmp_path: Path) -> None:
     bad = tmp_path / "m.json"
     bad.write_text('{"features": ["size"], "classes": []}')
     sc = short(QDS / "base.toml", **{"qds.model_file": str(bad)})
-    with pytest.raises(ValueError, match="qds.model_file: the model was trained on features"):
+    with pytest.raises(ValueError, match=r"qds.model_file: .*m\.json: the model was trained on features"):
         simulate(sc, 0)

@@ -3,13 +3,9 @@
 
 from __future__ import annotations
 
-import json
-import subprocess
-
 import pytest
 
 from thinwan.config.scenario import scenario_from_dict
-from thinwan.substrates.binaries import find_binary
 from thinwan.substrates.lab.linkspec import DirLink, LinkCheckError, LinkSpec, check_link_args, lab_spec
 
 
@@ -60,17 +56,3 @@ def test_qds_keys_reach_thinwan_link_and_bad_ones_are_named() -> None:
         check_link_args(LinkSpec(fwd=fwd, qds={**qds, "alpha": -1}), [])
     # Without the qds discipline the resolved config's qds object is dropped.
     assert check_link_args(LinkSpec(), []).qds is None
-
-
-def test_qds_section_keys_are_thinwan_links() -> None:
-    """Every ``[qds]`` key (``QdsSection``, from the simulator's branch) is a key of
-    thinwan-link's ``qds`` object with the same default (``--check`` prints them all)."""
-    from thinwan.config import scenario as sc
-
-    section = getattr(sc, "QdsSection", None)
-    if section is None:
-        pytest.skip("[qds] is not in this tree's scenario model yet (branch qds-sim)")
-    defaults = section().model_dump()
-    done = subprocess.run([str(find_binary("thinwan-link")), "--check"], capture_output=True, text=True, check=True)
-    link = json.loads(done.stdout)["qds"]
-    assert {k: link.get(k) for k in defaults} == defaults

@@ -121,7 +121,7 @@ impl LinkConfig {
                     .into(),
             ));
         }
-        self.qds.validate()?;
+        self.qds.validate().map_err(|e| ConfigError(e.to_string()))?;
         self.qds_setup().map(|_| ())
     }
 
@@ -130,7 +130,7 @@ impl LinkConfig {
         if self.fwd.queue.discipline != DisciplineName::Qds {
             return Ok(None);
         }
-        self.qds.setup().map(Some)
+        QdsSetup::from_keys(&self.qds).map(Some)
     }
 }
 

@@ -98,11 +98,12 @@ fn a_bad_config_file_is_blamed_with_its_key() {
 }
 
 #[test]
-fn queue_qds_shapes_the_downlink_only_and_needs_a_classifier() {
-    // The default classifier is the model, which no flag can name: blamed on --queue.
-    let (code, _, err) = check(&["--rate", "10mbit", "--queue", "qds"]);
-    assert_eq!(code, 2);
-    assert!(err.starts_with("thinwan-link: --queue: qds.model_file:"), "{err}");
+fn queue_qds_shapes_the_downlink_only_with_the_shipped_classifier_by_default() {
+    // The default classifier is the model; model_file = "" is the one thinwan ships.
+    let (code, out, err) = check(&["--rate", "10mbit", "--queue", "qds"]);
+    assert_eq!((code, err.as_str()), (0, ""));
+    let v: serde_json::Value = serde_json::from_str(&out).expect("JSON");
+    assert_eq!((v["qds"]["classifier"].as_str(), v["qds"]["model_file"].as_str()), (Some("model"), Some("")));
     let dir = std::env::temp_dir().join(format!("thinwan-link-check-qds-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("temp dir");
     let cfg = dir.join("link.json");
@@ -122,5 +123,10 @@ fn queue_qds_shapes_the_downlink_only_and_needs_a_classifier() {
     let (code, _, err) = check(&["--config", path, "--rate", "10mbit", "--queue", "qds"]);
     assert_eq!(code, 2);
     assert!(err.contains("--config:") && err.contains("qds.beta:"), "{err}");
+    // So is a model file that cannot be read.
+    std::fs::write(&cfg, r#"{"qds": {"model_file": "/nonexistent/m.json"}}"#).expect("write config");
+    let (code, _, err) = check(&["--config", path, "--rate", "10mbit", "--queue", "qds"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("qds.model_file: /nonexistent/m.json:"), "{err}");
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -58,6 +58,14 @@ fn qds_default_qt_ms() -> std::collections::BTreeMap<&'static str, f64> {
         .collect()
 }
 
+/// The core's `[qds]` keys with their defaults (`thinwan_proto::qds::keys::QdsKeys`) as
+/// JSON: the scenario's `[qds]` (Python `QdsSection`) must spell the same keys and defaults.
+#[pyfunction]
+fn qds_default_keys() -> PyResult<String> {
+    serde_json::to_string(&thinwan_proto::qds::keys::QdsKeys::default())
+        .map_err(|e| pyo3::exceptions::PyValueError::new_err(e.to_string()))
+}
+
 /// A dict of numpy columns from named `Vec` fields of a records table.
 macro_rules! table {
     ($py:expr, $t:expr, [$($col:ident),*]) => {{
@@ -247,6 +255,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(version, m)?)?;
     m.add_function(wrap_pyfunction!(mux_frame_payload_default, m)?)?;
     m.add_function(wrap_pyfunction!(qds_default_qt_ms, m)?)?;
+    m.add_function(wrap_pyfunction!(qds_default_keys, m)?)?;
     m.add_function(wrap_pyfunction!(analyze_capture, m)?)?;
     Ok(())
 }

@@ -7,7 +7,7 @@ use std::net::{Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
-pub use thinwan_net::qds::config::{ClassifierName, QdsKeys};
+pub use thinwan_proto::qds::keys::{ClassifierName, QdsKeys};
 
 /// The whole configuration file.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -37,9 +37,9 @@ pub struct Config {
     /// Who decides each flow's class and the class rates.
     pub controller: ControllerKind,
     /// `[qds]`: the control period (both controllers) and the QDS controller, monitor
-    /// and classifier — the scenario's `[qds]` keys, exactly as thinwan-link reads them
-    /// (`thinwan_net::qds::config::QdsKeys`, docs/lab.md "QDS"), so one table configures
-    /// the simulator, the emulator and this daemon.
+    /// and classifier — the core's `[qds]` keys (`thinwan_proto::qds::keys::QdsKeys`,
+    /// docs/scenario.md "[qds]"), so one table configures the simulator, the emulator and
+    /// this daemon.
     #[serde(default)]
     pub qds: QdsKeys,
     /// Fixed classes (`controller = "static"`).
@@ -219,7 +219,7 @@ impl Config {
         if self.class_queue_packets == Some(0) {
             return err("class_queue_packets", "must be at least 1 packet".into());
         }
-        self.qds.validate().map_err(|e| ConfigError(e.0))?;
+        self.qds.validate().map_err(|e| ConfigError(e.to_string()))?;
         if !(10.0..=10_000.0).contains(&self.qds.period_ms) {
             return err("qds.period_ms", format!("must be 10..=10000 ms here, got {}", self.qds.period_ms));
         }

@@ -34,10 +34,11 @@ pub struct Qds {
 
 impl Qds {
     /// From the daemon's configuration: its `[qds]` keys checked and built exactly as
-    /// thinwan-link builds them (`QdsKeys::setup`: controller and monitor parameters, the
-    /// model read from `model_file` and checked, or the oracle table).
+    /// thinwan-link builds them (`QdsSetup::from_keys`: controller and monitor parameters,
+    /// the model read from `model_file` — the shipped one if "" — and checked, or the
+    /// oracle table).
     pub fn new(c: &Config) -> Result<Qds, String> {
-        let setup = c.qds.setup().map_err(|e| e.0)?;
+        let setup = QdsSetup::from_keys(&c.qds).map_err(|e| e.0)?;
         let monitor = FlowMonitor::new(setup.monitor);
         Ok(Qds { setup, monitor, capacity_bps: (c.capacity_mbps * 1e6).round() as u64 })
     }

@@ -2,7 +2,7 @@
 //! and confusion matrix on runs it was not trained on (docs/qds.md "Training").
 //!
 //! ```text
-//! cargo run --release -p thinwan-sim --example qds_train -- crates/sim/data/qds-classifier.json
+//! cargo run --release -p thinwan-sim --example qds_train -- crates/proto/data/qds-classifier.json
 //! ```
 //!
 //! Samples: every (control period, flow) row of `qds_flows` — the monitor's features of a

@@ -2,15 +2,17 @@
 //!
 //! Validation with user-facing errors happens in Python at load time; here every key
 //! the simulator uses is required (no serde defaults), so a drift between the two
-//! sides fails loudly instead of silently using another default. The one exception is
-//! `[queue]`, whose keys are the core's [`QueueKeys`] shared with the lab's link
-//! emulator (which needs defaults): there an unknown key is refused instead. Every
+//! sides fails loudly instead of silently using another default. The exceptions are
+//! `[queue]` and `[qds]`, whose keys are the core's [`QueueKeys`] and [`QdsKeys`] shared
+//! with the lab's link emulator and daemon (which need defaults): there an unknown key
+//! is refused instead. Every
 //! name is parsed here into an enum, once (an unknown one fails naming its key);
 //! sections and keys the simulator does not use (e.g. lab-only settings) are ignored.
 
 use serde::Deserialize;
 pub use thinwan_proto::qdisc::QueueKeys;
 use thinwan_proto::qdisc::QueueSpec;
+pub use thinwan_proto::qds::keys::QdsKeys;
 use thinwan_proto::traffic::Model;
 
 /// A complete scenario.
@@ -30,56 +32,9 @@ pub struct Config {
     pub records: RecordsSec,
     /// The thin-stream tunnel of the mux topology.
     pub mux: MuxSec,
-    /// The QDS controller (`queue.discipline = "qds"`).
-    pub qds: QdsSec,
-}
-
-/// `[qds]` (docs/scenario.md): the QDS controller of the middlebox's downlink.
-#[derive(Clone, Debug, Deserialize)]
-pub struct QdsSec {
-    /// Control period, ms.
-    pub period_ms: f64,
-    /// α.
-    pub alpha: f64,
-    /// β.
-    pub beta: f64,
-    /// Smallest class level.
-    pub l_floor: f64,
-    /// The weight formula.
-    pub variant: thinwan_proto::qds::controller::Variant,
-    /// The classifier's types, or the true ones.
-    pub classifier: ClassifierName,
-    /// The model's file (the Python layer reads it into `model`).
-    pub model_file: String,
-    /// The classifier's model, read from `model_file` by the Python layer.
-    #[serde(default)]
-    pub model: Option<thinwan_proto::qds::classify::Model>,
-    /// m.
-    pub classes: u32,
-    /// DB_max(c_k) = k · step, ms.
-    pub class_step_ms: f64,
-    /// QT of video, ms.
-    pub qt_video_ms: f64,
-    /// QT of audio, ms.
-    pub qt_audio_ms: f64,
-    /// QT of data, ms.
-    pub qt_data_ms: f64,
-    /// QT of interactive traffic, ms.
-    pub qt_interactive_ms: f64,
-    /// The monitor's RTT samples per half.
-    pub rtt_samples: u32,
-    /// The monitor's rate window, ms.
-    pub rate_window_ms: f64,
-}
-
-/// `qds.classifier`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum ClassifierName {
-    /// The model of `qds.model_file`.
-    Model,
-    /// The true application types.
-    Oracle,
+    /// The QDS controller (`queue.discipline = "qds"`): the core's keys, shared with
+    /// thinwan-link and thinwan-qds (defaults, unknown keys refused, like `[queue]`).
+    pub qds: QdsKeys,
 }
 
 /// `[mux]` (used with `topology.kind = "mux"` only).

@@ -84,15 +84,19 @@ fn the_monitors_rtt_is_the_exact_one_within_a_millisecond_at_the_median() {
         let abs = {
             let mut a: Vec<f64> = pairs.iter().map(|(m, e)| (m - e).abs()).collect();
             a.sort_by(|x, y| x.partial_cmp(y).unwrap());
-            [a[a.len() / 2], a[a.len() * 9 / 10]]
+            [a[a.len() / 2], a[a.len() * 9 / 10], a[a.len() * 99 / 100]]
         };
         let est = median(pairs.iter().map(|x| x.0).collect());
+        let above = pairs.iter().filter(|(m, e)| m - e > 0.1).count();
+        let below = pairs.iter().filter(|(m, e)| e - m > 0.1).count();
+        eprintln!("{what}: monitor > exact + 100 ms: {above}; < exact − 100 ms: {below}");
         let exact = median(pairs.iter().map(|x| x.1).collect());
         eprintln!(
-            "{what}: median(monitor − exact) = {:.3} ms, |·| p50 {:.3} p90 {:.3} ms; medians {:.2} vs {:.2} ms; {} pairs, {retx} retransmitted rows",
+            "{what}: median(monitor − exact) = {:.3} ms, |·| p50 {:.3} p90 {:.3} p99 {:.3} ms; medians {:.2} vs {:.2} ms; {} pairs, {retx} retransmitted rows",
             diff * 1e3,
             abs[0] * 1e3,
             abs[1] * 1e3,
+            abs[2] * 1e3,
             est * 1e3,
             exact * 1e3,
             pairs.len()
@@ -101,6 +105,11 @@ fn the_monitors_rtt_is_the_exact_one_within_a_millisecond_at_the_median() {
         assert!(diff.abs() < 1e-3, "{what}: paired median difference {diff}");
         assert!((-0.5e-3..0.0).contains(&diff), "{what}: the server half is missing: {diff}");
         assert!(abs[0] < 1e-3, "{what}: half the estimates within 1 ms of the exact RTTs: {}", abs[0]);
+        // The tail: segments sent once but held behind a repaired loss are timed to the
+        // ACK that covers them, as the exact RTT is (Karn's rule discards only the
+        // retransmitted segment's own sample). Measured p90 17.6 ms clean, 20.2 ms lossy;
+        // discarding every pending sample above a retransmission gave 111.5 and 222.1 ms.
+        assert!(abs[1] < 25e-3, "{what}: 90 % of the estimates within 25 ms of the exact RTTs: {}", abs[1]);
     }
 }
 
@@ -167,7 +176,13 @@ fn the_loop_records_every_period_and_sets_the_whole_link() {
     assert!(right as f64 > 0.8 * f.app.len() as f64, "{right} of {}", f.app.len());
     set(&mut m, "qds.model", json!({"features": ["size"], "classes": []}));
     let err = thinwan_sim::simulate(&m.to_string(), 0).unwrap_err();
-    assert!(err.contains("qds.model_file: the model was trained on features"), "{err}");
+    assert!(err.contains("qds.model: the model was trained on features"), "{err}");
+    // A model file the Python layer did not inline is refused (the simulator reads no file).
+    let mut f = v.clone();
+    set(&mut f, "qds.classifier", json!("model"));
+    set(&mut f, "qds.model_file", json!("m.json"));
+    let err = thinwan_sim::simulate(&f.to_string(), 0).unwrap_err();
+    assert!(err.contains("qds.model_file: m.json: the simulator takes the model inline"), "{err}");
 }
 
 #[test]

@@ -371,7 +371,7 @@ class QdsSection(_Section):
     variant: Literal["delay_only", "bandwidth_aware", "demand_first"] = "bandwidth_aware"
     classifier: Literal["model", "oracle"] = "model"
     # The classifier's model (JSON, docs/qds.md), relative to the scenario file; "" = the
-    # model shipped with thinwan (crates/sim/data/qds-classifier.json).
+    # model shipped with thinwan (crates/proto/data/qds-classifier.json).
     model_file: str = ""
     classes: int = Field(10, ge=1, le=64)
     class_step_ms: float = Field(10.0, gt=0, le=10_000)

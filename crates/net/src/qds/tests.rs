@@ -1,6 +1,6 @@
 //! The QDS loop on synthetic packets, and the `qds` keys.
 
-use super::config::{ClassifierName, OracleEntry, QdsKeys};
+use super::config::{ClassifierName, OracleEntry, QdsKeys, QdsSetup};
 use super::log::{encode, Record, NO_APP, RECORD};
 use super::*;
 use crate::config::{DirConfig, LinkConfig, QueueKeys};
@@ -97,7 +97,8 @@ fn flow_records(p: &Period) -> Vec<super::log::FlowRecord> {
 fn a_flow_near_its_qt_gets_a_more_urgent_class_and_a_larger_rate() {
     // Two video flows (QT 50 ms): A's RTT is 45 ms (DB 5 ms → c_1), B's 5 ms (DB 45 ms →
     // c_5); same rate, so the bandwidth-aware weights are the class levels 1.8 and 1.0.
-    let setup = oracle_keys(&[(40001, AppType::Video), (40002, AppType::Video)]).setup().unwrap();
+    let setup =
+        QdsSetup::from_keys(&oracle_keys(&[(40001, AppType::Video), (40002, AppType::Video)])).unwrap();
     let mut q = QdsLoop::new(setup, 10_000_000, Instant::ZERO);
     let packets = traffic(&[(40001, 45.0), (40002, 5.0)], 400.0);
     let periods = feed(&mut q, &packets, ms(450.0));
@@ -133,7 +134,7 @@ fn a_flow_near_its_qt_gets_a_more_urgent_class_and_a_larger_rate() {
 
 #[test]
 fn untimed_flows_are_left_out_and_late_periods_keep_the_grid() {
-    let setup = oracle_keys(&[]).setup().unwrap();
+    let setup = QdsSetup::from_keys(&oracle_keys(&[])).unwrap();
     let mut q = QdsLoop::new(setup, 10_000_000, Instant::ZERO);
     q.observe(ms(1.0), Toward::Client, &data(40001, 1, 1000));
     assert_eq!(q.handle_timeout(ms(99.0)), None);
@@ -150,7 +151,8 @@ fn the_applied_plan_shares_the_downlink_by_class() {
     // The plan of the first test applied to a shaped 10-Mbit/s direction: with both
     // flows backlogged, A (c_1, 1.8/2.8 of the rate) gets about 64 % of the service; had
     // the ids not matched the queue's, both would share the default class 50:50.
-    let setup = oracle_keys(&[(40001, AppType::Video), (40002, AppType::Video)]).setup().unwrap();
+    let setup =
+        QdsSetup::from_keys(&oracle_keys(&[(40001, AppType::Video), (40002, AppType::Video)])).unwrap();
     let mut q = QdsLoop::new(setup, 10_000_000, Instant::ZERO);
     let periods = feed(&mut q, &traffic(&[(40001, 45.0), (40002, 5.0)], 400.0), ms(450.0));
     let plan = periods.last().unwrap();
@@ -185,7 +187,7 @@ fn the_model_names_the_type_and_the_table_the_truth() {
     let model = Model::train(&[(f, AppType::Data)]);
     let keys =
         QdsKeys { model: Some(model), oracle: oracle(&[(40001, AppType::Video)]), ..QdsKeys::default() };
-    let mut q = QdsLoop::new(keys.setup().unwrap(), 10_000_000, Instant::ZERO);
+    let mut q = QdsLoop::new(QdsSetup::from_keys(&keys).unwrap(), 10_000_000, Instant::ZERO);
     let periods = feed(&mut q, &traffic(&[(40001, 45.0), (40002, 10.0)], 150.0), ms(150.0));
     let flows = flow_records(&periods[0]);
     assert_eq!(flows.len(), 2);
@@ -222,7 +224,7 @@ fn oracle_rows_match_on_every_field_they_give() {
         oracle_default: AppType::Audio,
         ..QdsKeys::default()
     };
-    let s = keys.setup().unwrap();
+    let s = QdsSetup::from_keys(&keys).unwrap();
     let key = |sport: u16, server: [u8; 4]| thinwan_capture::FlowKey {
         client: (CLIENT, 40001).into(),
         server: (server, sport).into(),
@@ -235,9 +237,16 @@ fn oracle_rows_match_on_every_field_they_give() {
 #[test]
 fn qds_keys_default_to_the_cores_and_errors_name_the_key() {
     let k = QdsKeys::default();
-    let (c, m) =
-        (k.setup().err(), QdsKeys { classifier: ClassifierName::Oracle, ..k.clone() }.setup().unwrap());
-    assert!(c.unwrap().0.starts_with("qds.model_file:"), "model without a model");
+    let (c, m) = (
+        QdsSetup::from_keys(&k).unwrap(),
+        QdsSetup::from_keys(&QdsKeys { classifier: ClassifierName::Oracle, ..k.clone() }).unwrap(),
+    );
+    assert_eq!(
+        c.model,
+        Some(thinwan_proto::qds::classify::shipped_model()),
+        "model_file = \"\": the shipped one"
+    );
+    assert_eq!(m.model, None, "oracle");
     assert_eq!(m.cfg, thinwan_proto::qds::controller::QdsConfig::default());
     assert_eq!(m.monitor.rtt_samples, thinwan_proto::qds::monitor::MonitorConfig::default().rtt_samples);
     let err = |json: &str| LinkConfig::from_json(json).unwrap_err().0;

@@ -278,6 +278,26 @@ impl Model {
     }
 }
 
+/// The classifier thinwan ships (crates/proto/data/qds-classifier.json), trained on
+/// simulated traffic by `crates/sim/examples/qds_train.rs` (docs/scenario.md "[qds]"):
+/// what `qds.model_file = ""` means in the simulator, thinwan-link and thinwan-qds.
+pub const SHIPPED_MODEL_JSON: &str = include_str!("../../data/qds-classifier.json");
+
+/// [`SHIPPED_MODEL_JSON`], parsed.
+pub fn shipped_model() -> Model {
+    // Cannot fail: the file is built in, and `tests::the_shipped_model_parses_and_is_valid`
+    // parses and validates it.
+    Model::from_json(SHIPPED_MODEL_JSON).expect("the shipped classifier is a valid model")
+}
+
+impl Model {
+    /// A model from its JSON (the format of [`Model`]'s serde); check it with
+    /// [`Model::validate`].
+    pub fn from_json(text: &str) -> Result<Model, String> {
+        serde_json::from_str(text).map_err(|e| e.to_string())
+    }
+}
+
 /// A confusion matrix: `counts[true type][predicted type]`, indexed by
 /// [`AppType::index`].
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -327,6 +347,13 @@ impl Confusion {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn the_shipped_model_parses_and_is_valid() {
+        let m = shipped_model();
+        assert_eq!(m.validate(), Ok(()));
+        assert!(m.classes.len() >= 2, "trained on several types");
+    }
+
     use super::*;
     use rand::{Rng, SeedableRng};
     use rand_distr::{Distribution, LogNormal};

@@ -14,9 +14,14 @@
 //! - [`controller`]: every period, each flow's delay budget DB = QT − RTT puts it in one
 //!   of m budget classes, and the classes' weights (delay-only, bandwidth-aware, or our
 //!   demand-first variant) become the class rates of the congested downlink.
+//!
+//! [`keys`] holds the `[qds]` keys that configure all three, shared by the simulator,
+//! thinwan-link and thinwan-qds, and [`classify::shipped_model`] the model they use when
+//! `model_file` is empty.
 
 pub mod classify;
 pub mod controller;
+pub mod keys;
 pub mod monitor;
 
 #[cfg(test)]

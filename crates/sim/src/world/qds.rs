@@ -15,15 +15,11 @@
 //! `topology.access_delay_ms` plus serialisation (0.2 ms in scenarios/qds).
 
 use super::*;
-use crate::config::{ClassifierName, QdsSec};
+use crate::config::QdsKeys;
 use crate::records::{QdsClasses, QdsFlows};
 use thinwan_proto::qds::classify::{AppType, Model};
 use thinwan_proto::qds::controller::{plan, FlowInput, QdsConfig};
-use thinwan_proto::qds::monitor::{FlowMonitor, MonitorConfig, Segment, Toward};
-
-/// The classifier thinwan ships, used when `qds.model_file` is empty: trained on
-/// simulated traffic by `examples/qds_train.rs` (docs/scenario.md "[qds]").
-pub const SHIPPED_MODEL: &str = include_str!("../../data/qds-classifier.json");
+use thinwan_proto::qds::monitor::{FlowMonitor, Segment, Toward};
 
 /// The loop's state: the monitor, the controller's parameters, the classifier.
 pub(super) struct Qds {
@@ -46,46 +42,18 @@ pub fn app_type(app: App) -> AppType {
 }
 
 impl Qds {
-    /// The loop of `[qds]` on a downlink of `capacity_bps`.
-    pub(super) fn new(q: &QdsSec, capacity_bps: u64) -> Result<Qds, String> {
-        let ms = Duration::from_millis_f64;
-        let mut cfg = QdsConfig {
-            period: ms(q.period_ms),
-            bounds: (1..=q.classes as u64).map(|k| ms(q.class_step_ms * k as f64)).collect(),
-            alpha: q.alpha,
-            beta: q.beta,
-            l_floor: q.l_floor,
-            variant: q.variant,
-            ..QdsConfig::default()
-        };
-        for (app, v) in [
-            (AppType::Video, q.qt_video_ms),
-            (AppType::Audio, q.qt_audio_ms),
-            (AppType::Data, q.qt_data_ms),
-            (AppType::Interactive, q.qt_interactive_ms),
-        ] {
-            cfg.qt.insert(app, ms(v));
-        }
-        cfg.validate().map_err(|e| format!("qds: {e}"))?;
-        let model = match q.classifier {
-            ClassifierName::Oracle => None,
-            ClassifierName::Model => {
-                let m = match &q.model {
-                    Some(m) => m.clone(),
-                    None => serde_json::from_str(SHIPPED_MODEL)
-                        .map_err(|e| format!("qds: the shipped classifier does not parse: {e}"))?,
-                };
-                m.validate().map_err(|e| format!("qds.model_file: {e}"))?;
-                Some(m)
-            }
-        };
-        let monitor = FlowMonitor::new(MonitorConfig {
-            rtt_samples: q.rtt_samples as usize,
-            rate_window: ms(q.rate_window_ms),
-            ..MonitorConfig::default()
-        });
+    /// The loop of `[qds]` on a downlink of `capacity_bps`. The classifier is `qds.model`
+    /// (the Python layer reads `qds.model_file` into it, relative to the scenario file),
+    /// else the shipped one; the simulator reads no file itself.
+    pub(super) fn new(q: &QdsKeys, capacity_bps: u64) -> Result<Qds, String> {
+        let cfg = q.config().map_err(|e| e.to_string())?;
+        let model = q
+            .classifier(|_| {
+                Err("the simulator takes the model inline (qds.model): run the scenario with thinwan".into())
+            })
+            .map_err(|e| e.to_string())?;
         Ok(Qds {
-            monitor,
+            monitor: FlowMonitor::new(q.monitor()),
             cfg,
             model,
             capacity_bps,

@@ -10,7 +10,8 @@
 //! *client half* (middlebox → client → middlebox); a packet toward the server and the
 //! server's answer time the *server half*. Flow RTT = client half + server half, each
 //! the average of its last `rtt_samples` samples ([`rtt`] says how samples are taken:
-//! data → covering ACK with Karn's rule, TCP timestamps, the handshake).
+//! data → covering ACK with Karn's rule per segment, TCP timestamps of what the end must
+//! answer promptly, the handshake).
 //!
 //! **A half never timed.** With the server sending nearly everything, no timestamps and
 //! the handshake before the monitor started, nothing toward the server is ever answered

@@ -142,12 +142,15 @@ mod data_and_acks {
     }
 
     #[test]
-    fn karn_discards_samples_a_retransmission_makes_ambiguous() {
+    fn karn_discards_only_the_retransmitted_segments_samples() {
         // Segments 0..10 at 0..9 ms; segment 3 is lost. The client ACKs 0, 1, 2 at +20.5 ms
         // and then repeats ACK 3 (duplicates). Segment 3 is retransmitted at 40 ms; its
-        // cumulative ACK covering everything comes back at 60.5 ms. Without Karn that ACK
-        // would give a 60.5 − 9 = 51.5 ms sample; with it, the three 20.5-ms samples stay.
-        let mut m = monitor();
+        // cumulative ACK covering everything comes back at 60.5 ms. Only segment 3's
+        // sample is ambiguous (RFC 6298 §3: which copy does the ACK answer?); segments
+        // 4..9 were sent once, and that ACK is the first to cover them: the newest, sent
+        // at 9 ms, is timed 51.5 ms — its delivery waited for the repair, as the issue's
+        // per-packet RTT (transmission → covering ACK) says.
+        let mut m = FlowMonitor::new(MonitorConfig { rtt_samples: 1, ..MonitorConfig::default() });
         let mut ev = Vec::new();
         for i in 0..10u32 {
             let t = u64::from(i) * 1000;
@@ -156,12 +159,28 @@ mod data_and_acks {
             ev.push((t + 20_500, Toward::Server, pure_ack(7000, 1000 + acked * MSS)));
         }
         ev.push((40_000, Toward::Client, data(1000 + 3 * MSS, 7000, MSS)));
-        ev.push((60_500, Toward::Server, pure_ack(7000, 1000 + 10 * MSS)));
         replay(&mut m, ev);
+        assert_eq!(m.view(at_us(40_000), &1).unwrap().client_half, Some(ms(20.5)));
+        m.observe(at_us(60_500), 1, Toward::Server, &pure_ack(7000, 1000 + 10 * MSS));
         let v = m.view(at_us(60_500), &1).unwrap();
-        assert_eq!(v.client_half, Some(ms(20.5)), "RFC 6298 §3 (Karn): no sample from a retransmitted range");
-        assert_eq!(v.samples.0, 3);
-        assert_eq!(m.stats().ambiguous, 7, "segments 3..9 were pending");
+        assert_eq!(v.client_half, Some(ms(51.5)), "a segment sent once is timed to the ACK covering it");
+        assert_eq!(v.samples.0, 4);
+        assert_eq!(m.stats().ambiguous, 1, "segment 3 alone: Karn's rule is per segment");
+    }
+
+    #[test]
+    fn an_ack_covering_only_a_retransmission_gives_no_sample() {
+        // The last segment is lost and repaired by the retransmission timer: nothing sent
+        // once is left to time, so its ACK gives nothing.
+        let mut m = FlowMonitor::new(MonitorConfig { rtt_samples: 1, ..MonitorConfig::default() });
+        let mut ev = download(3, false);
+        ev.push((3_000, Toward::Client, data(1000 + 3 * MSS, 7000, MSS)));
+        ev.push((300_000, Toward::Client, data(1000 + 3 * MSS, 7000, MSS)));
+        ev.push((320_500, Toward::Server, pure_ack(7000, 1000 + 4 * MSS)));
+        replay(&mut m, ev);
+        let v = m.view(at_us(320_500), &1).unwrap();
+        assert_eq!((v.client_half, v.samples.0), (Some(ms(20.5)), 3), "not 317.5 ms from the first copy");
+        assert_eq!(m.stats().ambiguous, 1);
     }
 
     #[test]
@@ -230,6 +249,51 @@ mod timestamps {
     }
 
     #[test]
+    fn an_idle_servers_late_echo_does_not_inflate_the_server_half() {
+        // The lab's thin `game` flow (measured: client half 20.1–20.3 ms, server half
+        // 0.25 ms at the handshake, then 434–819 ms): the server writes one segment every
+        // 500 ms and the client answers each with a pure ACK 20.1 ms later, carrying a
+        // TSval. The server echoes it (TS.Recent, RFC 7323 §4.3) only with its next
+        // write, ~480 ms later: that is the server's idleness, not the path.
+        let mut m = monitor();
+        let client_ts = |us: u64| 1_000 + (us / 1_000) as u32;
+        let server_ts = |us: u64| 7_000 + (us / 1_000) as u32;
+        let syn =
+            Segment { seq: 100, syn: true, wire_len: 60, ts: Some((client_ts(0), 0)), ..Segment::default() };
+        let synack = Segment {
+            seq: 5000,
+            ack: 101,
+            has_ack: true,
+            syn: true,
+            wire_len: 60,
+            ts: Some((server_ts(250), client_ts(0))),
+            ..Segment::default()
+        };
+        let ack = Segment { ts: Some((client_ts(20_350), server_ts(250))), ..pure_ack(101, 5001) };
+        let mut ev =
+            vec![(0, Toward::Server, syn), (250, Toward::Client, synack), (20_350, Toward::Server, ack)];
+        let mut recent = client_ts(20_350);
+        for k in 1..=20u32 {
+            let t = u64::from(k) * 500_000;
+            let seq = 5001 + (k - 1) * 100;
+            let d = Segment { ts: Some((server_ts(t), recent)), ..data(seq, 101, 100) };
+            let a = Segment { ts: Some((client_ts(t + 20_100), server_ts(t))), ..pure_ack(101, seq + 100) };
+            recent = client_ts(t + 20_100);
+            ev.push((t, Toward::Client, d));
+            ev.push((t + 20_100, Toward::Server, a));
+        }
+        replay(&mut m, ev);
+        let v = m.view(at_us(10_100_000), &1).unwrap();
+        assert_eq!(v.client_half, Some(ms(20.1)), "every write → its ACK");
+        assert_eq!(
+            (v.server_half, v.samples.1),
+            (Some(ms(0.25)), 1),
+            "RFC 9293 §3.10.7.4: only what occupies sequence space must be answered promptly; \
+             a pure ACK's TSval echoed by an idle server gives no sample"
+        );
+    }
+
+    #[test]
     fn a_tsecr_without_the_ack_flag_is_ignored() {
         // RFC 7323 §3.2: TSecr is only valid with ACK set.
         let mut m = monitor();
@@ -237,7 +301,7 @@ mod timestamps {
             at_us(0),
             1,
             Toward::Server,
-            &Segment { ts: Some((50, 0)), wire_len: 52, ..Segment::default() },
+            &Segment { ts: Some((50, 0)), payload: 10, wire_len: 62, ..Segment::default() },
         );
         let mut rogue = Segment { seq: 9, ts: Some((1, 50)), wire_len: 52, ..Segment::default() };
         m.observe(at_us(5_000), 1, Toward::Client, &rogue);
@@ -391,10 +455,18 @@ mod with_tcp {
     use super::*;
     use crate::tcp::{Ack, DataSegment, Receiver, ReceiverConfig, Sender, SenderConfig};
 
+    /// A client-half sample and what it may be: the time from a segment sent once (the
+    /// middlebox saw one copy) to this ACK, for each such segment this ACK is the first
+    /// to cover — the exact per-packet RTTs the sample can stand for.
+    struct Sample {
+        rtt: Duration,
+        exact: Vec<Duration>,
+    }
+
     /// A 2-MB transfer across server ─3 ms─ middlebox ─10 ms─ client (one way); data
     /// packet `lose` (1-based, none if 0) is lost after the middlebox, as a drop at the
     /// downlink's queue would be. Returns every client-half sample and the monitor.
-    fn transfer(lose: u64, delayed_ack: bool) -> (Vec<Duration>, FlowMonitor<u32>) {
+    fn transfer(lose: u64, delayed_ack: bool) -> (Vec<Sample>, FlowMonitor<u32>) {
         let (server_leg, client_leg) = (Duration::from_millis(3), Duration::from_millis(10));
         let mut s = Sender::new(SenderConfig::default());
         let mut r = Receiver::new(ReceiverConfig { delayed_ack, ..ReceiverConfig::default() });
@@ -405,6 +477,9 @@ mod with_tcp {
         let mut data: Vec<(Instant, u8, DataSegment)> = Vec::new();
         let mut acks: Vec<(Instant, u8, Ack)> = Vec::new();
         let mut samples = Vec::new();
+        // Every range the middlebox forwarded: start → (end, first pass, copies).
+        let mut seen: std::collections::BTreeMap<u64, (u64, Instant, u32)> = Default::default();
+        let mut acked = 0u64;
         let mut sent = 0u64;
         let mut now = Instant::ZERO;
         for _ in 0..1_000_000 {
@@ -423,6 +498,7 @@ mod with_tcp {
                 if hop == 1 {
                     // At the middlebox: observed, then forwarded (or lost after it).
                     sent += 1;
+                    seen.entry(seg.seq).or_insert((seg.seq + u64::from(seg.len), now, 0)).2 += 1;
                     let payload = seg.len;
                     let wire = Segment {
                         seq: seg.seq as u32,
@@ -466,8 +542,14 @@ mod with_tcp {
                     );
                     let v = m.view(now, &1).unwrap();
                     if v.samples.0 > before {
-                        samples.push(v.client_half.unwrap());
+                        let exact = seen
+                            .values()
+                            .filter(|&&(end, _, copies)| copies == 1 && end > acked && end <= a.ack)
+                            .map(|&(_, t, _)| now.saturating_since(t))
+                            .collect();
+                        samples.push(Sample { rtt: v.client_half.unwrap(), exact });
                     }
+                    acked = acked.max(a.ack);
                     acks.push((now + server_leg, 3, a));
                 } else {
                     s.handle_ack(now, &a);
@@ -497,10 +579,16 @@ mod with_tcp {
         (samples, m)
     }
 
+    /// Samples that stand for no segment sent once: Karn's rule broken.
+    fn ambiguous(samples: &[Sample]) -> Vec<Duration> {
+        samples.iter().filter(|s| !s.exact.contains(&s.rtt)).map(|s| s.rtt).collect()
+    }
+
     #[test]
-    fn every_sample_is_the_client_leg_despite_losses() {
+    fn every_sample_is_a_once_sent_segments_exact_rtt_despite_losses() {
         // No delayed ACK: each ACK answers the newest segment at once, so every sample is
-        // exactly 2 × 10 ms — unless Karn lets through one answered by a retransmission.
+        // 2 × 10 ms — except for segments held behind a repaired loss, whose covering ACK
+        // comes with the repair — and none is answered by a retransmission (Karn).
         // Packet 50 is repaired by fast retransmit; packet 1437, the last, by the
         // retransmission timer (nothing follows it to cause duplicate ACKs): its covering
         // ACK comes an RTO after the first copy.
@@ -510,25 +598,38 @@ mod with_tcp {
             // instant and answered by one cumulative ACK: 45 ACKs without loss, 127 with
             // the recovery from the loss of packet 50.
             assert!(samples.len() > 40, "lost {lose}: {} samples", samples.len());
-            let wrong: Vec<_> = samples.iter().filter(|s| **s != Duration::from_millis(20)).collect();
+            let wrong = ambiguous(&samples);
             assert!(wrong.is_empty(), "lost {lose}: RFC 6298 §3 (Karn): {wrong:?}");
-            assert!(m.stats().ambiguous > 0, "lost {lose}: the retransmission discarded pending samples");
+            let clean = samples.iter().filter(|s| s.rtt == Duration::from_millis(20)).count();
+            assert!(
+                clean * 10 > samples.len() * 9,
+                "lost {lose}: {clean} of {} at the 20-ms leg",
+                samples.len()
+            );
+            assert!(m.stats().ambiguous > 0, "lost {lose}: the retransmission discarded its sample");
             let v = m.view(Instant::MAX, &1).unwrap();
             assert!(v.partial && v.server_half.is_none(), "one-way traffic: the server half is never timed");
         }
+        // The fast retransmit of packet 50 discards packet 50's own sample only (a rule
+        // discarding everything pending above it dropped 11 here). The segments sent
+        // once behind it stay timed; the ACK that covers them after the repair also
+        // covers new data sent with the retransmission, and the newest covered segment
+        // gives the sample: 20 ms.
+        let (_, m) = transfer(50, false);
+        assert_eq!(m.stats().ambiguous, 1, "only packet 50's own sample");
     }
 
     #[test]
     fn with_delayed_acks_the_median_is_the_client_leg() {
         // Delayed ACKs (every second segment, or after 40 ms): the sample of an ACK sent
         // on the timer includes the wait, as the sender's own RTT does; the median stays
-        // at the path's 20 ms.
-        let (mut samples, _) = transfer(120, true);
-        samples.sort();
-        assert_eq!(samples[samples.len() / 2], Duration::from_millis(20));
-        assert!(
-            samples.iter().all(|s| *s >= Duration::from_millis(20) && *s <= Duration::from_millis(61)),
-            "{samples:?}"
-        );
+        // at the path's 20 ms, and every sample is a segment's exact RTT.
+        let (samples, _) = transfer(120, true);
+        let wrong = ambiguous(&samples);
+        assert!(wrong.is_empty(), "RFC 6298 §3 (Karn): {wrong:?}");
+        let mut rtts: Vec<Duration> = samples.iter().map(|s| s.rtt).collect();
+        rtts.sort();
+        assert_eq!(rtts[rtts.len() / 2], Duration::from_millis(20));
+        assert!(rtts[0] >= Duration::from_millis(20), "{rtts:?}");
     }
 }
