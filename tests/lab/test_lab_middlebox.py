@@ -61,7 +61,20 @@ def lab_run(tmp_path: Path, discipline: str, duration: float) -> tuple[dict, Run
     scn.write_text(SCENARIO.format(discipline=discipline, duration=duration, model=model))
     out = tmp_path / "out"
     done = subprocess.run(
-        [sys.executable, "-m", "thinwan", "lab", "run", str(scn), "--runs", "1", "--out", str(out), "--json", "--quiet"],
+        [
+            sys.executable,
+            "-m",
+            "thinwan",
+            "lab",
+            "run",
+            str(scn),
+            "--runs",
+            "1",
+            "--out",
+            str(out),
+            "--json",
+            "--quiet",
+        ],
         capture_output=True,
         text=True,
         timeout=60,

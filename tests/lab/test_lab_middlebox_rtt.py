@@ -67,9 +67,7 @@ CONNS = [{"conn": 0, "local": f"{SERVER}:{SPORT}", "remote": f"{CLIENT}:{CPORT}"
 
 
 def scenario(**traffic: object):
-    return scenario_from_dict(
-        {"topology": {"kind": "middlebox", "pairs": 3}, "traffic": {"model": "mix", **traffic}}
-    )
+    return scenario_from_dict({"topology": {"kind": "middlebox", "pairs": 3}, "traffic": {"model": "mix", **traffic}})
 
 
 def test_rtt_runs_from_transmission_to_the_covering_ack() -> None:

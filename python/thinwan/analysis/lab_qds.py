@@ -254,7 +254,8 @@ def qds_tables(
         host, port = str(c["local"]).rsplit(":", 1)
         by_addr[(ip_to_int(host), int(port))] = int(c["conn"])
     conn = np.array(
-        [by_addr.get((int(a), int(p)), -1) for a, p in zip(flows["server"], flows["sport"], strict=True)], dtype=np.int64
+        [by_addr.get((int(a), int(p)), -1) for a, p in zip(flows["server"], flows["sport"], strict=True)],
+        dtype=np.int64,
     )
     keep = conn >= 0
     if not keep.any():
