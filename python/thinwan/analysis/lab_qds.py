@@ -88,10 +88,17 @@ def packet_rtt(
     """The ``packet_rtt`` table of a lab run: ``ev`` the event log with a ``t`` column
     (s from ``t0``), ``pump`` the pump's message log, ``conn_list`` its connections."""
     cols: dict[str, list[np.ndarray]] = {k: [] for k in ("conn", "app", "t_tx", "rtt", "bytes", "retx")}
+    tcp = ev[ev["proto"] == 6]
+    # Data arrivals from the servers, ACK deliveries to them: grouped once by the server's end.
+    fwd = dict(iter(tcp[(tcp["dir"] == FWD) & (tcp["event"] == ARRIVAL)].groupby(["src", "sport"])))
+    rev = tcp[(tcp["dir"] == REV) & (tcp["event"] == DELIVER) & ((tcp["flags"] & ACK) != 0)]
+    rev_by = dict(iter(rev.groupby(["dst", "dport"])))
     for c in conn_list:
         host, port = str(c["local"]).rsplit(":", 1)
-        addr, sport = ip_to_int(host), int(port)
-        rows = _conn_rtt(ev, addr, sport)
+        key = (ip_to_int(host), int(port))
+        if key not in fwd:
+            continue
+        rows = _conn_rtt(fwd[key], rev_by.get(key, rev.iloc[0:0]))
         if rows is None:
             continue
         start, end, t_tx, rtt, retx = rows
@@ -119,12 +126,11 @@ def packet_rtt(
 
 
 def _conn_rtt(
-    ev: pd.DataFrame, addr: int, sport: int
+    fwd: pd.DataFrame, rev: pd.DataFrame
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
     """(new-data start, end, t_tx, rtt, retx) of one connection's first transmissions,
-    stream offsets relative to ISN + 1; None without a SYN in the log."""
-    fwd = ev[(ev["dir"] == FWD) & (ev["proto"] == 6) & (ev["src"] == addr) & (ev["sport"] == sport)]
-    fwd = fwd[fwd["event"] == ARRIVAL]
+    stream offsets relative to ISN + 1, from its ``fwd`` arrivals and the ``rev``
+    deliveries of its ACKs; None without a SYN in the log."""
     syn = fwd[(fwd["flags"] & SYN) != 0]
     if syn.empty:
         return None
@@ -140,14 +146,7 @@ def _conn_rtt(
     end, t_tx = rel_end[first], t[first]
 
     # ACKs as the server receives them (rev deliveries), in time order.
-    rev = ev[
-        (ev["dir"] == REV)
-        & (ev["event"] == DELIVER)
-        & (ev["proto"] == 6)
-        & (ev["dst"] == addr)
-        & (ev["dport"] == sport)
-        & ((ev["flags"] & ACK) != 0)
-    ].sort_values("t_ns", kind="stable")
+    rev = rev.sort_values("t_ns", kind="stable")
     acked = np.maximum.accumulate(_rel(rev["ack"].to_numpy(), isn)) if len(rev) else np.array([], dtype=np.int64)
     t_ack_all = rev["t"].to_numpy(dtype=float)
     i = np.searchsorted(acked, end, side="left")

@@ -189,7 +189,7 @@ def middlebox_meta(scenario: Scenario, run: int, spec: LabSpec) -> dict[str, Any
     t = scenario.topology
     clients = middlebox_client_delays(scenario, run)
     return {
-        "servers": t.servers or -(-t.pairs // 2),
+        "servers": min(t.servers, t.pairs) if t.servers else -(-t.pairs // 2),  # as the simulator's
         "clients": t.pairs,
         "server_namespaces": 1,
         "client_namespaces": 1,
