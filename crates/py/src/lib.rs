@@ -22,6 +22,17 @@ fn simulate(py: Python<'_>, config_json: &str, run: u64) -> PyResult<PyObject> {
     to_python(py, rec, run, wall_s)
 }
 
+/// The middlebox topology's per-client base one-way delays (ms) of run `run` of a
+/// validated scenario given as JSON: the simulator's own draws
+/// (`thinwan_sim::world::client_delays`, seed = scenario.seed + run), so the lab, which
+/// has one client namespace, can apply their mean and record them (docs/lab.md).
+#[pyfunction]
+fn client_delays_ms(config_json: &str, run: u64) -> PyResult<Vec<f64>> {
+    let cfg = thinwan_sim::Config::from_json(config_json).map_err(PyValueError::new_err)?;
+    let seed = cfg.scenario.seed.wrapping_add(run);
+    thinwan_sim::world::client_delays(&cfg.topology, seed, cfg.topology.pairs).map_err(PyValueError::new_err)
+}
+
 /// Version of the native module (the crate version).
 #[pyfunction]
 fn version() -> &'static str {
@@ -253,6 +264,7 @@ fn analyze_capture(
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(simulate, m)?)?;
     m.add_function(wrap_pyfunction!(version, m)?)?;
+    m.add_function(wrap_pyfunction!(client_delays_ms, m)?)?;
     m.add_function(wrap_pyfunction!(mux_frame_payload_default, m)?)?;
     m.add_function(wrap_pyfunction!(qds_default_qt_ms, m)?)?;
     m.add_function(wrap_pyfunction!(qds_default_keys, m)?)?;

@@ -20,6 +20,7 @@ import pandas as pd
 from ..config.scenario import Scenario
 from ..records.evlog import ARRIVAL, DELIVER, DEQUEUE, DROP, ENQUEUE, FWD, REV, SYN, ip_to_int
 from ..records.schema import SCHEMA, RunRecords, empty_table, table_from_columns
+from .lab_qds import packet_rtt, qds_tables
 
 __all__ = ["lab_records"]
 
@@ -36,10 +37,14 @@ def lab_records(
     link: Mapping[str, Any],
     link_stats: Mapping[str, Any] | None,
     meta: Mapping[str, Any],
+    qds_log: pd.DataFrame | None = None,
 ) -> RunRecords:
     """The records of one lab run from its logs, already read: the emulator's events
     (:func:`thinwan.records.evlog.read_events`), the pump's and the sink's CSV, and the
-    pump's ``conns.json`` (connection ids, local addresses, ``t0_ns``)."""
+    pump's ``conns.json`` (connection ids, local addresses, ``t0_ns``); with
+    ``topology.kind = "middlebox"`` or ``records.packet_rtt`` the ``packet_rtt`` table, and
+    with thinwan-link's QDS log (``qds_log``, :func:`thinwan.analysis.lab_qds.read_qds_log`)
+    ``qds_flows`` and ``qds_classes`` (:mod:`thinwan.analysis.lab_qds`)."""
     t0 = int(conns["t0_ns"])
     ev = events.sort_values(["dir", "t_ns"], kind="stable").reset_index(drop=True)
     ev["t"] = (ev["t_ns"].astype(np.int64) - t0) / 1e9
@@ -53,13 +58,18 @@ def lab_records(
     connections = _connections(conns["conns"], pump, sink, per_conn, scenario)
     ports = _ports(ev, pump, conns["conns"], link, link_stats, scenario)
     queue_trace = _queue_trace(ev, scenario) if scenario.records.traces else empty_table("queue_trace")
-    return RunRecords(
+    records = RunRecords(
         messages=msg_table,
         connections=connections,
         ports=ports,
         queue_trace=queue_trace,
         meta={**meta, "t0_monotonic_ns": t0},
     )
+    if scenario.topology.kind == "middlebox" or scenario.records.packet_rtt or qds_log is not None:
+        records.packet_rtt = packet_rtt(scenario, ev, pump, conns["conns"], t0)
+    if qds_log is not None:
+        records.qds_flows, records.qds_classes = qds_tables(qds_log, conns["conns"], t0, records.packet_rtt)
+    return records
 
 
 def _complete(table: str, columns: dict[str, Any]) -> dict[str, Any]:

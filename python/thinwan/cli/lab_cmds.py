@@ -274,6 +274,13 @@ def _cmd_validate(args: argparse.Namespace) -> int:
         print(dumps_json(doc))
         return 0
     print(validation_table(doc, scenario.scenario.runs))
+    if "by_type" in doc:
+        print("\nper application type (sim | lab):")
+        metrics = ("rtt_mean_ms", "rtt_sd_ms", "share_within_qt", "share_within_1_2qt", "throughput_mbps")
+        print(f"  {'type':<12}" + "".join(f"{m:>26}" for m in metrics))
+        for t, row in doc["by_type"].items():
+            cells = "".join(f"{row[m]['sim']:>12.3f} | {row[m]['lab']:<11.3f}" for m in metrics if m in row)
+            print(f"  {t:<12}{cells}")
     print(f"\nreports: {out / 'sim' / 'report.html'}  {out / 'lab' / 'report.html'}")
     return 0
 

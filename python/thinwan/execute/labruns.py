@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from ..analysis.digest import digest_run
+from ..analysis.lab_qds import by_type_side_by_side
 from ..analysis.metrics import summarize_runs
 from ..config.scenario import Scenario
 from ..records.meta import dumps_json
@@ -75,7 +76,9 @@ def validate(
     progress: bool = True,
     finish: Callable[[Path, RunResult], None] | None = None,
 ) -> tuple[dict[str, Any], RunResult, RunResult]:
-    """Run ``scenario`` in the simulator and on the lab; write ``validate.json``.
+    """Run ``scenario`` in the simulator and on the lab; write ``validate.json``
+    (with per-packet RTTs, e.g. the middlebox topology: ``by_type``, each type's metrics
+    of both substrates side by side, :func:`~thinwan.analysis.lab_qds.by_type_side_by_side`).
 
     Both go to ``out/sim`` and ``out/lab`` of one staging directory that replaces ``out``
     when both are complete (``finish`` is called on each of the two). Returns its
@@ -95,5 +98,8 @@ def validate(
             "out": str(out),
             "config": scenario.model_dump(mode="json"),
         }
+        if "by_type" in doc["sim"] or "by_type" in doc["lab"]:
+            # QDS scenarios: the per-type metrics of both substrates next to each other.
+            doc["by_type"] = by_type_side_by_side(doc["sim"].get("by_type", {}), doc["lab"].get("by_type", {}))
         write_text_atomic(stage / "validate.json", dumps_json(doc) + "\n")
     return doc, sim, lab

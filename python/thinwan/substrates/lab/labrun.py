@@ -24,13 +24,14 @@ import pandas as pd
 
 from ... import __version__
 from ...analysis.lab_join import lab_records
+from ...analysis.lab_qds import read_qds_log
 from ...config.scenario import LabSection, Scenario
 from ...records.evlog import read_events
 from ...records.meta import git_revision
 from ...records.schema import RunRecords
 from ..binaries import find_binary
 from .conntrace import SsSampler, conn_trace
-from .linkspec import TcpSettings, lab_spec
+from .linkspec import LabSpec, TcpSettings, lab_spec, middlebox_client_delays
 from .netns import LabError
 from .topology import CLIENT_ADDR, Lab
 
@@ -46,6 +47,7 @@ __all__ = [
     "wait_exit",
     "write_traffic",
     "run_limit_s",
+    "middlebox_meta",
 ]
 
 # Slack on top of duration + drain before a pump or sink is declared stuck.
@@ -169,11 +171,37 @@ def run_lab_once(scenario: Scenario, opts: LabSection, run: int, raw: Path) -> R
             "samples": len(samples),
             "errors": sampler.errors,
         }
+    if scenario.topology.kind == "middlebox":
+        meta["lab"]["middlebox"] = middlebox_meta(scenario, run, spec)
+    qds_file = raw / "events.qds.bin"
+    qds_log = read_qds_log(qds_file) if qds_file.exists() else None
     pump, sink, conns = read_logs(raw)
-    records = lab_records(scenario, events, pump, sink, conns, link, stats, meta)
+    records = lab_records(scenario, events, pump, sink, conns, link, stats, meta, qds_log=qds_log)
     if samples:
         records.conn_trace = conn_trace(samples, conns["conns"], int(conns["t0_ns"]))
     return records
+
+
+def middlebox_meta(scenario: Scenario, run: int, spec: LabSpec) -> dict[str, Any]:
+    """What the lab made of ``topology.kind = "middlebox"`` (docs/lab.md "The middlebox
+    in the lab"), for the run's meta: the clients' delays the simulator draws and the
+    one the lab applies, the servers and clients it stands for, the downlink."""
+    t = scenario.topology
+    clients = middlebox_client_delays(scenario, run)
+    return {
+        "servers": min(t.servers, t.pairs) if t.servers else -(-t.pairs // 2),  # as the simulator's
+        "clients": t.pairs,
+        "server_namespaces": 1,
+        "client_namespaces": 1,
+        "client_delays_ms": clients["delays_ms"],
+        "client_delay_applied_ms": clients["applied_ms"],
+        "client_delay_source": clients["source"],
+        "one_way_delay_ms": spec.link.fwd.delay_ms,
+        "downlink_rate_bps": spec.link.fwd.rate_bps,
+        "discipline": spec.link.fwd.discipline,
+        "congestion_control": spec.tcp.congestion_control,
+        "per_packet_rtt": "thinwan-link event log: fwd arrival → first rev delivery covering the segment",
+    }
 
 
 def read_logs(raw: Path) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, Any]]:

@@ -25,6 +25,7 @@ __all__ = [
     "LabSpec",
     "lab_spec",
     "qds_keys",
+    "middlebox_client_delays",
     "last_hop_link",
     "LinkCheckError",
     "check_link_args",
@@ -261,6 +262,17 @@ def lab_spec(scenario: Scenario, run: int = 0, opts: LabSection | None = None) -
     opts = scenario.lab if opts is None else opts
     t, q = scenario.topology, scenario.queue
     delay = t.bottleneck_delay_ms + (2 * t.access_delay_ms if opts.access_in_delay else 0.0)
+    notes: list[str] = []
+    if t.kind == "middlebox":
+        # servers — access link — middlebox ══ downlink ══ client link: one way, the
+        # servers' access delay, the downlink's and the clients' mean (docs/lab.md).
+        clients = middlebox_client_delays(scenario, run)
+        delay = t.bottleneck_delay_ms + (t.access_delay_ms if opts.access_in_delay else 0.0) + clients["applied_ms"]
+        notes.append(
+            f"topology.kind=middlebox: one client namespace, so every client gets the mean of the run's client delays "
+            f"({clients['applied_ms']:.3f} ms, {clients['source']}) instead of its own; the servers are one server "
+            f"namespace (docs/lab.md)"
+        )
     jitter = opts.jitter
     if jitter == "none" and t.bottleneck_jitter_pct:
         jitter = f"uniform:{t.bottleneck_jitter_pct:g}%"  # as the simulator: ± pct of the delay, no reordering
@@ -287,7 +299,8 @@ def lab_spec(scenario: Scenario, run: int = 0, opts: LabSection | None = None) -
     )
     qds = qds_keys(scenario) if q.discipline == "qds" else None
     link = LinkSpec(fwd=fwd, rev=rev, seed=scenario.scenario.seed + run, qds=qds)
-    tcp, notes = tcp_settings(scenario, opts)
+    tcp, tcp_notes = tcp_settings(scenario, opts)
+    notes += tcp_notes
     if q.discipline == "priority" and q.priority_classifier == "label":
         notes.append(
             "queue.priority_classifier=label: the emulator reads the IP DSCP (nonzero = interactive); the pump marks "
@@ -295,6 +308,22 @@ def lab_spec(scenario: Scenario, run: int = 0, opts: LabSection | None = None) -
             "queued data may carry the other kind's mark (docs/lab.md)"
         )
     return LabSpec(link=link, tcp=tcp, notes=tuple(notes))
+
+
+def middlebox_client_delays(scenario: Scenario, run: int = 0) -> dict[str, Any]:
+    """The clients' base one-way delays of run ``run`` of a middlebox scenario: the
+    simulator's own draws (``_native.client_delays_ms``, same seed), and the one delay
+    the lab's single client namespace applies to all of them, their mean. Without the
+    native module, the configured ``client_delay_mean_ms``."""
+    t = scenario.topology
+    try:
+        from ... import _native
+
+        delays = [float(d) for d in _native.client_delays_ms(scenario.to_native_json(), run)]
+    except (ImportError, AttributeError):
+        return {"delays_ms": [], "applied_ms": t.client_delay_mean_ms, "source": "topology.client_delay_mean_ms"}
+    applied = sum(delays) / len(delays) if delays else t.client_delay_mean_ms
+    return {"delays_ms": delays, "applied_ms": applied, "source": "mean of the simulator's draws"}
 
 
 def qds_keys(scenario: Scenario) -> dict[str, Any]:
