@@ -47,11 +47,14 @@ def number(cell: str) -> float:
     return float(re.match(r"[-\d.,]+", cell).group(0).replace(",", ""))
 
 
-def run(tmp_path: Path, name: str, **keys: Any) -> tuple[str, dict[str, Any]]:
-    """A 5-s, 1-run QDS run through `thinwan run`: its report.html and summary.json."""
+def run(tmp_path: Path, name: str, discipline: str = "qds", **keys: Any) -> tuple[str, dict[str, Any]]:
+    """A 5-s, 1-run middlebox run through `thinwan run`: its report.html and summary.json."""
     f = tmp_path / f"{name}.toml"
     extra = "".join(f"{k} = {json.dumps(v)}\n" for k, v in keys.items())
-    f.write_text(f'inherits = "{BASE}"\n[scenario]\nduration_s = 5.0\nruns = 1\n[qds]\n{extra}')
+    f.write_text(
+        f'inherits = "{BASE}"\n[scenario]\nduration_s = 5.0\nruns = 1\n'
+        f'[queue]\ndiscipline = "{discipline}"\n[qds]\n{extra}'
+    )
     out = tmp_path / name
     assert main(["run", str(f), "--out", str(out), "--quiet"]) == 0
     return (out / "report.html").read_text(), json.loads((out / "summary.json").read_text())
@@ -110,6 +113,16 @@ def test_an_oracle_run_says_so(tmp_path: Path) -> None:
     assert "Oracle mode" in page and "Classifier accuracy" not in page
     z = figures(page)["qds_confusion"]["data"][0]["z"]
     assert all(v in (0, 1) for row in z for v in row if v is not None), "the diagonal only"
+
+
+def test_a_middlebox_run_without_the_loop_has_the_per_type_part_only(tmp_path: Path) -> None:
+    """FIFO on the middlebox: per-packet RTTs and by_type, but no loop records."""
+    page, doc = run(tmp_path, "fifo", discipline="droptail")
+    assert [r[0] for r in table_rows(page, "bytype")][:2] == ["video", "data"]
+    figs = figures(page)
+    assert "qds_rtt_ccdf" in figs
+    assert not {"qds_flow_classes", "qds_class_load", "qds_confusion"} & set(figs)
+    assert doc["summary"]["by_type"]["video"]["throughput_mbps"] > 0
 
 
 def test_a_non_qds_run_has_no_qds_section(fake_native: Callable[..., Any], scenario: Scenario) -> None:

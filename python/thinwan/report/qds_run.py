@@ -54,14 +54,14 @@ def qds_context(scenario: Scenario, digests: Sequence[RunDigest], summary: Mappi
     if not table:
         return {"present": False, "figures": {}}
     figures: dict[str, Any] = {}
-    packets = pd.concat([d.packet_rtt for d in digests if not d.packet_rtt.empty], ignore_index=True)
+    packets = _concat(d.packet_rtt for d in digests)
     if not packets.empty:
         figures["qds_rtt_ccdf"] = _fig_rtt_ccdf(packets, table)
     loop_run = next((d for d in digests if not d.qds_flows.empty), None)
     if loop_run is not None:
         figures["qds_flow_classes"] = _fig_flow_classes(loop_run.qds_flows)
         figures["qds_class_load"] = _fig_class_load(loop_run.qds_classes)
-    flows = pd.concat([d.qds_flows for d in digests if not d.qds_flows.empty], ignore_index=True)
+    flows = _concat(d.qds_flows for d in digests)
     oracle = scenario.qds.classifier == "oracle"
     classifier = None
     if not flows.empty:
@@ -85,6 +85,13 @@ def qds_context(scenario: Scenario, digests: Sequence[RunDigest], summary: Mappi
         "beta": scenario.qds.beta,
         "figures": figures,
     }
+
+
+def _concat(frames: Iterable[pd.DataFrame]) -> pd.DataFrame:
+    """The non-empty frames one after the other; empty when there are none (a middlebox
+    run without the QDS loop has per-packet RTTs but no loop records)."""
+    full = [f for f in frames if not f.empty]
+    return pd.concat(full, ignore_index=True) if full else pd.DataFrame()
 
 
 def ordered_types(names: Iterable[str]) -> list[str]:
