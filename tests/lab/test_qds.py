@@ -17,7 +17,6 @@ import pandas as pd
 import pytest
 
 from thinwan.substrates.binaries import MissingBinary, find_binary
-from thinwan.substrates.lab.netns import LabError
 from thinwan.substrates.lab.htb_middlebox import (
     QdsDaemon,
     QdsSettings,
@@ -28,6 +27,7 @@ from thinwan.substrates.lab.htb_middlebox import (
     tc_filters,
     tc_rate_bits,
 )
+from thinwan.substrates.lab.netns import LabError
 from thinwan.substrates.lab.topology import CLIENT_ADDR, SERVER_ADDR
 
 pytestmark = pytest.mark.usefixtures("lab_env")
