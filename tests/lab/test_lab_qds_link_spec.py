@@ -56,3 +56,22 @@ def test_qds_keys_reach_thinwan_link_and_bad_ones_are_named() -> None:
         check_link_args(LinkSpec(fwd=fwd, qds={**qds, "alpha": -1}), [])
     # Without the qds discipline the resolved config's qds object is dropped.
     assert check_link_args(LinkSpec(), []).qds is None
+
+
+def test_the_variants_class_codel_and_the_shipped_model_reach_thinwan_link() -> None:
+    """QDS-demand's CoDel inside classes travels like every other queue key, and a
+    ``[qds]`` with ``classifier = "model"`` and no model file runs on the core's shipped
+    classifier in thinwan-link, as in the simulator."""
+    s = scenario_from_dict(
+        {
+            "topology": {"bottleneck_rate_mbps": 8.0},
+            "queue": {"discipline": "qds", "class_codel": True},
+            "qds": {"classifier": "model", "variant": "demand_first"},
+        }
+    )
+    spec = lab_spec(s)
+    assert spec.link.fwd.class_codel is True and spec.link.qds is not None
+    assert "model" not in spec.link.qds
+    resolved = check_link_args(spec.link, [])
+    assert resolved.fwd.class_codel is True
+    assert resolved.qds is not None and resolved.qds["variant"] == "demand_first"

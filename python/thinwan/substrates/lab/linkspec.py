@@ -53,6 +53,7 @@ _QUEUE_KEYS = (
     "class_ceil_shares",
     "class_interactive",
     "class_flows",
+    "class_codel",
 )
 
 
@@ -83,6 +84,7 @@ class DirLink:
     class_ceil_shares: tuple[float, ...] = ()
     class_interactive: int = _Q["class_interactive"].default
     class_flows: tuple[tuple[int, ...], ...] = ()
+    class_codel: bool = _Q["class_codel"].default
 
     @classmethod
     def queue_of(cls, q: QueueSection) -> dict[str, Any]:
@@ -141,6 +143,7 @@ class DirLink:
             class_ceil_shares=tuple(float(x) for x in q["class_ceil_shares"]),
             class_interactive=int(q["class_interactive"]),
             class_flows=tuple(tuple(int(f) for f in c) for c in q["class_flows"]),
+            class_codel=bool(q["class_codel"]),
         )
 
 
@@ -338,12 +341,7 @@ def qds_keys(scenario: Scenario) -> dict[str, Any]:
     model = scenario.qds_model()
     if model is not None:
         keys["model"] = model
-    elif q.classifier == "model":
-        # The simulator builds its shipped classifier in; thinwan-link has none yet.
-        raise LabError(
-            "qds.model_file: the lab needs the classifier's model file (e.g. crates/sim/data/qds-classifier.json), "
-            'or qds.classifier = "oracle"'
-        )
+    # No model: thinwan-link uses the core's shipped classifier, as the simulator does.
     if q.classifier == "oracle":
         app = ORACLE_TYPE.get(scenario.traffic.model)
         if app is None:
