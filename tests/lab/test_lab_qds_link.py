@@ -20,6 +20,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from thinwan.analysis.lab_qds import read_qds_log
+from thinwan.analysis.qds import CONTROLLER_TYPES
 from thinwan.config.scenario import scenario_from_dict
 from thinwan.substrates.lab.linkspec import DirLink, LabSpec, LinkSpec, TcpSettings, lab_spec
 from thinwan.substrates.lab.topology import CLIENT_ADDR, Lab
@@ -27,35 +29,7 @@ from thinwan.substrates.lab.topology import CLIENT_ADDR, Lab
 pytestmark = pytest.mark.usefixtures("lab_env")
 PY = sys.executable
 
-# The QDS log's record (crates/net/src/qds/log.rs, docs/lab.md "QDS log").
-QDS_DTYPE = np.dtype(
-    [
-        ("t_ns", "<u8"),
-        ("flow", "<u8"),
-        ("rate_bps", "<f8"),
-        ("value", "<f8"),
-        ("extra", "<f8"),
-        ("client", "<u4"),
-        ("server", "<u4"),
-        ("cport", "<u2"),
-        ("sport", "<u2"),
-        ("cls", "<u2"),
-        ("kind", "u1"),
-        ("app", "u1"),
-        ("app_true", "u1"),
-        ("flags", "u1"),
-        ("pad", "<u2"),
-        ("flows", "<u4"),
-    ]
-)
-VIDEO, DATA = 0, 2  # AppType::index
-
-
-def read_qds_log(path: Path) -> np.ndarray:
-    head = path.read_bytes()[:16]
-    assert head[:8] == b"TWQDSLG\0", head
-    assert int.from_bytes(head[8:12], "little") == 1 and int.from_bytes(head[12:16], "little") == 64
-    return np.fromfile(path, dtype=QDS_DTYPE, offset=16)
+VIDEO, DATA = CONTROLLER_TYPES.index("video"), CONTROLLER_TYPES.index("data")  # AppType::index
 
 
 def resolved_link(lab: Lab) -> dict:
@@ -148,7 +122,7 @@ def test_qds_loop_favours_the_flow_with_the_smaller_budget(tmp_path: Path) -> No
         sink.wait(timeout=10)
         stats = lab.down()
     assert stats is not None and stats["qds_periods"] >= 35, stats
-    log = read_qds_log(tmp_path / "events.qds.bin")
+    log = read_qds_log(tmp_path / "events.qds.bin").to_records(index=False)
     flows, classes = log[log["kind"] == 0], log[log["kind"] == 1]
     assert len(flows) > 0 and stats["qds_logged"] == len(log)
     assert set(np.unique(flows["cport"])) == {6001, 6002}
