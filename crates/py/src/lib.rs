@@ -46,17 +46,9 @@ fn mux_frame_payload_default() -> u32 {
     thinwan_proto::mux::session::Config::default().max_payload
 }
 
-/// The classifier's features in `QdsFlows::features` order (`Features::NAMES`).
-const QDS_FEATURES: [&str; 8] = [
-    "size_mean",
-    "size_sd",
-    "iat_mean_us",
-    "iat_sd_us",
-    "rate_down_bps",
-    "rate_up_bps",
-    "full_share",
-    "burst_pkts",
-];
+/// The classifier's features in `QdsFlows::features` order: the core's names.
+const QDS_FEATURES: [&str; thinwan_proto::qds::classify::N_FEATURES] =
+    thinwan_proto::qds::classify::Features::NAMES;
 
 /// The QDS controller's default QT per type, ms (`controller::default_qt`): the one
 /// table the scenario defaults (`[qds] qt_*_ms`) and the per-type metrics follow.
