@@ -1,0 +1,273 @@
+"""The tables and one-run figures of scenarios/qds/README.md, from what the code measures now.
+
+    for f in table1 capacity variant params; do
+        .venv/bin/thinwan sweep scenarios/qds/$f.toml --json --out /tmp/qds/$f --quiet > /tmp/qds/$f.json
+    done
+    .venv/bin/python -m bench.qds_tables /tmp/qds            # the README's four tables (markdown)
+    .venv/bin/python -m bench.qds_tables /tmp/qds --diag     # + the seed-1 runs of "Why data flows lose"
+
+Tables: every per-type figure is the sweep summary's ``by_type`` (means over the 10 runs,
+docs/scenario.md "Per-type metrics"); RTOs and spurious RTOs per connection are the
+summary's ``timeouts_per_conn`` / ``spurious_timeouts_per_conn``. The "any" rows of the
+parameter table are checked to be the same at every α and β before one is printed.
+
+``--diag`` runs scenarios/qds/base.toml (c = 20, [3:9]) once with seed 1 as QDS with the
+classifier, QDS with the oracle, FIFO and FQ-CoDel (into DIR/diag) and prints, from the
+records: the data connections' RTOs, spurious RTOs and fast retransmits; data written and
+delivered (Mbit/s over the 60 s); the bottleneck's overflow drops; of the data packets
+beyond 100 ms (as ``by_type`` counts them), the share carrying retransmitted bytes and the
+others' median RTT; the classifier's share right per (period, flow) row and its confusion;
+the summed rate of the classes holding only (truly) data flows against those flows'
+measured rates (mean over periods); how often and how far flows change class.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+DISCIPLINES = [("droptail", "FIFO"), ("fq_codel", "FQ-CoDel"), ("qds", "QDS"), ("qds-demand", "QDS-demand")]
+SETTINGS = [
+    ("c20 [3:9]", "table1", "mix=3:9,discipline={}"),
+    ("c20 [2:14]", "table1", "mix=2:14,discipline={}"),
+    ("c10 [2:2]", "capacity", "setting=c10-2:2,discipline={}"),
+    ("c20 [4:4]", "capacity", "setting=c20-4:4,discipline={}"),
+    ("c30 [6:6]", "capacity", "setting=c30-6:6,discipline={}"),
+]
+VARIANTS = [
+    ("bandwidth_aware", "bandwidth-aware (QDS)"),
+    ("bandwidth_aware-codel", "bandwidth-aware + class CoDel"),
+    ("demand_first-rates", "demand-first rates only"),
+    ("demand_first-codel", "demand-first + class CoDel (QDS-demand)"),
+]
+ALPHAS = (0.0, 0.2, 0.5)
+BETAS = (0.5, 1.0, 2.0)
+
+
+def load(path: Path) -> dict[str, dict[str, Any]]:
+    """Point name → summary of one ``thinwan sweep --json`` output."""
+    return {p["name"]: p["summary"] for p in json.loads(path.read_text())["points"]}
+
+
+def pct(v: float) -> str:
+    return f"{100 * v:.1f} %"
+
+
+def row(cells: list[str]) -> str:
+    return "| " + " | ".join(cells) + " |"
+
+
+def main_table(sweeps: dict[str, dict[str, dict[str, Any]]]) -> list[str]:
+    out = []
+    for setting, sweep, pattern in SETTINGS:
+        for key, name in DISCIPLINES:
+            s = sweeps[sweep][pattern.format(key)]
+            cells = [setting, name]
+            for t in ("video", "data"):
+                b = s["by_type"][t]
+                cells += [
+                    f"{b['rtt_mean_ms']:.1f} ± {b['rtt_sd_ms']:.1f}",
+                    pct(b["share_within_qt"]),
+                    pct(b["share_within_1_2qt"]),
+                    f"{b['throughput_mbps']:.2f}",
+                ]
+            cells += [f"{s['timeouts_per_conn']:.1f}", f"{s['spurious_timeouts_per_conn']:.1f}"]
+            out.append(row(cells))
+    return out
+
+
+def findings_table(sweeps: dict[str, dict[str, dict[str, Any]]]) -> list[str]:
+    out = []
+    for setting, sweep, pattern in SETTINGS:
+        cells = [setting]
+        for key, _ in DISCIPLINES:
+            b = sweeps[sweep][pattern.format(key)]["by_type"]
+            cells.append(f"{100 * b['video']['share_within_qt']:.1f} / {pct(b['data']['share_within_qt'])}")
+        out.append(row(cells))
+    return out
+
+
+def variant_table(v: dict[str, dict[str, Any]]) -> list[str]:
+    out = []
+    for mix, setting in (("3:9", "c20 [3:9]"), ("2:14", "c20 [2:14]")):
+        for key, name in VARIANTS:
+            s = v[f"mix={mix},variant={key}"]
+            b = s["by_type"]
+            out.append(
+                row(
+                    [
+                        setting,
+                        name,
+                        pct(b["video"]["share_within_qt"]),
+                        f"{b['video']['throughput_mbps']:.2f}",
+                        pct(b["data"]["share_within_qt"]),
+                        f"{b['data']['throughput_mbps']:.2f}",
+                        f"{s['timeouts_per_conn']:.1f}",
+                        f"{s['spurious_timeouts_per_conn']:.1f}",
+                    ]
+                )
+            )
+    return out
+
+
+def params_table(p: dict[str, dict[str, Any]]) -> list[str]:
+    def shares(variant: str, a: float, b: float) -> tuple[float, float, float, float]:
+        m, o = (p[f"variant={variant},alpha={a:g},beta={b:g},classifier={c}"]["by_type"] for c in ("model", "oracle"))
+        return (
+            m["video"]["share_within_qt"],
+            o["video"]["share_within_qt"],
+            m["data"]["share_within_qt"],
+            o["data"]["share_within_qt"],
+        )
+
+    def cells(name: str, a: str, b: str, v: tuple[float, float, float, float]) -> str:
+        return row([name, a, b, f"{100 * v[0]:.1f} / {pct(v[1])}", f"{100 * v[2]:.1f} / {pct(v[3])}"])
+
+    def any_row(variant: str, name: str) -> str:
+        points = {shares(variant, a, b) for a in ALPHAS for b in BETAS}
+        if len(points) != 1:
+            sys.exit(f"qds_tables: {variant} differs across α and β ({len(points)} results); no 'any' row")
+        return cells(name, "any", "any", points.pop())
+
+    return [
+        any_row("delay_only", "delay-only"),
+        *(cells("bandwidth-aware", f"{a:g}", f"{b:g}", shares("bandwidth_aware", a, b)) for a in ALPHAS for b in BETAS),
+        any_row("demand_first", "demand-first + class CoDel"),
+    ]
+
+
+def scenario_variant(base: str, subs: list[tuple[str, str]]) -> str:
+    """base.toml with each ``pattern → replacement`` applied exactly once (it fails loudly
+    when the file changed shape) and the model path made absolute."""
+    for pattern, replacement in subs:
+        base, n = re.subn(pattern, replacement, base, count=1, flags=re.MULTILINE)
+        if n != 1:
+            sys.exit(f"qds_tables: scenarios/qds/base.toml has no line matching {pattern!r}")
+    return base
+
+
+def diag(out: Path) -> None:
+    import pandas as pd
+
+    base = (ROOT / "scenarios/qds/base.toml").read_text()
+    common = [(r'^model_file = "\.\./\.\./', f'model_file = "{ROOT}/'), (r"^runs = 10", "runs = 1")]
+    runs = {
+        "qds": [],
+        "oracle": [(r'^classifier = "model"', 'classifier = "oracle"')],
+        "fifo": [(r'^discipline = "qds"', 'discipline = "droptail"')],
+        "fq_codel": [(r'^discipline = "qds"', 'discipline = "fq_codel"')],
+    }
+    out.mkdir(parents=True, exist_ok=True)
+    thinwan = ROOT / ".venv/bin/thinwan"
+    for name, subs in runs.items():
+        toml = out / f"{name}.toml"
+        toml.write_text(scenario_variant(base, common + subs))
+        cmd = [str(thinwan), "run", str(toml), "--runs", "1", "--seed", "1", "--out", str(out / name)]
+        subprocess.run([*cmd, "--quiet", "--no-report"], check=True, stdout=subprocess.DEVNULL)
+    duration = 60.0
+    for name in runs:
+        rec = out / name / "runs" / "run-0"
+        conns = pd.read_parquet(rec / "connections.parquet")
+        pkts = pd.read_parquet(rec / "packet_rtt.parquet")
+        pkts = pkts[pkts.t_tx < duration]  # by_type's window
+        kind = pkts.groupby("conn")["app"].first()  # packet_rtt codes: 2 video, 3 data
+        conns["app"] = conns["conn"].map(kind)
+        data, video = conns[conns.app == 3], conns[conns.app == 2]
+        ports = pd.read_parquet(rec / "ports.parquet")
+        overflow = int(ports.loc[ports.port == "bottleneck", "drops_overflow"].iloc[0])
+        mbps = lambda b: b.sum() * 8 / duration / 1e6  # noqa: E731
+        print(f"\n== {name} (c20 [3:9], seed 1)")
+        print(
+            f"data connections: {len(data)}, RTOs {data.timeouts.sum()}, spurious {data.spurious_timeouts.sum()},"
+            f" fast retransmits {data.fast_retransmits.sum()}; bottleneck overflow drops {overflow}"
+        )
+        print(
+            f"data written {mbps(data.bytes_written):.2f}, delivered {mbps(data.bytes_delivered):.2f} Mbit/s;"
+            f" video written {mbps(video.bytes_written):.2f}, delivered {mbps(video.bytes_delivered):.2f}"
+        )
+        dp = pkts[pkts.app == 3]
+        late = dp[~(dp.rtt <= 0.1)]  # unacknowledged packets count as late, as in by_type
+        print(
+            f"data packets beyond 100 ms: {100 * len(late) / len(dp):.1f} %, of them with retransmitted bytes"
+            f" {100 * (late.retx > 0).mean():.0f} %, the others' median RTT"
+            f" {1e3 * late.loc[late.retx == 0, 'rtt'].median():.0f} ms"
+        )
+        flows_path = rec / "qds_flows.parquet"
+        flows = pd.read_parquet(flows_path) if flows_path.exists() else pd.DataFrame()
+        if flows.empty:
+            continue
+        classes = pd.read_parquet(rec / "qds_classes.parquet")
+        # qds_flows codes (AppType): 0 video, 2 data
+        vid, dat = flows.app_true == 0, flows.app_true == 2
+        print(
+            f"classifier right in {100 * (flows.app == flows.app_true).mean():.1f} % of (period, flow) rows;"
+            f" video rows taken for data {100 * (vid & (flows.app == 2)).sum() / vid.sum():.1f} %,"
+            f" data rows taken for video {100 * (dat & (flows.app == 0)).sum() / dat.sum():.1f} %"
+        )
+        for label, rows in (("video", vid), ("data ", dat)):
+            share = flows.loc[rows, "class"].value_counts(normalize=True).sort_index()
+            print(f"class shares (c_1 = 0) {label}", {int(k): round(float(v), 2) for k, v in share.items()})
+        print(
+            f"mean measured rate: video {flows.loc[vid, 'rate_bps'].mean() / 1e6:.2f}, data {flows.loc[dat, 'rate_bps'].mean() / 1e6:.2f} Mbit/s"
+        )
+        per_class = (
+            flows.assign(is_data=dat)
+            .groupby(["t", "class"])
+            .agg(n=("conn", "size"), n_data=("is_data", "sum"), flows_bps=("rate_bps", "sum"))
+            .reset_index()
+        )
+        only = per_class[per_class.n == per_class.n_data].merge(classes[["t", "class", "rate_bps"]], on=["t", "class"])
+        per_t = only.groupby("t")[["flows_bps", "rate_bps"]].sum()
+        all_data = flows[dat].groupby("t").rate_bps.sum()
+        print(
+            f"classes holding only data flows: rate {per_t.rate_bps.mean() / 1e6:.2f} Mbit/s, their flows measured"
+            f" {per_t.flows_bps.mean() / 1e6:.2f} (mean over {len(per_t)} periods); all data flows measured"
+            f" {all_data.mean() / 1e6:.2f}"
+        )
+        f = flows.sort_values(["conn", "t"]).copy()
+        f["prev"] = f.groupby("conn")["class"].shift()
+        f["dt"] = f.groupby("conn")["t"].diff()
+        steps = f[f.prev.notna() & ((f.dt - 0.1).abs() < 1e-6)].copy()
+        steps["moved"] = (steps["class"].astype(int) - steps.prev.astype(int)).abs()
+        for code, label in ((0, "video"), (2, "data")):
+            s = steps[steps.app_true == code]
+            per_change = s.loc[s.moved > 0, "moved"].mean()
+            print(
+                f"{label}: changes class in {100 * (s.moved > 0).mean():.0f} % of periods, by"
+                f" {s.moved.mean():.2f} classes per period ({per_change if not math.isnan(per_change) else 0:.2f} per change)"
+            )
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("dir", type=Path, help="directory with table1.json, capacity.json, variant.json, params.json")
+    ap.add_argument("--diag", action="store_true", help="also run the seed-1 diagnostics (into DIR/diag)")
+    args = ap.parse_args()
+    sweeps = {}
+    for name in ("table1", "capacity", "variant", "params"):
+        path = args.dir / f"{name}.json"
+        try:
+            sweeps[name] = load(path)
+        except (OSError, ValueError, KeyError) as e:
+            sys.exit(f"qds_tables: {path}: not a `thinwan sweep --json` output ({e})")
+    for title, lines in (
+        ("Measured (table1 + capacity)", main_table(sweeps)),
+        ("findings.md (video / data within QT)", findings_table(sweeps)),
+        ("The variant, piece by piece", variant_table(sweeps["variant"])),
+        ("Parameters", params_table(sweeps["params"])),
+    ):
+        print(f"\n## {title}\n")
+        print("\n".join(lines))
+    if args.diag:
+        diag(args.dir / "diag")
+
+
+if __name__ == "__main__":
+    main()
