@@ -12,7 +12,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.lab.conftest import REPO
 from thinwan.analysis.by_type import APP_NAMES
 from thinwan.records.schema import SCHEMA, RunRecords
 
@@ -40,7 +39,7 @@ discipline = "{discipline}"
 limit_packets = 100
 
 [qds]
-model_file = "{model}"
+model_file = ""  # the core's shipped classifier, in thinwan-link as in the simulator
 
 [tcp]
 delayed_ack = false
@@ -57,8 +56,7 @@ trace_connections = "none"
 
 def lab_run(tmp_path: Path, discipline: str, duration: float) -> tuple[dict, RunRecords]:
     scn = tmp_path / "s.toml"
-    model = REPO / "crates" / "sim" / "data" / "qds-classifier.json"
-    scn.write_text(SCENARIO.format(discipline=discipline, duration=duration, model=model))
+    scn.write_text(SCENARIO.format(discipline=discipline, duration=duration))
     out = tmp_path / "out"
     done = subprocess.run(
         [
