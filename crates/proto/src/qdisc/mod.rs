@@ -23,6 +23,8 @@ mod classes;
 mod codel;
 mod fq_codel;
 mod spec;
+#[cfg(test)]
+mod test_item;
 
 pub use basic::{Classifier, DropTail, Priority};
 pub use classes::{ClassControl, ClassRate, Classes};

@@ -4,17 +4,7 @@ use super::*;
 use crate::time::Duration;
 use proptest::prelude::*;
 
-/// (id, len, flow)
-#[derive(Debug, Clone, PartialEq)]
-struct F(u32, u32, u64);
-impl QueueItem for F {
-    fn wire_len(&self) -> u32 {
-        self.1
-    }
-    fn flow(&self) -> u64 {
-        self.2
-    }
-}
+use crate::qdisc::test_item::F;
 
 fn ms(x: u64) -> Instant {
     Instant::from_nanos(x * 1_000_000)
