@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -50,3 +51,10 @@ def lab_env() -> None:
 @pytest.fixture
 def net_bin(lab_env: None) -> str:
     return str(find_binary("thinwan-net"))
+
+
+def lab_run_cli(scenario: Path, out: Path, *extra: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    """``thinwan lab run SCENARIO --out OUT --json --quiet EXTRA…`` in a subprocess (as a
+    user runs it), its output captured."""
+    argv = [sys.executable, "-m", "thinwan", "lab", "run", str(scenario), "--out", str(out), "--json", "--quiet"]
+    return subprocess.run([*argv, *extra], capture_output=True, text=True, timeout=timeout)

@@ -4,12 +4,11 @@ still arrives."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from tests.lab.conftest import lab_run_cli
 from thinwan.records.schema import RunRecords
 
 pytestmark = pytest.mark.usefixtures("lab_env")
@@ -42,8 +41,7 @@ def test_lab_run_with_fq_codel_drops_at_the_head(tmp_path: Path) -> None:
     scn = tmp_path / "s.toml"
     scn.write_text(SCENARIO)
     out = tmp_path / "out"
-    cmd = [sys.executable, "-m", "thinwan", "lab", "run", str(scn), "--out", str(out), "--json", "--quiet"]
-    done = subprocess.run([*cmd, "--no-report"], capture_output=True, text=True, timeout=60)
+    done = lab_run_cli(scn, out, "--no-report")
     assert done.returncode == 0, done.stderr
     rec = RunRecords.read(out / "runs" / "run-0")
     assert rec.meta["lab"]["link"]["fwd"]["queue"]["discipline"] == "fq_codel"

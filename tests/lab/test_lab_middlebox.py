@@ -5,13 +5,12 @@ video/data mix, and the simulator's per-type metrics from the lab's per-packet R
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from tests.lab.conftest import lab_run_cli
 from thinwan.analysis.by_type import APP_NAMES
 from thinwan.records.schema import SCHEMA, RunRecords
 
@@ -58,25 +57,7 @@ def lab_run(tmp_path: Path, discipline: str, duration: float) -> tuple[dict, Run
     scn = tmp_path / "s.toml"
     scn.write_text(SCENARIO.format(discipline=discipline, duration=duration))
     out = tmp_path / "out"
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "thinwan",
-            "lab",
-            "run",
-            str(scn),
-            "--runs",
-            "1",
-            "--out",
-            str(out),
-            "--json",
-            "--quiet",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    done = lab_run_cli(scn, out, "--runs", "1")
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout), RunRecords.read(out / "runs" / "run-0")
 

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from tests.captures import write_capture
+from tests.lab.conftest import lab_run_cli
 from thinwan.analysis.metrics import message_delays
 from thinwan.records.schema import SCHEMA, RunRecords
 
@@ -41,12 +40,7 @@ def test_lab_run_writes_records_like_the_simulator(tmp_path: Path) -> None:
     scn = tmp_path / "s.toml"
     scn.write_text(SCENARIO)
     out = tmp_path / "out"
-    done = subprocess.run(
-        [sys.executable, "-m", "thinwan", "lab", "run", str(scn), "--out", str(out), "--json", "--quiet"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    done = lab_run_cli(scn, out)
     assert done.returncode == 0, done.stderr
     doc = json.loads(done.stdout)
     assert doc["substrate"] == "lab" and doc["summary"]["runs"] == 1
@@ -96,24 +90,7 @@ def test_lab_run_with_priority_queue(tmp_path: Path, classifier: str) -> None:
     scn = tmp_path / "s.toml"
     scn.write_text(PRIORITY.format(classifier=classifier))
     out = tmp_path / "out"
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "thinwan",
-            "lab",
-            "run",
-            str(scn),
-            "--out",
-            str(out),
-            "--json",
-            "--quiet",
-            "--no-report",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    done = lab_run_cli(scn, out, "--no-report")
     assert done.returncode == 0, done.stderr
     rec = RunRecords.read(out / "runs" / "run-0")
     q = rec.meta["lab"]["link"]["fwd"]["queue"]
@@ -137,24 +114,7 @@ def test_lab_run_samples_conn_trace(tmp_path: Path) -> None:
         SCENARIO.replace("duration_s = 4.0", "duration_s = 2.0") + "\n[records]\ntrace_interval_ms = 100.0\n"
     )
     out = tmp_path / "out"
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "thinwan",
-            "lab",
-            "run",
-            str(scn),
-            "--out",
-            str(out),
-            "--json",
-            "--quiet",
-            "--no-report",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    done = lab_run_cli(scn, out, "--no-report")
     assert done.returncode == 0, done.stderr
     rec = RunRecords.read(out / "runs" / "run-0")
     ct = rec.conn_trace
@@ -180,12 +140,7 @@ def test_lab_run_replays_a_capture(tmp_path: Path) -> None:
         + '\n[traffic]\nmodel = "pcap"\npcap_file = "game.pcap"\npcap_server_port = 7777\n'
     )
     out = tmp_path / "out"
-    done = subprocess.run(
-        [sys.executable, "-m", "thinwan", "lab", "run", str(scn), "--out", str(out), "--json", "--quiet"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    done = lab_run_cli(scn, out)
     assert done.returncode == 0, done.stderr
     m = RunRecords.read(out / "runs" / "run-0").messages.sort_values(["conn", "t_write"])
     # The capture's writes before duration_s = 4 s (the one at 2.49 s included).
