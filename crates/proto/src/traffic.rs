@@ -61,6 +61,27 @@ pub enum GapLaw {
     Constant,
 }
 
+/// How much the sessions (streams) of a population differ from one another.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Activity {
+    /// Every stream draws its gaps from the same laws (the source's model).
+    Identical,
+    /// Each stream has an activity factor `a` (flows per second relative to the
+    /// population's), drawn once from its own random stream: ln a ~ N(−σ²/2, σ²), so
+    /// E[a] = 1 and the population writes as much as with [`Activity::Identical`]. Its
+    /// start-to-start gaps are divided by `a` (the intra-block gap is not: it is the
+    /// sender's packetisation, not the user's pace).
+    LogNormal {
+        /// σ of ln(a) across streams.
+        sigma: f64,
+    },
+}
+
+/// Transition index of per-transition arrays: I→I, I→B, B→I, B→B.
+fn transition(from: Kind, to: Kind) -> usize {
+    2 * from as usize + to as usize
+}
+
 /// Parameters of the two-state source (Ogawa §1 defaults).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct ThinClientParams {
@@ -76,8 +97,10 @@ pub struct ThinClientParams {
     pub gap_bi: f64,
     /// t_BB.
     pub gap_bb: f64,
-    /// Gap law.
-    pub gap_law: GapLaw,
+    /// Gap law per transition, in the order I→I, I→B, B→I, B→B.
+    pub gap_laws: [GapLaw; 4],
+    /// How the streams' activity levels differ.
+    pub activity: Activity,
     /// Mean interactive write, bytes.
     pub interactive_bytes_mean: f64,
     /// Mean write inside a bulk block, bytes.
@@ -105,7 +128,8 @@ impl Default for ThinClientParams {
             gap_ib: 0.22,
             gap_bi: 0.24,
             gap_bb: 0.11,
-            gap_law: GapLaw::LogNormal { sigma: 1.0 },
+            gap_laws: [GapLaw::LogNormal { sigma: 1.0 }; 4],
+            activity: Activity::Identical,
             interactive_bytes_mean: 137.2,
             bulk_bytes_mean: 936.2,
             size_spread: 0.5,
@@ -139,6 +163,24 @@ pub struct ThinClientKeys {
     pub gap_distribution: GapDistribution,
     /// σ of ln(gap).
     pub gap_lognormal_sigma: f64,
+    /// σ of ln(gap) of I→I gaps; 0: `gap_lognormal_sigma` (so are the next three).
+    #[serde(default)]
+    pub gap_lognormal_sigma_ii: f64,
+    /// The same for I→B.
+    #[serde(default)]
+    pub gap_lognormal_sigma_ib: f64,
+    /// The same for B→I.
+    #[serde(default)]
+    pub gap_lognormal_sigma_bi: f64,
+    /// The same for B→B.
+    #[serde(default)]
+    pub gap_lognormal_sigma_bb: f64,
+    /// Whether the streams' activity levels differ ([`Activity`]).
+    #[serde(default)]
+    pub session_activity: SessionActivity,
+    /// σ of ln(activity) across streams, with `session_activity = "lognormal"`.
+    #[serde(default = "default_activity_sigma")]
+    pub session_activity_sigma: f64,
     /// Mean interactive write, bytes.
     pub interactive_bytes_mean: f64,
     /// Mean bulk write, bytes.
@@ -167,6 +209,12 @@ impl Default for ThinClientKeys {
             gap_bb_s: p.gap_bb,
             gap_distribution: GapDistribution::Lognormal,
             gap_lognormal_sigma: 1.0,
+            gap_lognormal_sigma_ii: 0.0,
+            gap_lognormal_sigma_ib: 0.0,
+            gap_lognormal_sigma_bi: 0.0,
+            gap_lognormal_sigma_bb: 0.0,
+            session_activity: SessionActivity::Identical,
+            session_activity_sigma: default_activity_sigma(),
             interactive_bytes_mean: p.interactive_bytes_mean,
             bulk_bytes_mean: p.bulk_bytes_mean,
             size_spread: p.size_spread,
@@ -181,10 +229,38 @@ impl Default for ThinClientKeys {
 impl ThinClientKeys {
     /// The source's parameters; no write exceeds `mss`.
     pub fn params(&self, mss: u32) -> Result<ThinClientParams, ParamError> {
-        let gap_law = match self.gap_distribution {
-            GapDistribution::Lognormal => GapLaw::LogNormal { sigma: self.gap_lognormal_sigma },
-            GapDistribution::Exponential => GapLaw::Exponential,
-            GapDistribution::Constant => GapLaw::Constant,
+        let sigmas = [
+            ("gap_lognormal_sigma_ii", self.gap_lognormal_sigma_ii),
+            ("gap_lognormal_sigma_ib", self.gap_lognormal_sigma_ib),
+            ("gap_lognormal_sigma_bi", self.gap_lognormal_sigma_bi),
+            ("gap_lognormal_sigma_bb", self.gap_lognormal_sigma_bb),
+        ];
+        let mut gap_laws = [GapLaw::Constant; 4];
+        for (law, (key, sigma)) in gap_laws.iter_mut().zip(sigmas) {
+            if !(sigma >= 0.0 && sigma.is_finite()) {
+                return Err(ParamError(format!(
+                    "traffic.{key} must be ≥ 0 (0: gap_lognormal_sigma), got {sigma}"
+                )));
+            }
+            *law = match self.gap_distribution {
+                GapDistribution::Lognormal => {
+                    GapLaw::LogNormal { sigma: if sigma > 0.0 { sigma } else { self.gap_lognormal_sigma } }
+                }
+                GapDistribution::Exponential => GapLaw::Exponential,
+                GapDistribution::Constant => GapLaw::Constant,
+            };
+        }
+        let activity = match self.session_activity {
+            SessionActivity::Identical => Activity::Identical,
+            SessionActivity::Lognormal => {
+                let sigma = self.session_activity_sigma;
+                if !(sigma >= 0.0 && sigma.is_finite()) {
+                    return Err(ParamError(format!(
+                        "traffic.session_activity_sigma must be ≥ 0, got {sigma}"
+                    )));
+                }
+                Activity::LogNormal { sigma }
+            }
         };
         Ok(ThinClientParams {
             p_interactive_to_bulk: self.p_interactive_to_bulk,
@@ -193,7 +269,8 @@ impl ThinClientKeys {
             gap_ib: self.gap_ib_s,
             gap_bi: self.gap_bi_s,
             gap_bb: self.gap_bb_s,
-            gap_law,
+            gap_laws,
+            activity,
             interactive_bytes_mean: self.interactive_bytes_mean,
             bulk_bytes_mean: self.bulk_bytes_mean,
             size_spread: self.size_spread,
@@ -216,6 +293,21 @@ pub enum GapDistribution {
     Exponential,
     /// [`GapLaw::Constant`].
     Constant,
+}
+
+fn default_activity_sigma() -> f64 {
+    0.5
+}
+
+/// `traffic.session_activity`: the names of [`Activity`] in a scenario.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SessionActivity {
+    /// [`Activity::Identical`].
+    #[default]
+    Identical,
+    /// [`Activity::LogNormal`] with `session_activity_sigma`.
+    Lognormal,
 }
 
 /// `traffic.model`: which [`Source`] every stream runs.
@@ -427,6 +519,8 @@ pub struct ThinClientSource {
     /// Writes of the current block still to come.
     block_left: u32,
     next_at: Instant,
+    /// 1 / this stream's activity factor: every start-to-start gap is scaled by it.
+    gap_scale: f64,
 }
 
 impl ThinClientSource {
@@ -445,7 +539,14 @@ impl ThinClientSource {
             flow_start: start,
             block_left: 0,
             next_at: start,
+            gap_scale: 1.0,
         };
+        // The stream's activity first (drawn only when the streams differ, so identical
+        // streams draw exactly the sequence they drew before activity existed).
+        if let Activity::LogNormal { sigma } = c.params.activity {
+            let z: f64 = rand_distr::StandardNormal.sample(&mut s.rng);
+            s.gap_scale = 1.0 / (sigma * z - sigma * sigma / 2.0).exp();
+        }
         // First flow kind from the stationary distribution p_B = α/(α+β).
         let (a, b) = (c.params.p_interactive_to_bulk, c.params.p_bulk_to_interactive);
         let p_bulk = if a + b > 0.0 { a / (a + b) } else { 0.0 };
@@ -477,7 +578,9 @@ impl ThinClientSource {
                 (Kind::Bulk, Kind::Interactive) => self.c.params.gap_bi,
                 (Kind::Bulk, Kind::Bulk) => self.c.params.gap_bb,
             };
-            let start = (self.flow_start + self.gap(mean)).max(at);
+            // × 1.0 is exact: identical streams keep their gaps to the bit.
+            let gap = self.gap(mean * self.gap_scale, self.c.params.gap_laws[transition(kind, next)]);
+            let start = (self.flow_start + gap).max(at);
             self.state = next;
             self.begin_flow(start);
         }
@@ -518,8 +621,8 @@ impl ThinClientSource {
         Duration::from_secs_f64(e.sample(&mut self.rng))
     }
 
-    fn gap(&mut self, mean: f64) -> Duration {
-        match self.c.params.gap_law {
+    fn gap(&mut self, mean: f64, law: GapLaw) -> Duration {
+        match law {
             GapLaw::Constant => Duration::from_secs_f64(mean),
             GapLaw::Exponential => self.exp(mean),
             GapLaw::LogNormal { sigma } => {
@@ -797,6 +900,97 @@ mod tests {
         let mean_gap = pi * ((1.0 - a) * 0.27 + a * 0.22) + pb * (b * 0.24 + (1.0 - b) * 0.11);
         let measured = horizon.as_secs_f64() / flows;
         assert!((measured / mean_gap - 1.0).abs() < 0.02, "gap {measured} vs {mean_gap}");
+    }
+
+    #[test]
+    fn identical_activity_draws_nothing_and_is_the_default() {
+        let keys = ThinClientKeys::default();
+        assert_eq!(keys.params(1460).unwrap(), ThinClientParams::default());
+        let c = Arc::new(Calibrated::new(ThinClientParams::default()).unwrap());
+        for stream in 0..50 {
+            let s = ThinClientSource::calibrated(&c, stream_rng(9, stream), Instant::ZERO);
+            assert_eq!(s.gap_scale, 1.0);
+        }
+        // A lognormal population with σ = 0 draws (so its writes differ) but scales nothing.
+        let p =
+            ThinClientParams { activity: Activity::LogNormal { sigma: 0.0 }, ..ThinClientParams::default() };
+        let c0 = Arc::new(Calibrated::new(p).unwrap());
+        let s = ThinClientSource::calibrated(&c0, stream_rng(9, 0), Instant::ZERO);
+        assert_eq!(s.gap_scale, 1.0);
+    }
+
+    #[test]
+    fn lognormal_activity_spreads_streams_by_sigma_with_mean_one() {
+        let keys = ThinClientKeys {
+            session_activity: SessionActivity::Lognormal,
+            session_activity_sigma: 0.7,
+            ..ThinClientKeys::default()
+        };
+        let c = Arc::new(Calibrated::new(keys.params(1460).unwrap()).unwrap());
+        let n = 20_000;
+        let ln_a: Vec<f64> = (0..n)
+            .map(|i| -ThinClientSource::calibrated(&c, stream_rng(4, 2 * i), Instant::ZERO).gap_scale.ln())
+            .collect();
+        let mean = ln_a.iter().sum::<f64>() / n as f64;
+        let sd = (ln_a.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1) as f64).sqrt();
+        assert!((sd / 0.7 - 1.0).abs() < 0.02, "σ of ln a = {sd}");
+        let mean_a = ln_a.iter().map(|x| x.exp()).sum::<f64>() / n as f64;
+        assert!((mean_a - 1.0).abs() < 0.02, "E[a] = {mean_a}");
+        // Same seed, same stream: the same factor and the same writes.
+        let w = |seed| {
+            let mut s = ThinClientSource::calibrated(&c, stream_rng(seed, 6), Instant::ZERO);
+            (0..200).map(|_| s.next_write()).collect::<Vec<_>>()
+        };
+        assert_eq!(w(1), w(1));
+        assert_ne!(w(1), w(2));
+    }
+
+    #[test]
+    fn a_stream_writes_flows_in_proportion_to_its_activity() {
+        let p =
+            ThinClientParams { activity: Activity::LogNormal { sigma: 1.0 }, ..ThinClientParams::default() };
+        let c = Arc::new(Calibrated::new(p).unwrap());
+        for stream in 0..5 {
+            let mut s = ThinClientSource::calibrated(&c, stream_rng(2, stream), Instant::ZERO);
+            let scale = s.gap_scale;
+            let horizon = Instant::from_secs_f64(3000.0 * scale);
+            let mut flows = 0u64;
+            while s.next_write().at < horizon {
+                flows += (s.block_left <= 1) as u64;
+            }
+            // ~12,000 flows per 3000 s of scaled time whatever the activity (±3 %).
+            let per_s = flows as f64 / 3000.0;
+            assert!((per_s / 4.04 - 1.0).abs() < 0.03, "stream {stream}: {per_s} flows per scaled s");
+        }
+    }
+
+    #[test]
+    fn per_transition_sigma_overrides_the_common_one() {
+        let keys = ThinClientKeys {
+            gap_lognormal_sigma_bb: 2.0,
+            gap_lognormal_sigma_ii: 0.3,
+            p_interactive_to_bulk: 0.0,
+            ..ThinClientKeys::default()
+        };
+        let p = keys.params(1460).unwrap();
+        assert_eq!(
+            p.gap_laws,
+            [
+                GapLaw::LogNormal { sigma: 0.3 },
+                GapLaw::LogNormal { sigma: 1.0 },
+                GapLaw::LogNormal { sigma: 1.0 },
+                GapLaw::LogNormal { sigma: 2.0 }
+            ]
+        );
+        let bad = ThinClientKeys { gap_lognormal_sigma_ib: -1.0, ..ThinClientKeys::default() };
+        assert!(bad.params(1460).unwrap_err().0.contains("gap_lognormal_sigma_ib"));
+        // All interactive (α = 0, first flow interactive with p_B = 0): every gap is I→I.
+        let mut s = ThinClientSource::new(p, stream_rng(1, 0), Instant::ZERO).unwrap();
+        let t: Vec<f64> = (0..20_001).map(|_| s.next_write().at.as_secs_f64()).collect();
+        let ln: Vec<f64> = t.windows(2).map(|w| (w[1] - w[0]).ln()).collect();
+        let m = ln.iter().sum::<f64>() / ln.len() as f64;
+        let sd = (ln.iter().map(|x| (x - m).powi(2)).sum::<f64>() / ln.len() as f64).sqrt();
+        assert!((sd - 0.3).abs() < 0.01, "σ of ln(gap_II) = {sd}");
     }
 
     #[test]

@@ -293,6 +293,15 @@ class TrafficSection(_Section):
     gap_bb_s: float = Field(0.11, gt=0)
     gap_distribution: Literal["lognormal", "exponential", "constant"] = "lognormal"
     gap_lognormal_sigma: float = Field(1.0, gt=0)
+    # Per transition (I→I, I→B, B→I, B→B); 0: gap_lognormal_sigma. `thinwan fit` sets them.
+    gap_lognormal_sigma_ii: float = Field(0.0, ge=0)
+    gap_lognormal_sigma_ib: float = Field(0.0, ge=0)
+    gap_lognormal_sigma_bi: float = Field(0.0, ge=0)
+    gap_lognormal_sigma_bb: float = Field(0.0, ge=0)
+    # Per-stream activity (flows per second relative to the population, mean 1):
+    # "identical" (every stream alike) or "lognormal" with σ of ln(activity).
+    session_activity: Literal["identical", "lognormal"] = "identical"
+    session_activity_sigma: float = Field(0.5, ge=0, le=5)
     interactive_bytes_mean: float = Field(137.2, gt=0)
     bulk_bytes_mean: float = Field(936.2, gt=0)
     size_spread: float = Field(0.5, ge=0, le=1)
