@@ -56,6 +56,7 @@ def parser() -> argparse.ArgumentParser:
     """The ``thinwan`` parser with every subcommand (cheap: nothing heavy is imported)."""
     from .anatomy_cmd import add_anatomy_subcommand
     from .desktop_cmd import add_desktop_subcommands
+    from .fit_cmd import add_fit_subcommands
     from .lab_cmds import add_lab_subcommands, add_validate_subcommand
     from .mux_cmd import add_mux_subcommand
     from .qds_cmd import add_qds_subcommand
@@ -74,6 +75,7 @@ def parser() -> argparse.ArgumentParser:
     add_mux_subcommand(commands)
     add_qds_subcommand(commands)
     add_desktop_subcommands(commands)
+    add_fit_subcommands(commands)
     return p
 
 
