@@ -217,7 +217,10 @@ impl Parser<'_> {
                 Some(t) if t.text == ")" => self.i += 1,
                 Some(t) => return Err(t.err(format!("unexpected word {:?} (expected ')')", t.text))),
                 None => {
-                    return Err(FilterError { position: end, what: format!("the '(' at position {open} is not closed") })
+                    return Err(FilterError {
+                        position: end,
+                        what: format!("the '(' at position {open} is not closed"),
+                    })
                 }
             }
             return Ok(e);
@@ -226,7 +229,8 @@ impl Parser<'_> {
     }
 
     fn primary(&mut self) -> Result<Expr, FilterError> {
-        let t = self.next("a filter word ('tcp', 'host', 'port', 'net', 'src', 'dst', 'not' or '(')")?.clone();
+        let t =
+            self.next("a filter word ('tcp', 'host', 'port', 'net', 'src', 'dst', 'not' or '(')")?.clone();
         let (end, kw) = match t.text.as_str() {
             "src" => (End::Src, self.next("'host', 'port' or 'net' after 'src'")?.clone()),
             "dst" => (End::Dst, self.next("'host', 'port' or 'net' after 'dst'")?.clone()),
@@ -295,7 +299,10 @@ mod tests {
             )),
         );
         assert_eq!(e, want);
-        assert_eq!(Expr::parse("(port 1 || port 2) && !tcp").unwrap().to_string(), "((port 1 or port 2) and not tcp)");
+        assert_eq!(
+            Expr::parse("(port 1 || port 2) && !tcp").unwrap().to_string(),
+            "((port 1 or port 2) and not tcp)"
+        );
     }
 
     #[test]

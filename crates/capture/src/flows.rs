@@ -71,7 +71,14 @@ impl Options {
     /// `gap`, everything else at its default: no port, no filter, all packets, 600-s
     /// idle timeout, no labels.
     pub fn new(gap: Duration) -> Self {
-        Options { server_port: None, filter: None, gap, max_packets: None, idle_timeout: DEFAULT_IDLE, labels: false }
+        Options {
+            server_port: None,
+            filter: None,
+            gap,
+            max_packets: None,
+            idle_timeout: DEFAULT_IDLE,
+            labels: false,
+        }
     }
 }
 
@@ -242,14 +249,17 @@ impl fmt::Display for AnalyzeError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             AnalyzeError::Read(e) => write!(f, "{e}"),
-            AnalyzeError::NoTcp { path, total: 0 } => write!(f, "{}: the capture holds no packet", path.display()),
+            AnalyzeError::NoTcp { path, total: 0 } => {
+                write!(f, "{}: the capture holds no packet", path.display())
+            }
             AnalyzeError::NoTcp { path, total } => {
                 write!(f, "{}: none of its {total} packets is TCP (over IPv4 or IPv6)", path.display())
             }
             AnalyzeError::NoMatch { path, what, tcp, busiest } => {
                 write!(f, "{}: no packet of {what} among its {tcp} TCP packets", path.display())?;
                 if !busiest.is_empty() {
-                    let ports: Vec<String> = busiest.iter().map(|(p, n)| format!("{p} ({n} packets)")).collect();
+                    let ports: Vec<String> =
+                        busiest.iter().map(|(p, n)| format!("{p} ({n} packets)")).collect();
                     write!(f, "; its busiest TCP ports: {}", ports.join(", "))?;
                 }
                 Ok(())

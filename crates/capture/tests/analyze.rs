@@ -9,11 +9,13 @@ use std::time::Duration as StdDuration;
 use etherparse::PacketBuilder;
 use pcap_file::pcap::{PcapHeader, PcapPacket, PcapWriter};
 use pcap_file::pcapng::blocks::enhanced_packet::EnhancedPacketBlock;
-use pcap_file::pcapng::blocks::interface_description::{InterfaceDescriptionBlock, InterfaceDescriptionOption};
+use pcap_file::pcapng::blocks::interface_description::{
+    InterfaceDescriptionBlock, InterfaceDescriptionOption,
+};
 use pcap_file::pcapng::PcapNgWriter;
 use pcap_file::{DataLink, TsResolution};
 use thinwan_capture::filter::Expr;
-use thinwan_capture::flows::{analyze, AnalyzeError, Analysis, EndReason, Options, ServerBy};
+use thinwan_capture::flows::{analyze, Analysis, AnalyzeError, EndReason, Options, ServerBy};
 use thinwan_proto::gaprule::FlowKind;
 use thinwan_proto::Duration;
 
@@ -93,7 +95,11 @@ fn ethernet(ip: &[u8]) -> Vec<u8> {
 }
 
 fn write_pcap(path: &Path, pkts: &[(f64, Vec<u8>)]) {
-    let header = PcapHeader { datalink: DataLink::ETHERNET, ts_resolution: TsResolution::MicroSecond, ..Default::default() };
+    let header = PcapHeader {
+        datalink: DataLink::ETHERNET,
+        ts_resolution: TsResolution::MicroSecond,
+        ..Default::default()
+    };
     let mut w = PcapWriter::with_header(std::fs::File::create(path).unwrap(), header).unwrap();
     for (ms, p) in pkts {
         let f = ethernet(p);
@@ -264,8 +270,11 @@ fn bad_captures_name_the_file_and_the_packet() {
     assert!(e.contains("truncated.pcap") && e.contains("packet 19"), "{e}");
 
     let random = tmp("random.pcap");
-    std::fs::write(&random, (0..4000u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8).collect::<Vec<_>>())
-        .unwrap();
+    std::fs::write(
+        &random,
+        (0..4000u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8).collect::<Vec<_>>(),
+    )
+    .unwrap();
     let e = err(&random, &opts());
     assert!(e.contains("random.pcap") && e.contains("not a pcap or pcapng file"), "{e}");
 
@@ -287,7 +296,10 @@ fn bad_captures_name_the_file_and_the_packet() {
     assert!(e.contains("udp.pcap") && e.contains("none of its 2 packets is TCP"), "{e}");
 
     let e = err(&path, &Options { server_port: Some(5900), ..opts() });
-    assert!(e.contains("conv-ok.pcap") && e.contains("TCP port 5900") && e.contains("3389 (19 packets)"), "{e}");
+    assert!(
+        e.contains("conv-ok.pcap") && e.contains("TCP port 5900") && e.contains("3389 (19 packets)"),
+        "{e}"
+    );
     let e = err(&path, &Options { filter: Some(Expr::parse("host 1.2.3.4").unwrap()), ..opts() });
     assert!(e.contains("filter 'host 1.2.3.4'"), "{e}");
 

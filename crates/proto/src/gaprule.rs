@@ -214,7 +214,13 @@ pub struct BlockLengths {
 
 impl Default for BlockLengths {
     fn default() -> Self {
-        BlockLengths { counts: vec![0; BLOCK_EXACT_MAX + 1], overflow: Vec::new(), overflow_dropped: 0, n: 0, sum: 0 }
+        BlockLengths {
+            counts: vec![0; BLOCK_EXACT_MAX + 1],
+            overflow: Vec::new(),
+            overflow_dropped: 0,
+            n: 0,
+            sum: 0,
+        }
     }
 }
 
@@ -339,7 +345,14 @@ impl GapRule {
     /// A connection with no packet yet; `gap`: the threshold (the scenario's
     /// `classifier_gap_ms` by default, 10^-2.2 s in the source).
     pub fn new(gap: Duration) -> Self {
-        GapRule { gap, open: None, prev: None, last_request: None, first: None, counts: ConnCounts::default() }
+        GapRule {
+            gap,
+            open: None,
+            prev: None,
+            last_request: None,
+            first: None,
+            counts: ConnCounts::default(),
+        }
     }
 
     /// A new response packet with `payload` > 0 bytes passed at `t`. Returns the flow it

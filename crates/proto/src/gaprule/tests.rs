@@ -14,15 +14,24 @@ fn ms(x: f64) -> Instant {
 fn run(packets: &[(f64, u32)]) -> (Pooled, ConnCounts, Vec<ClosedFlow>) {
     let mut pooled = Pooled::default();
     let mut rule = GapRule::new(GAP);
-    let mut closed: Vec<ClosedFlow> = packets.iter().filter_map(|&(t, b)| rule.push(ms(t), b, &mut pooled)).collect();
+    let mut closed: Vec<ClosedFlow> =
+        packets.iter().filter_map(|&(t, b)| rule.push(ms(t), b, &mut pooled)).collect();
     closed.extend(rule.finish(&mut pooled));
     (pooled, rule.counts(), closed)
 }
 
 /// A = I{100} @0; B = B{200,1000,1000} @10, 11, 12; C = I{50} @100; D = I{60} @200;
 /// E = B{70,900} @300, 301.
-const SEQ: [(f64, u32); 8] =
-    [(0.0, 100), (10.0, 200), (11.0, 1000), (12.0, 1000), (100.0, 50), (200.0, 60), (300.0, 70), (301.0, 900)];
+const SEQ: [(f64, u32); 8] = [
+    (0.0, 100),
+    (10.0, 200),
+    (11.0, 1000),
+    (12.0, 1000),
+    (100.0, 50),
+    (200.0, 60),
+    (300.0, 70),
+    (301.0, 900),
+];
 
 #[test]
 fn flows_and_transitions_of_a_hand_built_sequence() {

@@ -243,7 +243,13 @@ impl<K: Ord + Copy> FlowMonitor<K> {
     /// [`FlowMonitor::observe`], also returning the RTT sample the packet gave, if any:
     /// the half it timed (`Toward::Client`: the client half) and the sample itself, before
     /// any averaging (`thinwan analyze` reports each half's median and p90 from these).
-    pub fn observe_sample(&mut self, now: Instant, key: K, toward: Toward, seg: &Segment) -> Option<(Toward, Duration)> {
+    pub fn observe_sample(
+        &mut self,
+        now: Instant,
+        key: K,
+        toward: Toward,
+        seg: &Segment,
+    ) -> Option<(Toward, Duration)> {
         self.stats.packets += 1;
         let tick = now.as_nanos() / LRU_TICK_NS;
         let reopen = seg.syn && !seg.has_ack;
