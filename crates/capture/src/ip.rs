@@ -183,7 +183,7 @@ impl ServerSide {
     }
 }
 
-fn in_net(addr: IpAddr, net: IpAddr, len: u8) -> bool {
+pub(crate) fn in_net(addr: IpAddr, net: IpAddr, len: u8) -> bool {
     let (a, n, bits) = match (addr, net) {
         (IpAddr::V4(a), IpAddr::V4(n)) => {
             (u128::from(u32::from(a)) << 96, u128::from(u32::from(n)) << 96, 32)

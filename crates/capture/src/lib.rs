@@ -21,11 +21,13 @@ use pcap_file::PcapError;
 use thinwan_proto::capture::{Dir, Operation, Packet, Splitter, Unattributed};
 use thinwan_proto::{Duration, Instant};
 
+pub mod filter;
+pub mod flows;
 pub mod ip;
 pub mod reader;
 
 pub use ip::{qds_segment, FlowKey, ServerSide};
-pub use reader::{for_each_packet, Format, RawPacket};
+pub use reader::{for_each_packet, try_for_each_packet, Format, RawPacket};
 
 /// Which packets are the display traffic, and which way each went.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -2,6 +2,7 @@
 
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
+use std::ops::ControlFlow;
 use std::path::Path;
 
 use pcap_file::pcap::PcapReader;
@@ -37,6 +38,18 @@ pub enum Format {
 /// file's format and how many packets it held. Errors name the file and, for damaged
 /// files, the packet where reading stopped.
 pub fn for_each_packet(path: &Path, mut each: impl FnMut(&RawPacket<'_>)) -> Result<(Format, u64), Error> {
+    try_for_each_packet(path, |p| {
+        each(p);
+        ControlFlow::Continue(())
+    })
+}
+
+/// [`for_each_packet`] that stops early when `each` says `Break` (`thinwan analyze
+/// --max-packets`); the count returned is of the packets handed to `each`.
+pub fn try_for_each_packet(
+    path: &Path,
+    mut each: impl FnMut(&RawPacket<'_>) -> ControlFlow<()>,
+) -> Result<(Format, u64), Error> {
     let io = |source| Error::Io { path: path.to_path_buf(), source };
     let mut file = File::open(path).map_err(io)?;
     let mut magic = [0u8; 4];
@@ -64,7 +77,9 @@ pub fn for_each_packet(path: &Path, mut each: impl FnMut(&RawPacket<'_>)) -> Res
                 let t_ns = u64::from(p.ts_sec)
                     .saturating_mul(1_000_000_000)
                     .saturating_add(u64::from(p.ts_frac) * frac_ns);
-                each(&RawPacket { number, t_ns, linktype, data: &p.data });
+                if each(&RawPacket { number, t_ns, linktype, data: &p.data }).is_break() {
+                    break;
+                }
             }
             Ok((Format::Pcap, number))
         }
@@ -104,7 +119,9 @@ pub fn for_each_packet(path: &Path, mut each: impl FnMut(&RawPacket<'_>)) -> Res
                         // pcap-file hands the raw tick count over as nanoseconds.
                         let ticks = u64::try_from(epb.timestamp.as_nanos()).unwrap_or(u64::MAX);
                         let t_ns = scale.to_nanos(ticks).saturating_add(offset);
-                        each(&RawPacket { number, t_ns, linktype, data: &epb.data });
+                        if each(&RawPacket { number, t_ns, linktype, data: &epb.data }).is_break() {
+                            break;
+                        }
                     }
                     Block::SimplePacket(spb) => {
                         number += 1;

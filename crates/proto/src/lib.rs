@@ -6,6 +6,7 @@
 
 pub mod capture;
 pub mod drops;
+pub mod gaprule;
 pub mod link;
 pub mod mux;
 pub mod qdisc;

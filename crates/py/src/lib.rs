@@ -6,7 +6,7 @@
 use numpy::IntoPyArray;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
-use pyo3::types::PyDict;
+use pyo3::types::{IntoPyDict, PyDict};
 use std::time::Instant as WallClock;
 use thinwan_sim::records::RunRecords;
 
@@ -252,6 +252,176 @@ fn analyze_capture(
     Ok(out.into_any().unbind())
 }
 
+/// `thinwan analyze`: a capture's TCP connections → per-connection rows and the pooled
+/// gap-rule statistics (crates/capture/src/flows.rs; the dict is specified in
+/// docs/analyze.md). `server_port`: the server's port (None: from the handshake);
+/// `filter`: a pcap-filter subset expression; `gap_ms`: the gap rule's threshold
+/// (default: the scenario's `queue.classifier_gap_ms`); `labels`: also return each new
+/// response packet's flow kind; `progress`: packets read on stderr every ~1 M packets.
+/// Raises ValueError naming the file (and the packet, where there is one).
+#[pyfunction]
+#[pyo3(signature = (path, server_port=None, filter=None, gap_ms=thinwan_proto::qdisc::DEFAULT_CLASSIFIER_GAP_MS, max_packets=None, idle_timeout_s=600.0, labels=false, progress=false))]
+#[allow(clippy::too_many_arguments)]
+fn analyze_tcp_capture(
+    py: Python<'_>,
+    path: std::path::PathBuf,
+    server_port: Option<u16>,
+    filter: Option<&str>,
+    gap_ms: f64,
+    max_packets: Option<u64>,
+    idle_timeout_s: f64,
+    labels: bool,
+    progress: bool,
+) -> PyResult<PyObject> {
+    use thinwan_capture::filter::Expr;
+    use thinwan_capture::flows;
+    use thinwan_proto::gaprule::{self, LogHist, Transition};
+    if !(gap_ms.is_finite() && gap_ms > 0.0) {
+        return Err(PyValueError::new_err(format!("gap must be > 0 ms, got {gap_ms}")));
+    }
+    if !(idle_timeout_s.is_finite() && idle_timeout_s > 0.0) {
+        return Err(PyValueError::new_err(format!("idle timeout must be > 0 s, got {idle_timeout_s}")));
+    }
+    let filter = match filter {
+        Some(f) => Some(Expr::parse(f).map_err(|e| PyValueError::new_err(format!("filter {f:?}: {e}")))?),
+        None => None,
+    };
+    let opts = flows::Options {
+        server_port,
+        filter,
+        gap: thinwan_proto::Duration::from_millis_f64(gap_ms),
+        max_packets,
+        idle_timeout: thinwan_proto::Duration::from_secs_f64(idle_timeout_s),
+        labels,
+    };
+    let t0 = WallClock::now();
+    let a = py
+        .allow_threads(|| {
+            let r = flows::analyze(&path, &opts, |n| {
+                if progress {
+                    let s = t0.elapsed().as_secs_f64();
+                    eprint!(
+                        "\rthinwan analyze: {:.1} M packets read ({:.1} M/s)",
+                        n as f64 / 1e6,
+                        n as f64 / 1e6 / s.max(1e-9)
+                    );
+                }
+            });
+            if progress && t0.elapsed().as_secs_f64() > 0.0 {
+                eprint!("\r\x1b[K");
+            }
+            r
+        })
+        .map_err(|e| PyValueError::new_err(e.to_string()))?;
+
+    let rows = pyo3::types::PyList::empty(py);
+    let opt = |v: Option<f64>| v;
+    for c in &a.conns {
+        let d = PyDict::new(py);
+        d.set_item("id", c.id)?;
+        d.set_item("client_addr", c.client.ip().to_string())?;
+        d.set_item("client_port", c.client.port())?;
+        d.set_item("server_addr", c.server.ip().to_string())?;
+        d.set_item("server_port", c.server.port())?;
+        d.set_item("server_by", c.server_by.name())?;
+        d.set_item("end", c.end.name())?;
+        d.set_item("first_s", c.first_s)?;
+        d.set_item("last_s", c.last_s)?;
+        d.set_item("packets_s2c", c.packets_s2c)?;
+        d.set_item("packets_c2s", c.packets_c2s)?;
+        d.set_item("bytes_s2c", c.bytes_s2c)?;
+        d.set_item("bytes_c2s", c.bytes_c2s)?;
+        d.set_item("flows_interactive", c.flows_interactive)?;
+        d.set_item("flows_bulk", c.flows_bulk)?;
+        for t in Transition::ALL {
+            d.set_item(format!("transitions_{}", t.name()), c.transitions[t.index()])?;
+        }
+        d.set_item("retrans_s2c", c.retrans_s2c)?;
+        d.set_item("retrans_c2s", c.retrans_c2s)?;
+        d.set_item("ooo_s2c", c.ooo_s2c)?;
+        d.set_item("ooo_c2s", c.ooo_c2s)?;
+        for (half, r) in [("client", &c.rtt_client), ("server", &c.rtt_server)] {
+            d.set_item(format!("rtt_{half}_median_ms"), opt(r.median_ms))?;
+            d.set_item(format!("rtt_{half}_p90_ms"), opt(r.p90_ms))?;
+            d.set_item(format!("rtt_{half}_samples"), r.samples)?;
+        }
+        rows.append(d)?;
+    }
+
+    let p = &a.pooled;
+    let hist = |h: &LogHist| -> PyResult<Bound<'_, PyDict>> {
+        let d = PyDict::new(py);
+        d.set_item("counts", h.counts.clone())?;
+        d.set_item("n", h.n)?;
+        d.set_item("sum", h.sum_s())?;
+        d.set_item("sum_ln", h.sum_ln)?;
+        d.set_item("sum_ln2", h.sum_ln2)?;
+        d.set_item("below_min", h.below_min)?;
+        Ok(d)
+    };
+    let pooled = PyDict::new(py);
+    let tr = PyDict::new(py);
+    let gaps = PyDict::new(py);
+    for t in Transition::ALL {
+        tr.set_item(t.name(), p.transitions[t.index()])?;
+        gaps.set_item(t.name(), hist(&p.gaps[t.index()])?)?;
+    }
+    gaps.set_item("intra", hist(&p.intra)?)?;
+    gaps.set_item("request", hist(&p.request)?)?;
+    gaps.set_item("response", hist(&p.response)?)?;
+    pooled.set_item("transitions", tr)?;
+    pooled.set_item("gaps", gaps)?;
+    pooled.set_item("bin_edges_s", gaprule::bin_edges_s())?;
+    let sizes = PyDict::new(py);
+    sizes.set_item("interactive", p.interactive_sizes.counts.clone())?;
+    sizes.set_item("bulk", p.bulk_sizes.counts.clone())?;
+    pooled.set_item("sizes", sizes)?;
+    let bl = PyDict::new(py);
+    let counts = PyDict::new(py);
+    for (len, n) in p.block_lengths.counts.iter().enumerate().filter(|(_, n)| **n > 0) {
+        counts.set_item(len, *n)?;
+    }
+    bl.set_item("counts", counts)?;
+    bl.set_item("overflow", p.block_lengths.overflow.clone())?;
+    bl.set_item("overflow_dropped", p.block_lengths.overflow_dropped)?;
+    pooled.set_item("block_lengths", bl)?;
+    pooled.set_item("flows", [("interactive", p.flows[0]), ("bulk", p.flows[1])].into_py_dict(py)?)?;
+    let sessions = pyo3::types::PyList::empty(py);
+    for s in &p.sessions {
+        sessions.append(
+            [("duration_s", s.duration_s), ("flows", s.flows as f64), ("bytes", s.bytes as f64)]
+                .into_py_dict(py)?,
+        )?;
+    }
+    pooled.set_item("sessions", sessions)?;
+
+    let out = PyDict::new(py);
+    out.set_item("flows", rows)?;
+    out.set_item("pooled", pooled)?;
+    out.set_item("packets", a.packets_total)?;
+    out.set_item("tcp", a.packets_tcp)?;
+    out.set_item("matched", a.packets_matched)?;
+    out.set_item("file", path.display().to_string())?;
+    out.set_item("format", if a.format == thinwan_capture::Format::Pcap { "pcap" } else { "pcapng" })?;
+    out.set_item("gap_ms", gap_ms)?;
+    out.set_item("live_max", a.live_max)?;
+    out.set_item("rtt_samples_seq", a.monitor.samples_seq)?;
+    out.set_item("rtt_samples_ts", a.monitor.samples_ts)?;
+    match a.labels {
+        Some(l) => {
+            let d = PyDict::new(py);
+            d.set_item("number", l.iter().map(|x| x.0).collect::<Vec<_>>().into_pyarray(py))?;
+            d.set_item(
+                "bulk",
+                l.iter().map(|x| x.1 == gaprule::FlowKind::Bulk).collect::<Vec<_>>().into_pyarray(py),
+            )?;
+            out.set_item("labels", d)?;
+        }
+        None => out.set_item("labels", py.None())?,
+    }
+    Ok(out.into_any().unbind())
+}
+
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(simulate, m)?)?;
@@ -261,5 +431,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(qds_default_qt_ms, m)?)?;
     m.add_function(wrap_pyfunction!(qds_default_keys, m)?)?;
     m.add_function(wrap_pyfunction!(analyze_capture, m)?)?;
+    m.add_function(wrap_pyfunction!(analyze_tcp_capture, m)?)?;
     Ok(())
 }

@@ -54,6 +54,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def parser() -> argparse.ArgumentParser:
     """The ``thinwan`` parser with every subcommand (cheap: nothing heavy is imported)."""
+    from .analyze_cmd import add_analyze_subcommand
     from .anatomy_cmd import add_anatomy_subcommand
     from .desktop_cmd import add_desktop_subcommands
     from .fit_cmd import add_fit_subcommands
@@ -75,6 +76,7 @@ def parser() -> argparse.ArgumentParser:
     add_mux_subcommand(commands)
     add_qds_subcommand(commands)
     add_desktop_subcommands(commands)
+    add_analyze_subcommand(commands)
     add_fit_subcommands(commands)
     return p
 

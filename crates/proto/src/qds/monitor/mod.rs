@@ -237,6 +237,19 @@ impl<K: Ord + Copy> FlowMonitor<K> {
 
     /// A packet of flow `key` crossed the middlebox `toward` one end at `now`.
     pub fn observe(&mut self, now: Instant, key: K, toward: Toward, seg: &Segment) {
+        self.observe_sample(now, key, toward, seg);
+    }
+
+    /// [`FlowMonitor::observe`], also returning the RTT sample the packet gave, if any:
+    /// the half it timed (`Toward::Client`: the client half) and the sample itself, before
+    /// any averaging (`thinwan analyze` reports each half's median and p90 from these).
+    pub fn observe_sample(
+        &mut self,
+        now: Instant,
+        key: K,
+        toward: Toward,
+        seg: &Segment,
+    ) -> Option<(Toward, Duration)> {
         self.stats.packets += 1;
         let tick = now.as_nanos() / LRU_TICK_NS;
         let reopen = seg.syn && !seg.has_ack;
@@ -256,7 +269,7 @@ impl<K: Ord + Copy> FlowMonitor<K> {
                         // Late packets of a closed flow (the last ACK, a retransmitted
                         // FIN) do not bring it back; it goes at the next expire.
                         f.last_seen = now;
-                        return;
+                        return None;
                     }
                     // A new connection on the same key.
                     self.lru.remove(&(f.tick, key));
@@ -283,8 +296,10 @@ impl<K: Ord + Copy> FlowMonitor<K> {
         // The segment answers what was sent toward its sender: that half's sample.
         let tsecr = seg.ts.filter(|_| seg.has_ack).map(|(_, e)| e);
         let ack = seg.has_ack.then_some(seg.ack);
+        let mut sample = None;
         if let Some((rtt, src)) = flow.halves[r].on_answer(now, ack, tsecr) {
             flow.halves[r].push(rtt, self.cfg.rtt_samples);
+            sample = Some((toward.reverse(), rtt));
             match src {
                 Source::Seq => self.stats.samples_seq += 1,
                 Source::Timestamp => self.stats.samples_ts += 1,
@@ -307,6 +322,7 @@ impl<K: Ord + Copy> FlowMonitor<K> {
                 self.closed.push(key);
             }
         }
+        sample
     }
 
     /// Forget flows idle for longer than `idle_timeout`, and closed flows.
