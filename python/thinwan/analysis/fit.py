@@ -1,6 +1,6 @@
 """Fit the thin-client source's laws to a capture's pooled gap-rule statistics.
 
-Input: the ``pooled`` dict of ``thinwan._native.analyze_capture`` (histograms with exact
+Input: the ``pooled`` dict of ``thinwan.analysis.capture_model.analyze`` (histograms with exact
 sums, /work/fit-api.md and docs/model.md "Fitting a capture"); the point estimates under
 the scenario's ``[traffic]`` key names come from :func:`capture_model.point_model`. This
 module adds what a point estimate cannot say: which law each quantity follows, how well

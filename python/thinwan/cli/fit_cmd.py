@@ -131,13 +131,6 @@ def _capture_options(p: argparse.ArgumentParser, positive_number: Any) -> None:
     )
 
 
-def default_gap_ms() -> float:
-    """The gap rule's threshold: the scenario model's ``classifier_gap_ms`` default."""
-    from ..config.scenario import QueueSection
-
-    return float(QueueSection.model_fields["classifier_gap_ms"].default)
-
-
 def _default_base() -> Path:
     import thinwan
 
@@ -145,8 +138,9 @@ def _default_base() -> Path:
 
 
 def _analyze(capture: str, server_port: int | None, filt: str | None, gap_ms: float, max_packets: int | None) -> dict:
-    """The capture's pooled statistics; a capture that cannot be read is a usage error."""
-    from .. import _native
+    """The capture's pooled statistics (the `thinwan analyze` driver); a capture that
+    cannot be read is a usage error naming the file and the packet."""
+    from ..analysis.capture_model import CaptureError, analyze
     from ..config.files import ScenarioError
 
     if not Path(capture).is_file():
@@ -154,13 +148,14 @@ def _analyze(capture: str, server_port: int | None, filt: str | None, gap_ms: fl
     if server_port is not None and not 0 < server_port < 65536:
         raise ScenarioError(f"--server-port: must be a TCP port (1..65535), got {server_port}")
     try:
-        return _native.analyze_capture(capture, server_port, filt, gap_ms, max_packets)
-    except ValueError as e:
+        return analyze(capture, server_port=server_port, filter=filt, gap_ms=gap_ms, max_packets=max_packets)
+    except CaptureError as e:
         raise ScenarioError(str(e)) from None
 
 
 def _cmd_fit(args: argparse.Namespace) -> int:
     """Analyze, fit, write the scenario, print a summary."""
+    from ..analysis.capture_model import default_gap_ms
     from ..analysis.fit import FitError, FitOptions, fit_capture
     from ..config.files import ScenarioError
     from ..config.scenario import load_scenario
@@ -189,6 +184,7 @@ def _cmd_fit(args: argparse.Namespace) -> int:
         "gap_ms": gap_ms,
     }
     out = Path(args.out) if args.out else Path(f"fitted-{name.rsplit('.', 1)[0]}.toml")
+    capture["file"] = out.name
     text = scenario_toml(base, str(base_path), fitted, capture)
     write_text_atomic(out, text)
     if args.json:

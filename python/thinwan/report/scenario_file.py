@@ -52,11 +52,13 @@ def scenario_toml(base: Scenario, base_label: str, fitted: dict[str, Any], captu
 
     ``fitted`` is :func:`thinwan.analysis.fit.fit_capture`'s result; ``capture`` says
     what was read: ``name`` (the file's name), ``packets``, ``matched``, ``flows``
-    (connections), ``server_port``, ``filter``, ``gap_ms``.
+    (connections), ``server_port``, ``filter``, ``gap_ms``, and ``file``: the name the
+    scenario is written under (for the header's commands).
     """
     keys, notes = fitted["keys"], fitted["notes"]
     name = capture["name"]
     stem = name.rsplit(".", 1)[0]
+    target = capture.get("file", f"fitted-{stem}.toml")
     defaults = Scenario()
     data = base.model_dump(mode="python")
     data["scenario"]["name"] = f"fitted-{stem}"
@@ -80,8 +82,8 @@ def scenario_toml(base: Scenario, base_label: str, fitted: dict[str, Any], captu
         f"#   flows split by the gap rule at {capture['gap_ms']:g} ms (docs/model.md, 'Fitting a capture').",
         f"# Everything but [traffic] is {base_label}: the fitted sessions run over that network.",
         "#",
-        f"# Run:  thinwan run {stem}.toml",
-        f"# Check what the model loses against a replay of the capture:  thinwan validate-model {name} {stem}.toml",
+        f"# Run:  thinwan run {target}",
+        f"# Check what the model loses against a replay of the capture:  thinwan validate-model {name} {target}",
         "#",
         '# Every key is listed. "fitted" marks a value estimated from the capture (with n, the',
         '# estimate and its interval or goodness of fit); "default" a value equal to the',
