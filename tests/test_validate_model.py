@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[1]
 LARGE = ROOT / "scenarios" / "ogawa2011" / "large-buffer.toml"
 
 
-def write_capture(path: Path, conns: int = 6, duration: float = 8.0, seed: int = 1) -> int:
+def write_capture(path: Path, conns: int = 6, duration: float = 8.0, seed: int = 1, block_share: float = 0.2) -> int:
     """A server (port 3389) writing to ``conns`` clients: single packets and blocks of
     2–19 packets 0.4 ms apart, flows ~0.25 s apart. Returns the packets written."""
     rng = np.random.default_rng(seed)
@@ -28,7 +28,7 @@ def write_capture(path: Path, conns: int = 6, duration: float = 8.0, seed: int =
     for c in range(conns):
         t, seq = rng.uniform(0, 0.5), 1000
         while t < duration:
-            n = 1 if rng.random() < 0.8 else int(rng.integers(2, 20))
+            n = 1 if rng.random() >= block_share else int(rng.integers(2, 20))
             for i in range(n):
                 size = int(rng.uniform(70, 200)) if n == 1 else int(rng.uniform(600, 1400))
                 pkts.append((t + i * 0.0004, c, seq, size))
@@ -107,3 +107,35 @@ def test_bad_input_gives_clear_errors(tmp_path: Path, capsys: pytest.CaptureFixt
     assert "--pairs 5 but the capture has 2" in capsys.readouterr().err
     assert main(["fit", str(cap), "--base", str(tmp_path / "nobase.toml")]) == 2
     assert "no such base scenario" in capsys.readouterr().err
+    # The analyzer's errors name the file; the fit's say what is missing.
+    assert main(["fit", str(junk), "--out", str(tmp_path / "j.toml")]) == 2
+    err = capsys.readouterr().err
+    assert str(junk) in err and err.startswith("thinwan: error:") and "Traceback" not in err
+    assert main(["fit", str(cap), "--server-port", "1234", "--out", str(tmp_path / "p.toml")]) == 2
+    assert "thinwan: error:" in capsys.readouterr().err
+    single = tmp_path / "single.pcap"
+    write_capture(single, conns=2, duration=5.0, block_share=0.0)
+    assert main(["fit", str(single), "--server-port", "3389", "--out", str(tmp_path / "s.toml")]) == 2
+    assert "α and β cannot be estimated" in capsys.readouterr().err
+    assert not (tmp_path / "s.toml").exists()
+
+
+@pytest.mark.skipif(not native_available(), reason="native module not built")
+def test_fit_command_on_a_hand_made_capture(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    cap = tmp_path / "cap.pcap"
+    write_capture(cap, conns=6, duration=60.0)
+    out = tmp_path / "f.toml"
+    assert main(["fit", str(cap), "--server-port", "3389", "--out", str(out), "--min-session-s", "10"]) == 0
+    printed = capsys.readouterr().out
+    assert f"scenario: {out}" in printed and "gap laws" in printed
+    text = out.read_text()
+    assert "from the capture cap.pcap" in text and "thinwan validate-model cap.pcap f.toml" in text
+    assert main(["fit", str(cap), "--server-port", "3389", "--out", str(out), "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    # 80 % of the flows are single packets; blocks have 2–19 packets 0.4 ms apart.
+    k = doc["keys"]
+    assert k["p_interactive_to_bulk"] == pytest.approx(0.2, abs=0.05)
+    assert k["p_bulk_to_interactive"] == pytest.approx(0.8, abs=0.07)
+    assert k["intra_bulk_gap_ms"] == pytest.approx(0.4, rel=0.03)  # µs stamps, rare merged flows
+    assert 8 < k["bulk_packets_mean"] < 13
+    assert doc["capture"]["flows"] == 6 and doc["out"] == str(out)

@@ -100,7 +100,7 @@ def _ln_moments(h: dict[str, Any]) -> tuple[int, float, float, float]:
 
 def _cdf(law: str, params: tuple[float, ...], x: np.ndarray) -> np.ndarray:
     x = np.asarray(x, dtype=float)
-    with np.errstate(divide="ignore", invalid="ignore"):
+    with np.errstate(all="ignore"):
         if law == "lognormal":
             mu, sigma = params
             return stats.norm.cdf((np.log(np.maximum(x, 1e-300)) - mu) / sigma) * (x > 0)
