@@ -195,3 +195,15 @@ def test_scenario_file_lists_every_key_and_comments_the_fitted_ones() -> None:
     assert sc.traffic.session_activity == "lognormal"
     assert sc.queue.limit_bytes == 2_500_000, "the base's network"
     assert "x.pcap" in text.splitlines()[0]
+
+
+def test_a_transition_never_seen_takes_its_siblings_mean() -> None:
+    rng = np.random.default_rng(8)
+    pooled = synthetic(rng, sigma=SIGMA, means=MEANS)
+    pooled["transitions"]["bb"] = 0
+    pooled["gaps"]["bb"] = {"counts": [0] * 200, "n": 0, "sum": 0.0, "sum_ln": 0.0, "sum_ln2": 0.0}
+    out = fit.fit_capture(pooled)
+    k = out["keys"]
+    assert k["gap_bb_s"] == k["gap_bi_s"] and k["p_bulk_to_interactive"] == 1.0
+    assert k["gap_lognormal_sigma_bb"] == 0.0
+    assert "no BB gap" in out["notes"]["gap_bb_s"]

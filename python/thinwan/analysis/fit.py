@@ -420,6 +420,13 @@ def fit_capture(pooled: dict[str, Any], opts: FitOptions | None = None) -> dict[
     notes["p_bulk_to_interactive"] = f"β = n(B→I)/n(B→·) = {tr['bi']}/{n_b} ± {_binom_se(beta, n_b):.2g} (1 s.e.)"
     for t in TRANSITIONS:
         g = gaps[t]
+        if g["n"] == 0:
+            # Never seen (a short capture): the other gap out of the same state, which
+            # the chain then hardly uses (α or β is 0 or 1 for this transition).
+            sibling = t[0] + ("b" if t[1] == "i" else "i")
+            keys[f"gap_{t}_s"] = point[f"gap_{sibling}_s"]
+            notes[f"gap_{t}_s"] = f"no {t.upper()} gap in the capture: the {sibling.upper()} mean"
+            continue
         keys[f"gap_{t}_s"] = point[f"gap_{t}_s"]
         notes[f"gap_{t}_s"] = f"mean of n = {g['n']} {t.upper()} gaps" + (
             f", ± {_mean_se(pooled['gaps'][t]):.2g} s (1 s.e.)" if g["n"] > 1 else ""
@@ -465,7 +472,8 @@ def fit_capture(pooled: dict[str, Any], opts: FitOptions | None = None) -> dict[
             notes[key] = f"too few {t.upper()} gaps: gap_lognormal_sigma"
 
     keys["session_activity"] = "lognormal" if "sigma" in activity else "identical"
-    keys["session_activity_sigma"] = round(activity.get("sigma", 0.0), 4)
+    # The scenario accepts σ ≤ 5 (a factor e^5 ≈ 150 between typical sessions already).
+    keys["session_activity_sigma"] = round(min(activity.get("sigma", 0.0), 5.0), 4)
     if "sigma" in activity:
         lo, hi = activity["ci95"]
         notes["session_activity"] = (

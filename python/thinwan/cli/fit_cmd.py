@@ -185,7 +185,10 @@ def _cmd_fit(args: argparse.Namespace) -> int:
     }
     out = Path(args.out) if args.out else Path(f"fitted-{name.rsplit('.', 1)[0]}.toml")
     capture["file"] = out.name
-    text = scenario_toml(base, str(base_path), fitted, capture)
+    try:
+        text = scenario_toml(base, str(base_path), fitted, capture)
+    except ValueError as e:  # pydantic's ValidationError among them
+        raise ScenarioError(f"{args.capture}: the fitted values do not make a valid scenario: {e}") from None
     write_text_atomic(out, text)
     if args.json:
         print(dumps_json({"capture": capture, "out": str(out), **fitted}))
