@@ -23,6 +23,7 @@ use thinwan_proto::{Duration, Instant};
 
 pub mod ip;
 pub mod reader;
+pub mod write;
 
 pub use ip::{qds_segment, FlowKey, ServerSide};
 pub use reader::{for_each_packet, Format, RawPacket};
