@@ -162,6 +162,16 @@ def _addr(ip: dpkt.Packet) -> tuple[str, str]:
     return socket.inet_ntop(family, ip.src), socket.inet_ntop(family, ip.dst)
 
 
+def _payload_len(ip: dpkt.Packet, l4: dpkt.Packet) -> int:
+    """Payload bytes of a TCP/UDP packet by its IP and transport headers (at least what
+    was captured)."""
+    if isinstance(l4, dpkt.tcp.TCP):
+        inner = (ip.len - ip.hl * 4 if isinstance(ip, dpkt.ip.IP) else ip.plen) - l4.off * 4
+    else:
+        inner = l4.ulen - 8
+    return max(inner, len(l4.data))
+
+
 def read_flows(path: str | Path, server_port: int = 0) -> list[Flow]:
     """Every server → client flow with payload in the capture, by first payload."""
     path = Path(path)
@@ -179,8 +189,10 @@ def read_flows(path: str | Path, server_port: int = 0) -> list[Flow]:
             if ip is None or not isinstance(ip.data, (dpkt.tcp.TCP, dpkt.udp.UDP)):
                 continue
             l4 = ip.data
-            payload = bytes(l4.data)
-            if not payload:
+            # The payload's length from the headers: a capture cut short (snaplen, or
+            # the simulator's header-only pcaps) still says how much was sent.
+            n_payload = _payload_len(ip, l4)
+            if not n_payload:
                 continue
             src, dst = _addr(ip)
             a, b = (src, l4.sport), (dst, l4.dport)
@@ -195,7 +207,7 @@ def read_flows(path: str | Path, server_port: int = 0) -> list[Flow]:
             proto = "tcp" if isinstance(l4, dpkt.tcp.TCP) else "udp"
             key = (proto, src, dst, l4.sport, l4.dport)
             flow = flows.setdefault(key, Flow(key, ts))
-            size = len(payload)
+            size = n_payload
             if proto == "tcp":
                 # Only bytes beyond the highest already written are new (RFC 793 sequence
                 # space, modulo 2^32): retransmissions and overlaps add nothing.
@@ -204,7 +216,7 @@ def read_flows(path: str | Path, server_port: int = 0) -> list[Flow]:
                     if ahead == 0 or ahead > size:
                         continue
                     size = ahead
-                flow.next_seq = (l4.seq + len(payload)) % (1 << 32)
+                flow.next_seq = (l4.seq + n_payload) % (1 << 32)
             flow.writes.append((ts, size))
     except OSError as e:
         raise TraceError(e.strerror or str(e)) from e
