@@ -20,9 +20,12 @@ ROOT = Path(__file__).resolve().parents[1]
 LARGE = ROOT / "scenarios" / "ogawa2011" / "large-buffer.toml"
 
 
-def write_capture(path: Path, conns: int = 6, duration: float = 8.0, seed: int = 1, block_share: float = 0.2) -> int:
+def write_capture(
+    path: Path, conns: int = 6, duration: float = 8.0, seed: int = 1, block_share: float = 0.2, snaplen: int = 0
+) -> int:
     """A server (port 3389) writing to ``conns`` clients: single packets and blocks of
-    2–19 packets 0.4 ms apart, flows ~0.25 s apart. Returns the packets written."""
+    2–19 packets 0.4 ms apart, flows ~0.25 s apart; with ``snaplen``, each frame cut to
+    that many bytes (as tcpdump -s does). Returns the packets written."""
     rng = np.random.default_rng(seed)
     pkts = []
     for c in range(conns):
@@ -41,8 +44,20 @@ def write_capture(path: Path, conns: int = 6, duration: float = 8.0, seed: int =
             tcp = dpkt.tcp.TCP(sport=3389, dport=40000 + c, seq=seq, flags=dpkt.tcp.TH_ACK, data=b"\0" * size)
             ip = dpkt.ip.IP(src=socket.inet_aton("10.0.0.1"), dst=socket.inet_aton(f"10.0.1.{c + 1}"), p=6, data=tcp)
             ip.len = len(ip)
-            w.writepkt(bytes(dpkt.ethernet.Ethernet(type=0x0800, data=ip)), ts=1000.0 + t)
+            frame = bytes(dpkt.ethernet.Ethernet(type=0x0800, data=ip))
+            w.writepkt(frame[:snaplen] if snaplen else frame, ts=1000.0 + t)
     return len(pkts)
+
+
+def test_a_capture_cut_at_a_snaplen_replays_its_sizes(tmp_path: Path) -> None:
+    from thinwan.config.capture import read_flows
+
+    full, cut = tmp_path / "full.pcap", tmp_path / "cut.pcap"
+    write_capture(full, conns=3, duration=3.0)
+    write_capture(cut, conns=3, duration=3.0, snaplen=54)  # Ethernet + IPv4 + TCP headers
+    a, b = read_flows(full, 3389), read_flows(cut, 3389)
+    assert [f.writes for f in a] == [f.writes for f in b]
+    assert sum(len(f.writes) for f in a) > 50
 
 
 def test_gap_rule_kinds_by_hand() -> None:
