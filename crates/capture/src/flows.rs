@@ -724,7 +724,7 @@ impl RttSamples {
     fn push(&mut self, d: Duration) {
         let stride = self.stride.max(1);
         self.seen += 1;
-        if (self.seen - 1) % stride != 0 {
+        if !(self.seen - 1).is_multiple_of(stride) {
             return;
         }
         self.kept.push(u32::try_from(d.as_nanos().div_ceil(1_000)).unwrap_or(u32::MAX));
