@@ -121,6 +121,8 @@ DOCUMENTED_DEFAULTS = {
         "trace_connections": "all",
         "packet_log_conns": (),
         "packet_rtt": False,
+        "pcap": "none",
+        "pcap_conns": (),
     },
     "mux": {"mode": "direct", "trunks": 1, "frame_payload_bytes": 16384, "notsent_lowat_bytes": 32768},
     "qds": {
@@ -373,7 +375,7 @@ ADDED_AFTER_OGAWA2011 = {
         "mix_change_s",
         "mix_shift",
     },
-    "records": {"packet_rtt"},
+    "records": {"packet_rtt", "pcap", "pcap_conns"},
     "qds": set(DOCUMENTED_DEFAULTS["qds"]),
     "queue": {
         "fq_codel_target_ms",

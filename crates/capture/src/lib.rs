@@ -25,6 +25,7 @@ pub mod filter;
 pub mod flows;
 pub mod ip;
 pub mod reader;
+pub mod write;
 
 pub use ip::{qds_segment, FlowKey, ServerSide};
 pub use reader::{for_each_packet, try_for_each_packet, Format, RawPacket};

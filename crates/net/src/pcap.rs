@@ -1,12 +1,11 @@
-//! pcap capture of one side of the emulator (LINKTYPE_RAW: bare IP packets, ns
-//! timestamps in wall-clock time), written with the `pcap-file` crate.
+//! pcap capture of one side of the emulator: the real packets it forwards, with ns
+//! timestamps in wall-clock time, written with the writer the simulator's captures use
+//! (`thinwan_capture::write::PcapOut`, LINKTYPE_RAW).
 
-use pcap_file::pcap::{PcapHeader, PcapPacket, PcapWriter};
-use pcap_file::{DataLink, Endianness, TsResolution};
 use std::fs::File;
-use std::io::{self, BufWriter};
+use std::io::{self, BufWriter, Write};
 use std::path::Path;
-use std::time::Duration as StdDuration;
+use thinwan_capture::write::PcapOut;
 use thinwan_proto::Instant;
 
 /// Bytes kept of each packet (all of it up to 64 KiB).
@@ -14,7 +13,7 @@ pub const SNAPLEN: u32 = 65535;
 
 /// A pcap file for one side.
 pub struct PcapSide {
-    w: PcapWriter<BufWriter<File>>,
+    w: PcapOut<BufWriter<File>>,
     /// CLOCK_REALTIME − CLOCK_MONOTONIC, ns.
     offset_ns: i128,
 }
@@ -22,34 +21,18 @@ pub struct PcapSide {
 impl PcapSide {
     /// Create `path`; `offset_ns` converts our monotonic instants to wall time.
     pub fn create(path: &Path, offset_ns: i128) -> io::Result<Self> {
-        let header = PcapHeader {
-            datalink: DataLink::RAW,
-            ts_resolution: TsResolution::NanoSecond,
-            endianness: Endianness::native(),
-            snaplen: SNAPLEN,
-            ..PcapHeader::default()
-        };
         let file = BufWriter::with_capacity(1 << 20, File::create(path)?);
-        let w = PcapWriter::with_header(file, header).map_err(to_io)?;
-        Ok(PcapSide { w, offset_ns })
+        Ok(PcapSide { w: PcapOut::new(file, SNAPLEN)?, offset_ns })
     }
 
     /// Append a packet seen at `t`.
     pub fn write(&mut self, t: Instant, data: &[u8]) -> io::Result<()> {
-        let wall = (t.as_nanos() as i128 + self.offset_ns).max(0) as u128;
-        let ts = StdDuration::new((wall / 1_000_000_000) as u64, (wall % 1_000_000_000) as u32);
-        let keep = &data[..data.len().min(SNAPLEN as usize)];
-        self.w.write_packet(&PcapPacket::new(ts, data.len() as u32, keep)).map_err(to_io)?;
-        Ok(())
+        let wall = (t.as_nanos() as i128 + self.offset_ns).clamp(0, u64::MAX as i128) as u64;
+        self.w.write(wall, data, data.len() as u32)
     }
 
     /// Flush to disk.
     pub fn finish(self) -> io::Result<()> {
-        use std::io::Write;
-        self.w.into_writer().flush()
+        self.w.into_inner().flush()
     }
-}
-
-fn to_io(e: pcap_file::PcapError) -> io::Error {
-    io::Error::other(e.to_string())
 }

@@ -378,6 +378,17 @@ impl Source {
         }
     }
 
+    /// Whether the write [`Source::next_write`] returns next starts a flow of the
+    /// two-state model (an interactive write, or the first write of a bulk block): the
+    /// truth a capture's gap rule is checked against. Every other model has no flows
+    /// beyond its writes: each write starts one.
+    pub fn next_starts_flow(&self) -> bool {
+        match self {
+            Source::ThinClient(s) => s.next_starts_flow(),
+            _ => true,
+        }
+    }
+
     /// A greedy source: its writes are always due.
     pub fn is_greedy(&self) -> bool {
         matches!(self, Source::Bulk { .. })
@@ -427,6 +438,8 @@ pub struct ThinClientSource {
     /// Writes of the current block still to come.
     block_left: u32,
     next_at: Instant,
+    /// The next write starts a flow (read by the simulator's per-packet truth).
+    fresh: bool,
 }
 
 impl ThinClientSource {
@@ -445,6 +458,7 @@ impl ThinClientSource {
             flow_start: start,
             block_left: 0,
             next_at: start,
+            fresh: true,
         };
         // First flow kind from the stationary distribution p_B = α/(α+β).
         let (a, b) = (c.params.p_interactive_to_bulk, c.params.p_bulk_to_interactive);
@@ -454,8 +468,15 @@ impl ThinClientSource {
         s
     }
 
+    /// Whether the write [`Self::next_write`] returns next starts a flow (it is an
+    /// interactive write or the first of a block).
+    pub fn next_starts_flow(&self) -> bool {
+        self.fresh
+    }
+
     /// The next write.
     pub fn next_write(&mut self) -> Write {
+        self.fresh = false;
         let at = self.next_at;
         let kind = self.state;
         let bytes = self.size(kind);
@@ -485,6 +506,7 @@ impl ThinClientSource {
     }
 
     fn begin_flow(&mut self, start: Instant) {
+        self.fresh = true;
         self.flow_start = start;
         self.next_at = start;
         self.block_left = match self.state {
@@ -758,6 +780,29 @@ mod tests {
         assert_eq!(a, b);
         assert!(a.windows(2).all(|w| w[0].at <= w[1].at));
         assert_ne!(a, run(ThinClientParams::default(), 8, 5000));
+    }
+
+    /// `next_starts_flow` marks every interactive write and the first write of each
+    /// block: the flows it counts are those the source's block lengths make.
+    #[test]
+    fn flow_starts_are_the_sources_flows() {
+        let mut s =
+            ThinClientSource::new(ThinClientParams::default(), stream_rng(5, 1), Instant::ZERO).unwrap();
+        let (mut starts, mut ends, mut prev_kind) = (0u32, 0u32, None);
+        for _ in 0..20_000 {
+            let starts_flow = s.next_starts_flow();
+            let last_of_flow = s.block_left == 1;
+            let w = s.next_write();
+            if w.kind == Kind::Interactive || prev_kind != Some(Kind::Bulk) {
+                assert!(starts_flow, "an interactive write, or bulk after interactive, starts a flow");
+            }
+            starts += starts_flow as u32;
+            ends += last_of_flow as u32;
+            prev_kind = Some(w.kind);
+            // The write after the last of a flow starts one; no other does.
+            assert_eq!(s.next_starts_flow(), last_of_flow);
+        }
+        assert!(starts > 1000 && starts.abs_diff(ends) <= 1, "{starts} starts, {ends} ends");
     }
 
     #[test]

@@ -138,7 +138,15 @@ fn to_python(py: Python<'_>, r: RunRecords, run: u64, wall_s: f64) -> PyResult<P
     // Only runs that record them have the newer tables, so the records of every other
     // run stay exactly what they were (bench/records_digest.py).
     if let Some(pr) = r.packet_rtt {
-        out.set_item("packet_rtt", table!(py, pr, [conn, app, t_tx, rtt, bytes, retx]))?;
+        out.set_item("packet_rtt", table!(py, pr, [conn, app, t_tx, rtt, bytes, retx, seq, kind, flow]))?;
+    }
+    // `records.pcap`: the file's bytes, which the Python side writes as `<point>.pcap`.
+    if let Some(cap) = r.pcap {
+        let d = PyDict::new(py);
+        d.set_item("point", cap.point)?;
+        d.set_item("packets", cap.packets)?;
+        d.set_item("bytes", pyo3::types::PyBytes::new(py, &cap.bytes))?;
+        out.set_item("pcap", d)?;
     }
     if let Some((mut f, c)) = r.qds {
         let features = std::mem::take(&mut f.features);

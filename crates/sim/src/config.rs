@@ -188,6 +188,37 @@ pub struct RecordsSec {
     pub packet_log_conns: Vec<u32>,
     /// Record the `packet_rtt` table (always on in the middlebox topology).
     pub packet_rtt: bool,
+    /// Where a pcap of the simulated packets is taken (docs/records.md, "pcap").
+    pub pcap: PcapPoint,
+    /// Connections whose packets go to the pcap (empty: all).
+    pub pcap_conns: Vec<u32>,
+}
+
+/// `records.pcap`: the point of the network a capture of the simulated packets is
+/// taken at, as a `tcpdump` there would see them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PcapPoint {
+    /// No capture.
+    None,
+    /// At each connection's data sender: data as TCP sends it, ACKs as they arrive.
+    Server,
+    /// At each connection's receiver: data as it arrives, ACKs as TCP sends them.
+    Client,
+    /// On the bottleneck link: every packet as it starts onto either direction.
+    Bottleneck,
+}
+
+impl PcapPoint {
+    /// The key's value, which also names the file (`<point>.pcap`).
+    pub fn name(self) -> &'static str {
+        match self {
+            PcapPoint::None => "none",
+            PcapPoint::Server => "server",
+            PcapPoint::Client => "client",
+            PcapPoint::Bottleneck => "bottleneck",
+        }
+    }
 }
 
 /// `topology.kind`.

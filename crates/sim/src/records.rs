@@ -156,6 +156,16 @@ pub struct PacketRtt {
     pub bytes: Vec<u32>,
     /// 1 when some of its bytes were retransmitted before that ACK.
     pub retx: Vec<u8>,
+    /// Its first byte's offset in the connection's stream (the capture's sequence
+    /// number, mod 2³², with `records.pcap`).
+    pub seq: Vec<u64>,
+    /// Kind of the write holding its first byte: 0 interactive, 1 bulk (the source's
+    /// truth, `thinwan_proto::traffic::Kind`).
+    pub kind: Vec<u8>,
+    /// The source's flow that write belongs to, counted from 0 per connection: each
+    /// interactive write of the two-state model is a flow, each bulk block one (every
+    /// write of any other model is its own); `u32::MAX` where unknown (a tunnel's last hop).
+    pub flow: Vec<u32>,
 }
 
 /// The QDS loop's view of each flow, per control period (`queue.discipline = "qds"`).
@@ -221,6 +231,19 @@ pub struct RunRecords {
     pub drops_by_reason: Vec<(String, u64)>,
     /// Packet conservation: created = arrived + dropped + in flight at the end.
     pub packets: PacketCounts,
+    /// The capture of `records.pcap`, when one was asked for.
+    pub pcap: Option<PcapFile>,
+}
+
+/// A pcap file of simulated packets (`records.pcap`, docs/records.md).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct PcapFile {
+    /// Where it was taken (`records.pcap`): also the file's name, `<point>.pcap`.
+    pub point: &'static str,
+    /// Packets in it.
+    pub packets: u64,
+    /// The file.
+    pub bytes: Vec<u8>,
 }
 
 /// Packet conservation counters (data and ACK packets together).

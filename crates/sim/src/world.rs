@@ -26,6 +26,7 @@
 mod build;
 mod diag;
 mod output;
+mod pcap;
 mod prefetch;
 mod qds;
 mod rtt;
@@ -246,6 +247,8 @@ struct Pair {
     source: Source,
     next_write: Option<Write>,
     conns: [u32; 2],
+    /// `next_write` starts a flow of the source (`Source::next_starts_flow`).
+    next_starts_flow: bool,
 }
 
 /// One connection, both ends. In C order: the sender (seven cache lines, of which every
@@ -419,6 +422,8 @@ pub struct World {
     rtt: Option<Box<rtt::RttLog>>,
     /// The QDS loop on the downlink (`queue.discipline = "qds"`).
     qds: Option<Box<qds::Qds>>,
+    /// The capture of `records.pcap`.
+    pcap: Option<Box<pcap::PcapTap>>,
     out: RunRecords,
 }
 
@@ -492,6 +497,8 @@ impl World {
         let mut t = Stamp::now();
         let p = &mut self.pairs[pair as usize];
         let Some(w) = p.next_write.take() else { return };
+        let starts_flow = p.next_starts_flow;
+        p.next_starts_flow = p.source.next_starts_flow();
         p.next_write = p.source.next_write();
         if let Some(next) = p.next_write.filter(|n| n.at < self.window) {
             self.events.push(next.at, Event::AppWrite { pair });
@@ -503,6 +510,10 @@ impl World {
         }
         let conn = p.conns[(w.kind == Kind::Bulk) as usize];
         let c = &mut self.conns[conn as usize];
+        if let Some(r) = &mut self.rtt {
+            // The write's row comes after those of the writes still blocked.
+            r.note_write(conn, c.msgs.len() + c.blocked.len(), starts_flow);
+        }
         if c.blocked.is_empty() && c.sender.buffer_space() >= w.bytes as u64 {
             // Nothing waits and the buffer has room: TCP takes the write at once,
             // without a trip through the (cold) queue of blocked writes.
@@ -562,7 +573,8 @@ impl World {
             let (interactive, first) = mark_transmission(&mut c.msgs[c.acked_cursor..], &seg, now, !c.relay);
             let row = (c.acked_cursor + first) as u32;
             if let Some(r) = &mut self.rtt {
-                r.on_transmit(conn, seg.seq, seg.end(), seg.retransmission, row as usize, now);
+                let kind = c.msgs.get(row as usize).map_or(Kind::Interactive, |m| m.kind());
+                r.on_transmit(conn, seg.seq, seg.end(), seg.retransmission, (row as usize, kind), now);
             }
             t.section(Section::MarkRows);
             let route0 = self.routes.port(conn, 0, 0);
@@ -770,6 +782,9 @@ impl World {
         let (conn, wire, interactive) = (p.conn, p.wire, p.interactive);
         let event = if matches!(p.body, Body::Data(_)) { LOG_DATA_SENT } else { LOG_ACK_SENT };
         let mut t = Stamp::now();
+        if let Some(tap) = &mut self.pcap {
+            tap.offer(pcap::Seen::Sent, &p, self.now);
+        }
         let packet = self.alloc(p);
         if self.logged[conn as usize] {
             self.log_packet(event, packet);
@@ -930,6 +945,9 @@ impl World {
         let (delay, wan) = (link.delay, pt.wan);
         let mut arrive = done + delay;
         if wan {
+            if let Some(tap) = &mut self.pcap {
+                tap.offer(pcap::Seen::OnWan, &self.slab[item.packet as usize], now);
+            }
             let pq = &mut self.queues[port as usize];
             if done <= self.window {
                 pq.bytes_tx += item.wire as u64;
@@ -988,6 +1006,9 @@ impl World {
         self.out.packets.arrived += 1;
         self.log_packet(if dir == 0 { LOG_DATA_ARRIVED } else { LOG_ACK_ARRIVED }, packet);
         let pk = &self.slab[packet as usize];
+        if let Some(tap) = &mut self.pcap {
+            tap.offer(pcap::Seen::Arrived, pk, self.now);
+        }
         match pk.body {
             Body::Data(seg) => {
                 let stamps = [pk.t_tx, pk.t_enq, pk.t_deq];

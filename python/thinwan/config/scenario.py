@@ -342,6 +342,19 @@ class RecordsSection(_Section):
     packet_log_conns: tuple[Annotated[int, Field(ge=0, le=U32_MAX)], ...] = Field((), strict=False)
     # The per-packet RTT table (docs/records.md "packet_rtt"); always on with topology.kind = "middlebox".
     packet_rtt: bool = False
+    # A pcap of the simulated packets at one point of the network, written to
+    # runs/run-<k>/<point>.pcap (docs/records.md "pcap").
+    pcap: Literal["none", "server", "client", "bottleneck"] = "none"
+    # The connections in that pcap; empty = all of them.
+    pcap_conns: tuple[Annotated[int, Field(ge=0, le=U32_MAX)], ...] = Field((), strict=False)
+
+    def connections(self, scenario: Scenario) -> int:
+        """How many connections a run of ``scenario`` has (ids 0 … n−1, docs/records.md)."""
+        t = scenario.topology
+        n = t.pairs * (2 if scenario.traffic.separate_connections else 1)
+        if t.kind == "mux" and scenario.mux.mode == "mux":
+            n += 2 * scenario.mux.trunks  # forward and reverse trunk lanes
+        return n
 
 
 # The tunnel session's largest frame payload by default (crates/proto/src/mux/session.rs,
@@ -465,6 +478,16 @@ class Scenario(_Section):
     def _qds_has_its_classifier(self) -> Scenario:
         if self.qds.model_file:
             self.qds_model()  # read now, so errors come early
+        return self
+
+    @model_validator(mode="after")
+    def _pcap_conns_exist(self) -> Scenario:
+        n = self.records.connections(self)
+        missing = [c for c in self.records.pcap_conns if c >= n]
+        if missing:
+            raise ValueError(
+                f"records.pcap_conns: no connection {missing[0]}: this scenario's connections are 0 … {n - 1}"
+            )
         return self
 
     @model_validator(mode="after")

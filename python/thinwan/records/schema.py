@@ -148,6 +148,8 @@ class RunRecords:
     qds_flows: pd.DataFrame = field(default_factory=lambda: empty_table("qds_flows"))
     qds_classes: pd.DataFrame = field(default_factory=lambda: empty_table("qds_classes"))
     meta: dict[str, Any] = field(default_factory=dict)
+    # records.pcap: {point: the pcap file's bytes}, written as <point>.pcap (docs/records.md).
+    pcaps: dict[str, bytes] = field(default_factory=dict)
 
     @classmethod
     def from_native(cls, d: Mapping[str, Any]) -> RunRecords:
@@ -162,7 +164,9 @@ class RunRecords:
             if not columns and name not in OPTIONAL_TABLES:
                 raise ValueError(f"native records lack the {name!r} table")
             tables[name] = table_from_columns(name, columns)
-        return cls(**tables, meta=dict(d.get("meta", {})))
+        cap = d.get("pcap")
+        pcaps = {cap["point"]: cap["bytes"]} if cap else {}
+        return cls(**tables, meta=dict(d.get("meta", {})), pcaps=pcaps)
 
     def write(self, directory: str | Path) -> Path:
         """Write ``<table>.parquet`` per table and ``meta.json`` into ``directory``.
@@ -180,6 +184,8 @@ class RunRecords:
                 # without it the base run's records are written 3× faster and come out smaller.
                 pq.write_table(table, staging / f"{name}.parquet", use_dictionary=False)
             (staging / "meta.json").write_text(json.dumps(self.meta, indent=2) + "\n")
+            for point, data in self.pcaps.items():
+                (staging / f"{point}.pcap").write_bytes(data)
             _replace_dir(staging, target)
         except BaseException:
             shutil.rmtree(staging, ignore_errors=True)

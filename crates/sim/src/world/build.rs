@@ -153,6 +153,7 @@ impl World {
             }
             let start = Instant::ZERO + stagger.saturating_mul(i as u64);
             let mut source = Source::new(&traffic, seed, i, start).map_err(|e| e.0)?;
+            let next_starts_flow = source.next_starts_flow();
             let first = source.next_write();
             // In mux mode the stream's own connection is only the last hop edge → client.
             let (role0, routes) = if tunnel_mode {
@@ -177,7 +178,12 @@ impl World {
             if let Some(w) = first.filter(|w| w.at < duration) {
                 events.push(w.at, Event::AppWrite { pair: i });
             }
-            pairs.push(Pair { source, next_write: first, conns: [first_conn, first_conn + separate as u32] });
+            pairs.push(Pair {
+                source,
+                next_write: first,
+                conns: [first_conn, first_conn + separate as u32],
+                next_starts_flow,
+            });
         }
         if middlebox {
             for _ in 0..servers {
@@ -266,6 +272,8 @@ impl World {
             }
             _ => None,
         };
+        let roles: Vec<(u8, u32)> = conns.iter().map(|c| (c.role, c.pair)).collect();
+        let pcap = pcap::PcapTap::new(&cfg, &roles)?;
         let rows_at = vec![0; conns.len()];
         let n_conns = conns.len();
         let prefetch = conns.len() >= PREFETCH_MIN_CONNS;
@@ -297,6 +305,7 @@ impl World {
             rtt: (cfg.records.packet_rtt || middlebox || qds.is_some())
                 .then(|| Box::new(rtt::RttLog::new(n_conns))),
             qds,
+            pcap,
             out: RunRecords::default(),
             cfg,
         };

@@ -11,6 +11,7 @@ impl World {
         out.seed = self.seed;
         out.packet_rtt = self.rtt.take().map(|r| r.rows);
         out.qds = self.qds.take().map(|q| (q.flows, q.classes));
+        out.pcap = self.pcap.take().map(|tap| tap.finish());
         // A trunk's messages are frames, not application writes: the stream's last-hop
         // connection has the row of each write (unread ones: t_arrive and t_read NaN).
         let is_write_row = |c: &Conn| c.role != ROLE_TRUNK && c.role != ROLE_TRUNK_REV;

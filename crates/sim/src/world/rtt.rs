@@ -6,14 +6,15 @@
 //! recovery, and a passive monitor following Karn's rule would not time it.
 //!
 //! Kept apart from the connections (only the middlebox topology, or `records.packet_rtt`,
-//! pays for it), and it labels each row with the application of the write holding the
-//! segment's first byte.
+//! pays for it), and it labels each row with the application, the kind and the source's
+//! flow of the write holding the segment's first byte: the truth a capture of the run
+//! (`records.pcap`) is analysed against.
 
 use std::collections::VecDeque;
 
 use super::NONE;
 use crate::records::PacketRtt;
-use thinwan_proto::traffic::App;
+use thinwan_proto::traffic::{App, Kind};
 use thinwan_proto::Instant;
 
 /// Per-connection state and the rows so far.
@@ -26,6 +27,8 @@ pub(super) struct RttLog {
     /// Per connection: the application of its latest first transmission (the type of
     /// what crosses the network now: the QDS oracle's truth).
     last: Vec<App>,
+    /// Per connection: the message index of each flow's first write, in order.
+    flow_starts: Vec<Vec<u32>>,
     pub(super) rows: PacketRtt,
 }
 
@@ -35,6 +38,7 @@ impl RttLog {
             pending: vec![VecDeque::new(); conns],
             apps: vec![Vec::new(); conns],
             last: vec![App::default(); conns],
+            flow_starts: vec![Vec::new(); conns],
             rows: PacketRtt::default(),
         }
     }
@@ -49,6 +53,23 @@ impl RttLog {
         }
     }
 
+    /// Message `index` of `conn` is written now; `starts_flow`: it is the first write of
+    /// a flow of its source.
+    #[cold] // off the dumbbell's hot paths: only middlebox and packet_rtt runs call it
+    #[inline(never)]
+    pub(super) fn note_write(&mut self, conn: u32, index: usize, starts_flow: bool) {
+        let f = &mut self.flow_starts[conn as usize];
+        if starts_flow || f.is_empty() {
+            f.push(index as u32);
+        }
+    }
+
+    /// The source's flow (counted per connection from 0) of message `index` of `conn`.
+    fn flow_of(&self, conn: u32, index: usize) -> u32 {
+        let f = &self.flow_starts[conn as usize];
+        f.partition_point(|&first| first as usize <= index).checked_sub(1).map_or(u32::MAX, |k| k as u32)
+    }
+
     /// The application of message `index` of `conn`.
     pub(super) fn app_of(&self, conn: u32, index: usize) -> App {
         let a = &self.apps[conn as usize];
@@ -61,8 +82,8 @@ impl RttLog {
         self.last[conn as usize]
     }
 
-    /// A data segment `[seq, end)` left the server at `now`; `index`: the message
-    /// holding its first byte.
+    /// A data segment `[seq, end)` left the server at `now`; `(index, kind)`: the
+    /// message holding its first byte and its kind.
     #[cold] // off the dumbbell's hot paths: only middlebox and packet_rtt runs call it
     #[inline(never)]
     pub(super) fn on_transmit(
@@ -71,7 +92,7 @@ impl RttLog {
         seq: u64,
         end: u64,
         retx: bool,
-        index: usize,
+        (index, kind): (usize, Kind),
         now: Instant,
     ) {
         if retx {
@@ -88,6 +109,7 @@ impl RttLog {
         }
         let row = self.rows.conn.len() as u32;
         let app = self.app_of(conn, index);
+        let flow = self.flow_of(conn, index);
         self.last[conn as usize] = app;
         let r = &mut self.rows;
         r.conn.push(conn);
@@ -96,6 +118,9 @@ impl RttLog {
         r.rtt.push(f64::NAN);
         r.bytes.push((end - seq) as u32);
         r.retx.push(0);
+        r.seq.push(seq);
+        r.kind.push(kind as u8);
+        r.flow.push(flow);
         self.pending[conn as usize].push_back((end, row, now));
     }
 

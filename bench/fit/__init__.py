@@ -1,0 +1,1 @@
+"""Benchmarks and lab recordings of issue 19 (captures → analysis → fitted models)."""
