@@ -76,7 +76,7 @@ impl std::error::Error for FilterError {}
 impl Expr {
     /// Parse `text` (grammar in the module docs).
     pub fn parse(text: &str) -> Result<Expr, FilterError> {
-        let toks = tokenize(text)?;
+        let toks = tokenize(text);
         let mut p = Parser { toks: &toks, i: 0, end: text.chars().count() + 1 };
         if toks.is_empty() {
             return Err(FilterError { position: 1, what: "empty filter".into() });
@@ -138,7 +138,7 @@ impl Tok {
     }
 }
 
-fn tokenize(text: &str) -> Result<Vec<Tok>, FilterError> {
+fn tokenize(text: &str) -> Vec<Tok> {
     let mut toks = Vec::new();
     let mut cur: Option<Tok> = None;
     for (i, c) in text.chars().enumerate() {
@@ -157,7 +157,7 @@ fn tokenize(text: &str) -> Result<Vec<Tok>, FilterError> {
         }
     }
     toks.extend(cur);
-    Ok(toks)
+    toks
 }
 
 struct Parser<'a> {

@@ -323,7 +323,6 @@ fn analyze_tcp_capture(
         .map_err(|e| PyValueError::new_err(e.to_string()))?;
 
     let rows = pyo3::types::PyList::empty(py);
-    let opt = |v: Option<f64>| v;
     for c in &a.conns {
         let d = PyDict::new(py);
         d.set_item("id", c.id)?;
@@ -349,8 +348,8 @@ fn analyze_tcp_capture(
         d.set_item("ooo_s2c", c.ooo_s2c)?;
         d.set_item("ooo_c2s", c.ooo_c2s)?;
         for (half, r) in [("client", &c.rtt_client), ("server", &c.rtt_server)] {
-            d.set_item(format!("rtt_{half}_median_ms"), opt(r.median_ms))?;
-            d.set_item(format!("rtt_{half}_p90_ms"), opt(r.p90_ms))?;
+            d.set_item(format!("rtt_{half}_median_ms"), r.median_ms)?;
+            d.set_item(format!("rtt_{half}_p90_ms"), r.p90_ms)?;
             d.set_item(format!("rtt_{half}_samples"), r.samples)?;
         }
         rows.append(d)?;
