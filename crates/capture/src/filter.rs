@@ -76,7 +76,7 @@ impl std::error::Error for FilterError {}
 impl Expr {
     /// Parse `text` (grammar in the module docs).
     pub fn parse(text: &str) -> Result<Expr, FilterError> {
-        let toks = tokenize(text)?;
+        let toks = tokenize(text);
         let mut p = Parser { toks: &toks, i: 0, end: text.chars().count() + 1 };
         if toks.is_empty() {
             return Err(FilterError { position: 1, what: "empty filter".into() });
@@ -138,7 +138,7 @@ impl Tok {
     }
 }
 
-fn tokenize(text: &str) -> Result<Vec<Tok>, FilterError> {
+fn tokenize(text: &str) -> Vec<Tok> {
     let mut toks = Vec::new();
     let mut cur: Option<Tok> = None;
     for (i, c) in text.chars().enumerate() {
@@ -157,7 +157,7 @@ fn tokenize(text: &str) -> Result<Vec<Tok>, FilterError> {
         }
     }
     toks.extend(cur);
-    Ok(toks)
+    toks
 }
 
 struct Parser<'a> {
@@ -271,6 +271,7 @@ impl Parser<'_> {
 mod tests {
     use super::*;
     use crate::ip::TcpFlags;
+    use proptest::prelude::*;
 
     fn pkt(src: [u8; 4], sport: u16, dst: [u8; 4], dport: u16) -> TcpPacket {
         TcpPacket {
@@ -327,6 +328,41 @@ mod tests {
         assert_eq!((e.position, e.what.contains("\"portrange\"")), (1, true));
         let e = Expr::parse("src tcp").unwrap_err();
         assert_eq!(e.position, 5, "{e}");
+    }
+
+    fn expr() -> impl Strategy<Value = Expr> {
+        let end = prop_oneof![Just(End::Src), Just(End::Dst), Just(End::Either)];
+        let addr =
+            prop_oneof![any::<[u8; 4]>().prop_map(IpAddr::from), any::<[u16; 8]>().prop_map(IpAddr::from),];
+        let leaf = prop_oneof![
+            Just(Expr::Tcp),
+            (end.clone(), addr.clone()).prop_map(|(e, a)| Expr::Host(e, a)),
+            (end.clone(), any::<u16>()).prop_map(|(e, n)| Expr::Port(e, n)),
+            (end, addr, 0u8..=32).prop_map(|(e, a, l)| Expr::Net(e, a, l)),
+        ];
+        leaf.prop_recursive(4, 24, 2, |inner| {
+            prop_oneof![
+                inner.clone().prop_map(|e| Expr::Not(Box::new(e))),
+                (inner.clone(), inner.clone()).prop_map(|(a, b)| Expr::And(Box::new(a), Box::new(b))),
+                (inner.clone(), inner).prop_map(|(a, b)| Expr::Or(Box::new(a), Box::new(b))),
+            ]
+        })
+    }
+
+    proptest! {
+        /// Display → parse gives the same expression back (the printed form is valid input).
+        #[test]
+        fn printed_expressions_parse_back(e in expr()) {
+            prop_assert_eq!(Expr::parse(&e.to_string()).unwrap(), e);
+        }
+
+        /// Any text: an expression or an error with a position inside it (or just past it), never a panic.
+        #[test]
+        fn any_text_parses_or_names_a_position(text in "[a-z0-9 ()!&|./:]{0,40}") {
+            if let Err(e) = Expr::parse(&text) {
+                prop_assert!(e.position >= 1 && e.position <= text.chars().count() + 1, "{e}");
+            }
+        }
     }
 
     #[test]

@@ -29,7 +29,7 @@ use std::net::SocketAddr;
 use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
 
-use thinwan_proto::gaprule::{FlowKind, GapRule, Pooled, Transition};
+use thinwan_proto::gaprule::{FlowKind, GapRule, Pooled};
 use thinwan_proto::qds::monitor::{FlowMonitor, MonitorConfig, MonitorStats, Toward};
 use thinwan_proto::{Duration, Instant};
 
@@ -180,7 +180,7 @@ pub struct ConnRow {
     pub flows_interactive: u64,
     /// Bulk flows (blocks).
     pub flows_bulk: u64,
-    /// Transitions by [`Transition::index`].
+    /// Transitions by `Transition::index` (II, IB, BI, BB).
     pub transitions: [u64; 4],
     /// Retransmitted payload segments server → client.
     pub retrans_s2c: u64,
@@ -637,7 +637,7 @@ impl SeqTrack {
             self.next = Some(end);
             return SeqClass::New;
         }
-        let fills = self.fill(start, end.min_seq(next));
+        let fills = self.fill(start, seq_min(end, next));
         if seq_lt(next, end) {
             // Some bytes below the top (a repacketised retransmission), some new.
             self.next = Some(end);
@@ -687,17 +687,13 @@ impl SeqTrack {
     }
 }
 
-trait SeqMin {
-    fn min_seq(self, other: u32) -> u32;
-}
-
-impl SeqMin for u32 {
-    fn min_seq(self, other: u32) -> u32 {
-        if seq_lt(self, other) {
-            self
-        } else {
-            other
-        }
+/// The earlier of two sequence numbers.
+#[inline]
+fn seq_min(a: u32, b: u32) -> u32 {
+    if seq_lt(a, b) {
+        a
+    } else {
+        b
     }
 }
 
@@ -724,7 +720,7 @@ impl RttSamples {
     fn push(&mut self, d: Duration) {
         let stride = self.stride.max(1);
         self.seen += 1;
-        if (self.seen - 1) % stride != 0 {
+        if !(self.seen - 1).is_multiple_of(stride) {
             return;
         }
         self.kept.push(u32::try_from(d.as_nanos().div_ceil(1_000)).unwrap_or(u32::MAX));
@@ -754,11 +750,6 @@ fn quantile(sorted: &[u32], q: f64) -> Option<f64> {
     let a = f64::from(sorted[i]);
     let b = f64::from(sorted[(i + 1).min(last)]);
     Some((a + (b - a) * f) / 1000.0)
-}
-
-/// The name of a transition's field in the row ("ii" …), for the bindings.
-pub fn transition_names() -> [&'static str; 4] {
-    Transition::ALL.map(Transition::name)
 }
 
 #[cfg(test)]

@@ -268,7 +268,7 @@ fn analyze_capture(
 /// response packet's flow kind; `progress`: packets read on stderr every ~1 M packets.
 /// Raises ValueError naming the file (and the packet, where there is one).
 #[pyfunction]
-#[pyo3(signature = (path, server_port=None, filter=None, gap_ms=thinwan_proto::qdisc::DEFAULT_CLASSIFIER_GAP_MS, max_packets=None, idle_timeout_s=600.0, labels=false, progress=false))]
+#[pyo3(signature = (path, server_port=None, filter=None, gap_ms=thinwan_proto::qdisc::DEFAULT_CLASSIFIER_GAP_MS, max_packets=None, idle_timeout_s=None, labels=false, progress=false))]
 #[allow(clippy::too_many_arguments)]
 fn analyze_tcp_capture(
     py: Python<'_>,
@@ -277,7 +277,7 @@ fn analyze_tcp_capture(
     filter: Option<&str>,
     gap_ms: f64,
     max_packets: Option<u64>,
-    idle_timeout_s: f64,
+    idle_timeout_s: Option<f64>,
     labels: bool,
     progress: bool,
 ) -> PyResult<PyObject> {
@@ -287,6 +287,7 @@ fn analyze_tcp_capture(
     if !(gap_ms.is_finite() && gap_ms > 0.0) {
         return Err(PyValueError::new_err(format!("gap must be > 0 ms, got {gap_ms}")));
     }
+    let idle_timeout_s = idle_timeout_s.unwrap_or(flows::DEFAULT_IDLE.as_secs_f64());
     if !(idle_timeout_s.is_finite() && idle_timeout_s > 0.0) {
         return Err(PyValueError::new_err(format!("idle timeout must be > 0 s, got {idle_timeout_s}")));
     }
@@ -323,7 +324,6 @@ fn analyze_tcp_capture(
         .map_err(|e| PyValueError::new_err(e.to_string()))?;
 
     let rows = pyo3::types::PyList::empty(py);
-    let opt = |v: Option<f64>| v;
     for c in &a.conns {
         let d = PyDict::new(py);
         d.set_item("id", c.id)?;
@@ -349,8 +349,8 @@ fn analyze_tcp_capture(
         d.set_item("ooo_s2c", c.ooo_s2c)?;
         d.set_item("ooo_c2s", c.ooo_c2s)?;
         for (half, r) in [("client", &c.rtt_client), ("server", &c.rtt_server)] {
-            d.set_item(format!("rtt_{half}_median_ms"), opt(r.median_ms))?;
-            d.set_item(format!("rtt_{half}_p90_ms"), opt(r.p90_ms))?;
+            d.set_item(format!("rtt_{half}_median_ms"), r.median_ms)?;
+            d.set_item(format!("rtt_{half}_p90_ms"), r.p90_ms)?;
             d.set_item(format!("rtt_{half}_samples"), r.samples)?;
         }
         rows.append(d)?;
@@ -412,6 +412,7 @@ fn analyze_tcp_capture(
     out.set_item("file", path.display().to_string())?;
     out.set_item("format", if a.format == thinwan_capture::Format::Pcap { "pcap" } else { "pcapng" })?;
     out.set_item("gap_ms", gap_ms)?;
+    out.set_item("idle_timeout_s", idle_timeout_s)?;
     out.set_item("live_max", a.live_max)?;
     out.set_item("rtt_samples_seq", a.monitor.samples_seq)?;
     out.set_item("rtt_samples_ts", a.monitor.samples_ts)?;

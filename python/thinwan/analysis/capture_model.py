@@ -72,7 +72,7 @@ def analyze(
     filter: str | None = None,  # noqa: A002 - the pcap-filter word, as the CLI option
     gap_ms: float | None = None,
     max_packets: int | None = None,
-    idle_timeout_s: float = 600.0,
+    idle_timeout_s: float | None = None,
     labels: bool = False,
     progress: bool = False,
 ) -> dict[str, Any]:

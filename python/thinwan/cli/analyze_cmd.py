@@ -58,9 +58,8 @@ def add_analyze_subcommand(subparsers: Any) -> argparse.ArgumentParser:
     a.add_argument(
         "--idle-timeout-s",
         type=positive_number("seconds"),
-        default=600.0,
         metavar="S",
-        help="a connection idle this long ends; a later packet starts a new one (default 600 s)",
+        help="a connection idle this long ends; a later packet starts a new one (default: 10 minutes)",
     )
     a.add_argument("--no-report", action="store_true", help="write the records but not the HTML report")
     a.set_defaults(func=_cmd_analyze)
@@ -132,7 +131,7 @@ def _cmd_analyze(args: argparse.Namespace) -> int:
         "server_port": args.server_port,
         "filter": args.filter,
         "gap_ms": gap_ms,
-        "idle_timeout_s": args.idle_timeout_s,
+        "idle_timeout_s": res["idle_timeout_s"],
         "max_packets": args.max_packets,
         "connections": len(res["flows"]),
         "live_max": res["live_max"],

@@ -224,7 +224,14 @@ def blocks_figure(pooled: Mapping[str, Any]) -> dict[str, Any]:
         "title": {"text": f"Block lengths ({n} blocks)"},
         "xaxis": {"type": "log", "title": {"text": "packets per block"}},
         "yaxis": {"type": "log", "title": {"text": "blocks"}},
-        "yaxis2": {"type": "log", "overlaying": "y", "side": "right", "title": {"text": "P(length ≥ x)"}},
+        "yaxis2": {
+            "type": "log",
+            "overlaying": "y",
+            "side": "right",
+            "showgrid": False,
+            "exponentformat": "power",
+            "title": {"text": "P(length ≥ x)"},
+        },
         "margin": {"t": 50, "b": 50},
     }
     return {"data": data, "layout": layout}
