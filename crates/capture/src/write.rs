@@ -110,17 +110,20 @@ impl TcpHeaders {
         .map_err(|_| too_long())?;
         ip.identification = self.ip_id;
         ip.header_checksum = ip.calc_header_checksum();
+        out.extend_from_slice(&ip.to_bytes());
+        let at = out.len();
+        out.extend_from_slice(&tcp.to_bytes());
         // RFC 9293 §3.1: the sum over the pseudo-header (addresses, protocol, TCP length)
-        // and the segment with the checksum field zero; the zero payload adds nothing.
+        // and the segment with the checksum field zero (as serialised); the zero payload
+        // adds nothing. Patched in place: serialising the header once is cheaper.
         let sum = Sum16BitWords::new()
             .add_4bytes(self.src)
             .add_4bytes(self.dst)
             .add_2bytes([0, ip_number::TCP.0])
             .add_2bytes((tcp_len as u16).to_be_bytes())
-            .add_slice(&tcp.to_bytes());
-        tcp.checksum = sum.ones_complement().to_be();
-        out.extend_from_slice(&ip.to_bytes());
-        out.extend_from_slice(&tcp.to_bytes());
+            .add_slice(&out[at..]);
+        // The sum is of native-endian words (etherparse), so its bytes go in native order.
+        out[at + 16..at + 18].copy_from_slice(&sum.ones_complement().to_ne_bytes());
         Ok(total)
     }
 }
