@@ -171,3 +171,9 @@ def test_bad_pcap_keys_name_the_key() -> None:
         scenario_from_dict({**LOSSY, "records": {"pcap": "server", "pcap_conns": [1, 12, 99]}})
     with pytest.raises(ScenarioError, match=r"records\.pcap"):
         scenario_from_dict({**LOSSY, "records": {"pcap": "sever"}})
+    # 10 Gbit/s for an hour: ~3 billion packets, far beyond what a run may hold in memory;
+    # one connection of 10,000 fits.
+    huge = {"scenario": {"duration_s": 3600.0}, "topology": {"pairs": 10_000, "bottleneck_rate_mbps": 10_000.0}}
+    with pytest.raises(ScenarioError, match=r"records\.pcap: a run would capture about \d+\.\d GB"):
+        scenario_from_dict({**huge, "records": {"pcap": "bottleneck", "traces": False}})
+    scenario_from_dict({**huge, "records": {"pcap": "bottleneck", "pcap_conns": [7], "traces": False}})

@@ -497,6 +497,13 @@ class Scenario(_Section):
             raise ValueError(
                 f"records.pcap_conns: no connection {missing[0]}: this scenario's connections are 0 … {n - 1}"
             )
+        size = pcap_bytes(self)
+        if size > PCAP_MAX_BYTES:
+            raise ValueError(
+                f"records.pcap: a run would capture about {size / 1e9:.1f} GB (built in memory, "
+                f"{PCAP_RECORD_BYTES} bytes a packet); at most {PCAP_MAX_BYTES / 1e9:.1f} GB: "
+                "list fewer connections in records.pcap_conns or shorten scenario.duration_s"
+            )
         return self
 
     @model_validator(mode="after")
@@ -668,6 +675,26 @@ def packet_rtt_rows(scenario: Scenario) -> float:
         return 0.0
     per_s = t.bottleneck_rate_mbps * 1e6 / 8 / (tcp.mss + tcp.header_bytes)
     return per_s * scenario.scenario.duration_s
+
+
+# records.pcap: bytes per captured packet (16-byte record header + 40 header bytes, more
+# with SACK options; BENCHMARKS.md "Simulator pcap writing"), and the most one run may
+# build in memory.
+PCAP_RECORD_BYTES = 56
+PCAP_MAX_BYTES = 4 << 30
+
+
+def pcap_bytes(scenario: Scenario) -> float:
+    """About how large the ``records.pcap`` file of one run is (0 without one): a full
+    segment and an ACK per segment the bottleneck carries, over the whole run, for the
+    captured share of the connections (a float: huge rates overflow ints)."""
+    r, t, tcp = scenario.records, scenario.topology, scenario.tcp
+    if r.pcap == "none":
+        return 0.0
+    per_s = t.bottleneck_rate_mbps * 1e6 / 8 / (tcp.mss + tcp.header_bytes)
+    packets = 2 * per_s * (scenario.scenario.duration_s + scenario.scenario.drain_s)
+    share = len(set(r.pcap_conns)) / r.connections(scenario) if r.pcap_conns else 1.0
+    return packets * share * PCAP_RECORD_BYTES
 
 
 def writes_per_second(scenario: Scenario) -> float:
