@@ -186,7 +186,7 @@ def _cmd_fit(args: argparse.Namespace) -> int:
     out = Path(args.out) if args.out else Path(f"fitted-{name.rsplit('.', 1)[0]}.toml")
     capture["file"] = out.name
     try:
-        text = scenario_toml(base, str(base_path), fitted, capture)
+        text = scenario_toml(base, _shown(base_path), fitted, capture)
     except ValueError as e:  # pydantic's ValidationError among them
         raise ScenarioError(f"{args.capture}: the fitted values do not make a valid scenario: {e}") from None
     write_text_atomic(out, text)
@@ -234,3 +234,12 @@ def _cmd_validate(args: argparse.Namespace) -> int:
     print(validate_summary(v))
     print(f"\nreport: {page}", file=sys.stderr)
     return 0
+
+
+def _shown(path: Path) -> str:
+    """``path`` relative to the working directory when it lies below it (the written
+    scenario's comments then name the base as a checkout does, not as one machine)."""
+    try:
+        return str(path.resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(path)
