@@ -32,6 +32,7 @@
 
 use crate::config::{ConfigError, DirConfig};
 use crate::packet::{self, Summary};
+use crate::pairs::PairDelays;
 use serde::Serialize;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -179,6 +180,8 @@ pub struct DirStats {
 pub struct Direction {
     rate_bps: u64,
     delay: Duration,
+    /// Each pair's client delay on top of `delay` (thinwan-link's `pairs`).
+    pair_delays: Option<PairDelays>,
     overhead: u32,
     queue: Box<dyn QueueDisc<Packet> + Send>,
     /// Loss and jitter, on the simulator's random stream of the same direction.
@@ -205,6 +208,7 @@ impl Direction {
         Ok(Direction {
             rate_bps: cfg.rate_bps,
             delay: cfg.delay(),
+            pair_delays: None,
             overhead: cfg.overhead_bytes,
             queue: cfg.queue_spec()?.build(cfg.rate_bps),
             impair: cfg.impairment(seed, dir)?,
@@ -217,6 +221,15 @@ impl Direction {
             drops: Vec::new(),
             stats: DirStats::default(),
         })
+    }
+
+    /// Add each pair's client delay to its packets' propagation delay ([`PairDelays`]).
+    /// Loss, jitter and the no-reordering rule act on the link's own `delay` first; the
+    /// pair's delay follows, as on the client's own link: packets of different pairs
+    /// may overtake each other, those of one pair never do.
+    pub fn with_pair_delays(mut self, delays: Option<PairDelays>) -> Self {
+        self.pair_delays = delays;
+        self
     }
 
     /// A frame read from the input device at `now`.
@@ -357,7 +370,7 @@ impl Direction {
         self.stats.bytes_tx += p.wire as u64;
         events.push(self.event(end, EventKind::Dequeue, None, p.id, p.hdr, Instant::ZERO));
         let due = match self.impair.transit(end, self.delay) {
-            Ok(due) => due,
+            Ok(due) => due + self.pair_delays.as_ref().map_or(Duration::ZERO, |d| d.of(&p.hdr)),
             Err(reason) => {
                 self.count_drop(reason);
                 events.push(self.event(end, EventKind::Drop, Some(reason), p.id, p.hdr, Instant::ZERO));

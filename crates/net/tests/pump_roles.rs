@@ -37,6 +37,7 @@ fn listening_pump_and_connecting_sink_deliver_every_message_per_connection() {
         drain: Duration::from_millis(20_000),
         stagger: Duration::from_millis(1),
         start_delay: Duration::from_millis(50),
+        local_port_base: None,
         sock: SockOpts { nodelay: true, ..SockOpts::default() },
         out: dir.join("pump.csv"),
         conns_out: dir.join("conns.json"),

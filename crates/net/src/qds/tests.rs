@@ -229,9 +229,9 @@ fn oracle_rows_match_on_every_field_they_give() {
         client: (CLIENT, 40001).into(),
         server: (server, sport).into(),
     };
-    assert_eq!(s.truth(&key(22, SERVER)), AppType::Interactive);
-    assert_eq!(s.truth(&key(5001, SERVER)), AppType::Video, "first row needs server port 22");
-    assert_eq!(s.truth(&key(5001, [10, 0, 0, 1])), AppType::Audio, "oracle_default");
+    assert_eq!(s.truth(&key(22, SERVER), Duration::ZERO), AppType::Interactive);
+    assert_eq!(s.truth(&key(5001, SERVER), Duration::ZERO), AppType::Video, "first row needs server port 22");
+    assert_eq!(s.truth(&key(5001, [10, 0, 0, 1]), Duration::ZERO), AppType::Audio, "oracle_default");
 }
 
 #[test]
