@@ -572,6 +572,32 @@ mod tests {
     }
 
     #[test]
+    fn each_pair_gets_its_own_delay_and_may_overtake_another() {
+        use crate::pairs::PairsConfig;
+        // Unshaped, 1 ms of link delay; pair 0 (port 20000) 9 ms more, pair 1 2 ms more.
+        let cfg = DirConfig { delay_ms: 1.0, ..Default::default() };
+        let pairs = PairsConfig {
+            server_port_base: 20000,
+            count: 2,
+            client_delays_ms: vec![9.0, 2.0],
+            traffic: None,
+        };
+        let mut d =
+            Direction::new(&cfg, 1, LinkDir::Fwd).unwrap().with_pair_delays(pairs.delays(LinkDir::Fwd));
+        let (mut events, mut out) = (Vec::new(), Vec::new());
+        // Pair 0's packet first, then pair 1's, then one of no pair.
+        for (i, port) in [20000u16, 20001, 30000].into_iter().enumerate() {
+            d.arrive(ms(i as f64 * 0.1), flow_packet(port, 100, 0), &mut events);
+        }
+        while let Some(t) = d.poll_timeout() {
+            d.handle_timeout(t, &mut out, &mut events);
+        }
+        let due: Vec<(u16, Instant)> = out.iter().map(|x| (x.packet.hdr.sport, x.due)).collect();
+        // In due order: no pair (1.2 ms), pair 1 (0.1 + 1 + 2), pair 0 (0 + 1 + 9).
+        assert_eq!(due, vec![(30000, ms(1.2)), (20001, ms(3.1)), (20000, ms(10.0))]);
+    }
+
+    #[test]
     fn loss_is_seeded_and_logged() {
         let cfg = DirConfig { loss: 0.1, ..Default::default() };
         let arrivals: Vec<_> = (0..5000).map(|k| (Instant::from_nanos(k * 1000), 100)).collect();

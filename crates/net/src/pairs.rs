@@ -128,3 +128,80 @@ impl PairTruth {
         Some(thinwan_proto::qds::truth::app_type(app))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use thinwan_proto::qds::classify::AppType;
+    use thinwan_proto::traffic::{AppKeys, Model};
+
+    fn mix_pairs(change_s: f64) -> PairsConfig {
+        let traffic = TrafficConfig {
+            model: Model::Mix,
+            apps: AppKeys {
+                mix: vec![(Model::Video, 1), (Model::Data, 2)],
+                mix_change_s: change_s,
+                ..AppKeys::default()
+            },
+            ..TrafficConfig::default()
+        };
+        PairsConfig {
+            server_port_base: 20000,
+            count: 3,
+            client_delays_ms: vec![5.0, 7.5, 10.0],
+            traffic: Some(traffic),
+        }
+    }
+
+    fn header(sport: u16, dport: u16) -> Summary {
+        Summary { proto: 6, sport, dport, ..Summary::default() }
+    }
+
+    #[test]
+    fn each_pair_gets_its_delay_by_the_server_port_both_ways() {
+        let p = mix_pairs(0.0);
+        let fwd = p.delays(LinkDir::Fwd).unwrap();
+        let rev = p.delays(LinkDir::Rev).unwrap();
+        // Server → client: the server port is the source port; back, the destination.
+        assert_eq!(fwd.of(&header(20001, 5001)), Duration::from_micros(7500));
+        assert_eq!(rev.of(&header(5001, 20002)), Duration::from_millis(10));
+        // The client's port says nothing; ports of no pair get no extra delay.
+        assert_eq!(fwd.of(&header(5001, 20001)), Duration::ZERO);
+        assert_eq!(fwd.of(&header(20003, 5001)), Duration::ZERO);
+        assert_eq!(fwd.of(&header(19999, 5001)), Duration::ZERO);
+        assert!(PairsConfig { client_delays_ms: vec![], ..p }.delays(LinkDir::Fwd).is_none());
+    }
+
+    #[test]
+    fn the_truth_follows_the_mix_and_its_rotation() {
+        let t = mix_pairs(60.0).truth().unwrap().expect("traffic given");
+        let s = Duration::from_secs_f64;
+        // Phase 0: pair 0 video, pairs 1–2 data; phase 1 (shift = 1, the video count):
+        // pair i runs position (i + 1) mod 3, so pair 2 carries the video.
+        assert_eq!(t.app(20000, s(10.0)), Some(AppType::Video));
+        assert_eq!(t.app(20001, s(59.9)), Some(AppType::Data));
+        assert_eq!(t.app(20002, s(60.1)), Some(AppType::Video));
+        assert_eq!(t.app(20000, s(60.1)), Some(AppType::Data));
+        assert_eq!(t.app(20003, s(1.0)), None, "no pair");
+        let fixed = mix_pairs(0.0).truth().unwrap().unwrap();
+        assert_eq!(fixed.app(20000, s(1000.0)), Some(AppType::Video), "no rotation");
+    }
+
+    #[test]
+    fn bad_values_name_their_key() {
+        let err = |p: PairsConfig| p.validate().unwrap_err().0;
+        assert!(err(PairsConfig { count: 0, ..mix_pairs(0.0) }).starts_with("pairs.count"));
+        assert!(err(PairsConfig { server_port_base: 65535, ..mix_pairs(0.0) })
+            .starts_with("pairs.server_port_base"));
+        assert!(err(PairsConfig { client_delays_ms: vec![1.0], ..mix_pairs(0.0) })
+            .starts_with("pairs.client_delays_ms"));
+        let e = err(PairsConfig { client_delays_ms: vec![1.0, -2.0, 3.0], ..mix_pairs(0.0) });
+        assert!(e.starts_with("pairs.client_delays_ms[1]"), "{e}");
+        let mut bad = mix_pairs(0.0);
+        if let Some(t) = bad.traffic.as_mut() {
+            t.apps.mix.clear();
+        }
+        assert!(err(bad).starts_with("pairs.traffic"));
+        mix_pairs(60.0).validate().unwrap();
+    }
+}

@@ -243,6 +243,9 @@ fn bind_ports(addr: SocketAddr, conns: u32, base: u16) -> io::Result<Vec<socket2
         .map(|i| {
             let port = base + i as u16;
             let s = Socket::new(Domain::for_address(addr), Type::STREAM, None)?;
+            // A port left in TIME_WAIT by an earlier run may be bound again; one that a
+            // live socket holds (listening or connected) still fails here.
+            s.set_reuse_address(true)?;
             let local: SocketAddr = match addr {
                 SocketAddr::V4(_) => (std::net::Ipv4Addr::UNSPECIFIED, port).into(),
                 SocketAddr::V6(_) => (std::net::Ipv6Addr::UNSPECIFIED, port).into(),

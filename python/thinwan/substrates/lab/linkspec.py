@@ -16,7 +16,6 @@ from typing import Any
 
 from ...config.scenario import LabSection, QueueSection, Scenario
 from ..binaries import find_binary
-from .netns import LabError
 
 __all__ = [
     "DirLink",
@@ -356,7 +355,11 @@ def middlebox_client_delays(scenario: Scenario, run: int = 0) -> dict[str, Any]:
     except (ImportError, AttributeError):
         return {"delays_ms": [], "applied_ms": t.client_delay_mean_ms, "source": "topology.client_delay_mean_ms"}
     applied = sum(delays) / len(delays) if delays else t.client_delay_mean_ms
-    return {"delays_ms": delays, "applied_ms": applied, "source": "the core's draws (thinwan_proto::clients), as the simulator's"}
+    return {
+        "delays_ms": delays,
+        "applied_ms": applied,
+        "source": "the core's draws (thinwan_proto::clients), as the simulator's",
+    }
 
 
 def qds_keys(scenario: Scenario) -> dict[str, Any]:
