@@ -339,7 +339,7 @@ pub fn client_delays(t: &crate::config::TopologySec, seed: u64, clients: u32) ->
 }
 
 /// What every pair's source is built from (calibrated once for all of them).
-fn traffic_spec(cfg: &Config) -> Result<TrafficSpec, String> {
+pub fn traffic_spec(cfg: &Config) -> Result<TrafficSpec, String> {
     let err = |e: ParamError| format!("traffic: {}", e.0);
     Ok(match cfg.traffic.model {
         Model::ThinClient => {
