@@ -2,6 +2,7 @@
 //! values with units (`10mbit`, `20ms`, `uniform:10%`). A bad value fails at load with
 //! the key named (STYLE.md §11).
 
+use crate::pairs::PairsConfig;
 pub use crate::qds::config::QdsKeys;
 use crate::qds::config::QdsSetup;
 use serde::{Deserialize, Serialize};
@@ -23,6 +24,10 @@ pub struct LinkConfig {
     pub rev: DirConfig,
     /// The QDS control loop of `fwd.queue.discipline = "qds"` (docs/lab.md "QDS").
     pub qds: QdsKeys,
+    /// The run's pairs by their fixed server ports: per-client delays and the oracle's
+    /// traffic (docs/lab.md "Pairs"); None = every packet alike.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pairs: Option<PairsConfig>,
 }
 
 /// One direction of the link.
@@ -121,6 +126,9 @@ impl LinkConfig {
                     .into(),
             ));
         }
+        if let Some(p) = &self.pairs {
+            p.validate()?;
+        }
         self.qds.validate().map_err(|e| ConfigError(e.to_string()))?;
         self.qds_setup().map(|_| ())
     }
@@ -130,7 +138,12 @@ impl LinkConfig {
         if self.fwd.queue.discipline != DisciplineName::Qds {
             return Ok(None);
         }
-        QdsSetup::from_keys(&self.qds).map(Some)
+        let mut setup = QdsSetup::from_keys(&self.qds)?;
+        setup.truth = match &self.pairs {
+            Some(p) => p.truth()?,
+            None => None,
+        };
+        Ok(Some(setup))
     }
 }
 

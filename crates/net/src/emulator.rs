@@ -109,7 +109,9 @@ pub fn run(opts: &Options, server: Tun, client: Tun, stop: Arc<AtomicBool>) -> i
         [(&server, &client, &opts.link.fwd), (&client, &server, &opts.link.rev)].into_iter().enumerate()
     {
         let dir = if index == 0 { LinkDir::Fwd } else { LinkDir::Rev };
-        let d = Direction::new(cfg, opts.link.seed, dir).map_err(io::Error::other)?;
+        let d = Direction::new(cfg, opts.link.seed, dir)
+            .map_err(io::Error::other)?
+            .with_pair_delays(opts.link.pairs.as_ref().and_then(|p| p.delays(dir)));
         let worker = Worker {
             index: index as u8,
             input: Arc::clone(input),

@@ -13,6 +13,7 @@ pub mod emulator;
 pub mod evlog;
 pub mod link;
 pub mod packet;
+pub mod pairs;
 pub mod pcap;
 pub mod pump;
 pub mod qds;

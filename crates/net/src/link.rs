@@ -32,6 +32,7 @@
 
 use crate::config::{ConfigError, DirConfig};
 use crate::packet::{self, Summary};
+use crate::pairs::PairDelays;
 use serde::Serialize;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -179,6 +180,8 @@ pub struct DirStats {
 pub struct Direction {
     rate_bps: u64,
     delay: Duration,
+    /// Each pair's client delay on top of `delay` (thinwan-link's `pairs`).
+    pair_delays: Option<PairDelays>,
     overhead: u32,
     queue: Box<dyn QueueDisc<Packet> + Send>,
     /// Loss and jitter, on the simulator's random stream of the same direction.
@@ -205,6 +208,7 @@ impl Direction {
         Ok(Direction {
             rate_bps: cfg.rate_bps,
             delay: cfg.delay(),
+            pair_delays: None,
             overhead: cfg.overhead_bytes,
             queue: cfg.queue_spec()?.build(cfg.rate_bps),
             impair: cfg.impairment(seed, dir)?,
@@ -217,6 +221,15 @@ impl Direction {
             drops: Vec::new(),
             stats: DirStats::default(),
         })
+    }
+
+    /// Add each pair's client delay to its packets' propagation delay ([`PairDelays`]).
+    /// Loss, jitter and the no-reordering rule act on the link's own `delay` first; the
+    /// pair's delay follows, as on the client's own link: packets of different pairs
+    /// may overtake each other, those of one pair never do.
+    pub fn with_pair_delays(mut self, delays: Option<PairDelays>) -> Self {
+        self.pair_delays = delays;
+        self
     }
 
     /// A frame read from the input device at `now`.
@@ -357,7 +370,7 @@ impl Direction {
         self.stats.bytes_tx += p.wire as u64;
         events.push(self.event(end, EventKind::Dequeue, None, p.id, p.hdr, Instant::ZERO));
         let due = match self.impair.transit(end, self.delay) {
-            Ok(due) => due,
+            Ok(due) => due + self.pair_delays.as_ref().map_or(Duration::ZERO, |d| d.of(&p.hdr)),
             Err(reason) => {
                 self.count_drop(reason);
                 events.push(self.event(end, EventKind::Drop, Some(reason), p.id, p.hdr, Instant::ZERO));
@@ -556,6 +569,32 @@ mod tests {
         assert_eq!(out.len(), 500);
         assert!(out.windows(2).any(|w| w[0].0 > w[1].0));
         assert!(out.windows(2).all(|w| w[0].1 <= w[1].1)); // delivered in due order
+    }
+
+    #[test]
+    fn each_pair_gets_its_own_delay_and_may_overtake_another() {
+        use crate::pairs::PairsConfig;
+        // Unshaped, 1 ms of link delay; pair 0 (port 20000) 9 ms more, pair 1 2 ms more.
+        let cfg = DirConfig { delay_ms: 1.0, ..Default::default() };
+        let pairs = PairsConfig {
+            server_port_base: 20000,
+            count: 2,
+            client_delays_ms: vec![9.0, 2.0],
+            traffic: None,
+        };
+        let mut d =
+            Direction::new(&cfg, 1, LinkDir::Fwd).unwrap().with_pair_delays(pairs.delays(LinkDir::Fwd));
+        let (mut events, mut out) = (Vec::new(), Vec::new());
+        // Pair 0's packet first, then pair 1's, then one of no pair.
+        for (i, port) in [20000u16, 20001, 30000].into_iter().enumerate() {
+            d.arrive(ms(i as f64 * 0.1), flow_packet(port, 100, 0), &mut events);
+        }
+        while let Some(t) = d.poll_timeout() {
+            d.handle_timeout(t, &mut out, &mut events);
+        }
+        let due: Vec<(u16, Instant)> = out.iter().map(|x| (x.packet.hdr.sport, x.due)).collect();
+        // In due order: no pair (1.2 ms), pair 1 (0.1 + 1 + 2), pair 0 (0 + 1 + 9).
+        assert_eq!(due, vec![(30000, ms(1.2)), (20001, ms(3.1)), (20000, ms(10.0))]);
     }
 
     #[test]

@@ -32,7 +32,7 @@ use thinwan_proto::traffic::{
 use thinwan_proto::{Duration, Instant};
 
 /// The scenario's `[traffic]` section (same keys as docs/scenario.md) plus the MSS cap.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct TrafficConfig {
     /// The sources' model.
@@ -147,6 +147,10 @@ pub struct PumpOptions {
     pub drain: Duration,
     /// Connection i starts at i·stagger.
     pub stagger: Duration,
+    /// With [`Peer::Connect`]: connection i binds local port `base + i` before it
+    /// connects, so whoever sees its packets knows its pair by port (thinwan-link's
+    /// `pairs`); None = ephemeral ports.
+    pub local_port_base: Option<u16>,
     /// Gap between "all connected" and t0.
     pub start_delay: Duration,
     /// Socket options.
@@ -161,9 +165,15 @@ pub struct PumpOptions {
 pub fn run_pump(o: &PumpOptions, stop: Arc<AtomicBool>) -> io::Result<()> {
     // A bad traffic model fails before any connection is made.
     let spec = o.traffic.spec().map_err(io::Error::other)?;
-    let mut streams = match o.peer {
-        Peer::Connect(addr) => connect_all(addr, o.conns)?,
-        Peer::Listen(addr) => accept_all(addr, o.conns, &stop)?,
+    let mut streams = match (o.peer, o.local_port_base) {
+        (Peer::Connect(addr), base) => connect_all(addr, o.conns, base)?,
+        (Peer::Listen(addr), None) => accept_all(addr, o.conns, &stop)?,
+        (Peer::Listen(_), Some(_)) => {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "--local-port-base: only with --connect (the pump opens the connections)",
+            ))
+        }
     };
     for (conn, s) in streams.iter_mut().enumerate() {
         apply_sockopts(s, &o.sock)?;
@@ -194,14 +204,59 @@ pub fn run_pump(o: &PumpOptions, stop: Arc<AtomicBool>) -> io::Result<()> {
 }
 
 /// Open `conns` connections to `addr`, in connection order. All at once: one after the
-/// other, hundreds of handshakes across a long WAN would take minutes.
-fn connect_all(addr: SocketAddr, conns: u32) -> io::Result<Vec<TcpStream>> {
-    let handshakes: Vec<_> = (0..conns).map(|_| thread::spawn(move || TcpStream::connect(addr))).collect();
+/// other, hundreds of handshakes across a long WAN would take minutes. With `base`,
+/// connection i first binds local port `base + i` (all bound before any connects, so a
+/// taken port fails the run before any traffic).
+fn connect_all(addr: SocketAddr, conns: u32, base: Option<u16>) -> io::Result<Vec<TcpStream>> {
+    let sockets = match base {
+        Some(base) => Some(bind_ports(addr, conns, base)?),
+        None => None,
+    };
+    let handshakes: Vec<_> = match sockets {
+        Some(sockets) => sockets
+            .into_iter()
+            .map(|s| thread::spawn(move || s.connect(&addr.into()).map(|()| TcpStream::from(s))))
+            .collect(),
+        None => (0..conns).map(|_| thread::spawn(move || TcpStream::connect(addr))).collect(),
+    };
     handshakes
         .into_iter()
         .map(|h| {
             let s = h.join().map_err(|_| io::Error::other("connect thread panicked"))?;
             s.map_err(|e| io::Error::new(e.kind(), format!("connect {addr}: {e}")))
+        })
+        .collect()
+}
+
+/// One TCP socket per connection toward `addr`, connection i bound to local port
+/// `base + i` of the unspecified address. A port in use is an error naming it.
+fn bind_ports(addr: SocketAddr, conns: u32, base: u16) -> io::Result<Vec<socket2::Socket>> {
+    use socket2::{Domain, Socket, Type};
+    let last = base as u64 + conns as u64 - 1;
+    if conns == 0 || last > u16::MAX as u64 {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("--local-port-base {base}: {conns} connections need ports up to {last}, beyond 65535"),
+        ));
+    }
+    (0..conns)
+        .map(|i| {
+            let port = base + i as u16;
+            let s = Socket::new(Domain::for_address(addr), Type::STREAM, None)?;
+            // A port left in TIME_WAIT by an earlier run may be bound again; one that a
+            // live socket holds (listening or connected) still fails here.
+            s.set_reuse_address(true)?;
+            let local: SocketAddr = match addr {
+                SocketAddr::V4(_) => (std::net::Ipv4Addr::UNSPECIFIED, port).into(),
+                SocketAddr::V6(_) => (std::net::Ipv6Addr::UNSPECIFIED, port).into(),
+            };
+            s.bind(&local.into()).map_err(|e| {
+                io::Error::new(
+                    e.kind(),
+                    format!("connection {i}: local port {port} (--local-port-base {base}): {e}"),
+                )
+            })?;
+            Ok(s)
         })
         .collect()
 }
@@ -464,7 +519,7 @@ fn run_sink_connecting(addr: SocketAddr, o: &SinkOptions, stop: Arc<AtomicBool>)
     let deadline = clock::now() + o.timeout;
     let log = sink_log(&o.out)?;
     let mut handles = Vec::new();
-    for (conn, s) in connect_all(addr, o.conns)?.into_iter().enumerate() {
+    for (conn, s) in connect_all(addr, o.conns, None)?.into_iter().enumerate() {
         let conn = conn as u32;
         if let Some(b) = o.sock.rcvbuf {
             // After connect: the window scale is already chosen, so this only caps the buffer.

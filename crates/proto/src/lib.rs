@@ -5,6 +5,7 @@
 #![warn(missing_docs)]
 
 pub mod capture;
+pub mod clients;
 pub mod drops;
 pub mod gaprule;
 pub mod link;

@@ -33,6 +33,18 @@ fn client_delays_ms(config_json: &str, run: u64) -> PyResult<Vec<f64>> {
     thinwan_sim::world::client_delays(&cfg.topology, seed, cfg.topology.pairs).map_err(PyValueError::new_err)
 }
 
+/// The application (its code, the `packet_rtt.app` column) whose writes pair `pair` of
+/// a validated scenario (JSON) makes at each of `t_s` (seconds from the run start): the
+/// core's `thinwan_proto::qds::truth::pair_app`, which thinwan-link's QDS oracle reads
+/// too, so the lab labels its packets from the same model (docs/lab.md "Pairs").
+#[pyfunction]
+fn pair_apps(config_json: &str, pair: u32, t_s: Vec<f64>) -> PyResult<Vec<u8>> {
+    let cfg = thinwan_sim::Config::from_json(config_json).map_err(PyValueError::new_err)?;
+    let spec = thinwan_sim::world::traffic_spec(&cfg).map_err(PyValueError::new_err)?;
+    let at = |t: f64| thinwan_proto::Duration::from_secs_f64(t.max(0.0));
+    Ok(t_s.iter().map(|&t| thinwan_proto::qds::truth::pair_app(&spec, pair, at(t)) as u8).collect())
+}
+
 /// Version of the native module (the crate version).
 #[pyfunction]
 fn version() -> &'static str {
@@ -436,6 +448,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(simulate, m)?)?;
     m.add_function(wrap_pyfunction!(version, m)?)?;
     m.add_function(wrap_pyfunction!(client_delays_ms, m)?)?;
+    m.add_function(wrap_pyfunction!(pair_apps, m)?)?;
     m.add_function(wrap_pyfunction!(mux_frame_payload_default, m)?)?;
     m.add_function(wrap_pyfunction!(qds_default_qt_ms, m)?)?;
     m.add_function(wrap_pyfunction!(qds_default_keys, m)?)?;

@@ -48,10 +48,13 @@ impl Qds {
     fn app_of(&self, flow: &FiveTuple, features: &Features) -> AppType {
         match &self.setup.model {
             Some(m) => m.predict(features),
-            None => self.setup.truth(&FlowKey {
-                client: SocketAddr::from((flow.client, flow.client_port)),
-                server: SocketAddr::from((flow.server, flow.server_port)),
-            }),
+            None => self.setup.truth(
+                &FlowKey {
+                    client: SocketAddr::from((flow.client, flow.client_port)),
+                    server: SocketAddr::from((flow.server, flow.server_port)),
+                },
+                Duration::ZERO,
+            ), // no pairs here: the table alone
         }
     }
 }

@@ -32,7 +32,7 @@ mod qds;
 mod rtt;
 mod tunnel_glue;
 
-pub use build::{client_delays, wan_impairment, CLIENT_DELAY_STREAM};
+pub use build::{client_delays, traffic_spec, wan_impairment, CLIENT_DELAY_STREAM};
 
 use std::sync::Arc;
 

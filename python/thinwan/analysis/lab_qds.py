@@ -17,8 +17,9 @@ run start count (the pump's 4-byte connection-id preamble goes before ``t0``).
 segment's first byte (the simulator's rule). The pump logs each write's stream end
 offset; the write's application follows from the scenario: one model for every
 connection, or ``traffic.mix`` — pair *i* runs position ``(i + k·s) mod N`` of the
-expanded mix in phase *k* = ⌊t / mix_change_s⌋ (``thinwan_proto::traffic::apps``
-``MixSpec::position``), *t* the write's time from the run start.
+expanded mix in phase *k* = ⌊t / mix_change_s⌋, *t* the write's time from the run start
+(the core's ``thinwan_proto::qds::truth::pair_app``, through ``_native.pair_apps``: the
+same function thinwan-link's QDS oracle reads).
 """
 
 from __future__ import annotations
@@ -56,26 +57,20 @@ def app_code(name: str) -> int:
     return APP_NAMES.index(name)
 
 
-def _mix_positions(scenario: Scenario) -> list[int]:
-    """The expanded ``traffic.mix``: position → app code."""
-    return [app_code(str(model)) for model, count in scenario.traffic.mix for _ in range(int(count))]
-
-
 def message_apps(scenario: Scenario, conn: int, t_write: np.ndarray) -> np.ndarray:
     """The app code of each write of pair ``conn`` written at ``t_write`` (s from the
-    run start), as the pump's source chose it (module docstring)."""
+    run start), as the pump's source chose it (module docstring). A mix's comes from the
+    core (``_native.pair_apps``: ``thinwan_proto::qds::truth::pair_app``, which
+    thinwan-link's QDS oracle reads too)."""
     tr = scenario.traffic
     if tr.model != "mix":
         return np.full(len(t_write), app_code("pcap" if tr.model == "pcap" else str(tr.model)), dtype=np.uint8)
-    flows = _mix_positions(scenario)
-    n = len(flows)
-    if tr.mix_change_s > 0:
-        shift = tr.mix_shift or next((int(c) for _, c in tr.mix if int(c) > 0), 1)
-        phase = np.floor(np.maximum(t_write, 0.0) / tr.mix_change_s).astype(np.int64)
-    else:
-        shift, phase = 0, np.zeros(len(t_write), dtype=np.int64)
-    pos = (conn + (phase * shift) % n) % n
-    return np.asarray(flows, dtype=np.uint8)[pos]
+    from .. import _native
+
+    times = np.asarray(t_write, dtype=float)
+    # PyO3 hands a Vec<u8> over as bytes.
+    codes = _native.pair_apps(scenario.to_native_json(), int(conn), times.tolist())
+    return np.frombuffer(codes, dtype=np.uint8).copy()
 
 
 def packet_rtt(

@@ -289,7 +289,9 @@ def _report(scenario: Any) -> Any:
     """A ``finish`` hook: the run report, written before the results are swapped in."""
     from ..report.run_page import write_run_report
 
-    return lambda directory, result: write_run_report(directory, scenario, result.digests, result.document["summary"])
+    return lambda directory, result: write_run_report(
+        directory, scenario, result.digests, result.document["summary"], result.document.get("sim")
+    )
 
 
 def _scenario(args: argparse.Namespace) -> Any:

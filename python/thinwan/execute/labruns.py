@@ -25,7 +25,7 @@ from ..records.staging import staged_output
 from .executors import SerialLab
 from .runs import RunResult, run_scenario, summary_document
 
-__all__ = ["run_lab_scenario", "validate"]
+__all__ = ["run_lab_scenario", "sim_companion", "validate"]
 
 
 def run_lab_scenario(
@@ -63,11 +63,42 @@ def run_lab_scenario(
             digests = [digest for _, digest in results]
         summaries = [d.summary for d in digests]
         document = {**summary_document(scenario, summaries), "substrate": "lab", "out": str(final)}
+        if scenario.topology.kind == "middlebox":
+            # The reports show the lab's per-type metrics next to the simulator's.
+            document["sim"] = sim_companion(scenario, runs)
         write_text_atomic(stage / "summary.json", dumps_json(document) + "\n")
         result = RunResult(document=document, digests=digests)
         if finish is not None:
             finish(stage, result)
     return result
+
+
+def sim_companion(scenario: Scenario, runs: int) -> dict[str, Any]:
+    """The simulator's side of a lab run or lab sweep point of a middlebox scenario, for
+    the reports (docs/qds-lab.md "Reports"): runs 0..``runs``−1 of ``scenario`` simulated
+    with the lab's seeds; ``by_type`` (means and sd over runs, as a lab or simulator
+    summary has it) and ``rtt_ccdf`` (per type, the mean over runs of the per-run packet
+    RTT CCDF on :data:`~thinwan.analysis.aggregate.CCDF_GRID_S`, as a sweep row holds it).
+    A 60-s QDS run simulates in ~0.2 s, so this costs a fraction of one lab run."""
+    import numpy as np
+
+    from ..analysis.aggregate import RTT_CCDF_PREFIX, task_result
+    from ..analysis.by_type import summarize_by_type_runs
+    from ..substrates.sim import simulate
+
+    quiet = scenario.with_values({"records.traces": False})
+    results = [task_result(simulate(quiet, k), quiet, k) for k in range(runs)]
+    curves: dict[str, list[np.ndarray]] = {}
+    for r in results:
+        for key, c in r["ccdf"].items():
+            if key.startswith(RTT_CCDF_PREFIX):
+                curves.setdefault(key.removeprefix(RTT_CCDF_PREFIX), []).append(np.asarray(c, dtype=float))
+    return {
+        "runs": runs,
+        "seeds": [int(r["seed"]) for r in results],
+        "by_type": summarize_by_type_runs([r["summary"] for r in results]),
+        "rtt_ccdf": {t: [round(float(v), 6) for v in np.mean(cs, axis=0)] for t, cs in curves.items()},
+    }
 
 
 def validate(

@@ -140,6 +140,10 @@ def run_sweep(
                 bar.update()
     frame = read_rows([out / RUNS_DIR / t.filename for t in tasks])
     document = {**sweep_document(sweep, frame), "out": str(out)}
+    if lab and any(p.scenario.topology.kind == "middlebox" for p in sweep.points):
+        from .labruns import sim_companion  # the report's simulator side (docs/qds-lab.md)
+
+        document["sim"] = {p.id: sim_companion(p.scenario, sweep.runs) for p in sweep.points}
     document["tasks"] = {"total": len(tasks), "ran": len(ran), "reused": len(tasks) - len(ran)}
     write_text_atomic(out / "summary.json", dumps_json(document, indent=2) + "\n")
     return SweepResult(document=document, frame=frame, ran=ran, reused=len(tasks) - len(ran))

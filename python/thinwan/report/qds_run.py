@@ -5,7 +5,11 @@ class) and how often the classifier named a flow's type right.
 
 Plotting only consumes results: the run summary's ``by_type`` (means over runs of
 :func:`thinwan.analysis.by_type.by_type`) and the digests' ``packet_rtt``, ``qds_flows``
-and ``qds_classes`` (:class:`~thinwan.analysis.digest.RunDigest`).
+and ``qds_classes`` (:class:`~thinwan.analysis.digest.RunDigest`). A lab run of a
+middlebox scenario (``thinwan lab run``, ``thinwan validate``) also carries the
+simulator's side (``sim``: :func:`thinwan.execute.labruns.sim_companion`): the Table I
+metrics of both substrates side by side, and the simulator's RTT CCDFs (dashed) over
+the lab's.
 """
 
 from __future__ import annotations
@@ -17,13 +21,22 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ..analysis.aggregate import CCDF_GRID_S
 from ..analysis.by_type import APP_NAMES
 from ..analysis.digest import RunDigest
 from ..analysis.qds import CONTROLLER_TYPES, confusion
 from ..config.scenario import Scenario
-from .figures import PALETTE, ccdf_layout, ccdf_trace, finite, grid_layout, panel_note, threshold_lines
+from .figures import PALETTE, ccdf_layout, ccdf_trace, curve_trace, finite, grid_layout, panel_note, threshold_lines
 
-__all__ = ["QDS_TITLES", "TYPE_COLORS", "qds_context", "type_rows", "ordered_types", "class_colors"]
+__all__ = [
+    "QDS_TITLES",
+    "TYPE_COLORS",
+    "qds_context",
+    "type_rows",
+    "side_by_side_rows",
+    "ordered_types",
+    "class_colors",
+]
 
 QDS_TITLES = {
     "rtt_ccdf": "CCDF of packet RTT per application type",
@@ -46,17 +59,23 @@ TYPE_COLORS = {
 }
 
 
-def qds_context(scenario: Scenario, digests: Sequence[RunDigest], summary: Mapping[str, Any]) -> dict[str, Any]:
+def qds_context(
+    scenario: Scenario,
+    digests: Sequence[RunDigest],
+    summary: Mapping[str, Any],
+    sim: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
     """What the run page's QDS section shows: ``{"present": False}`` for a run without
     per-type records; otherwise the per-type table rows, figure specs (``figures``) and
-    the texts around them."""
+    the texts around them. ``sim``: the simulator's side of a lab run (its ``by_type``
+    and per-type ``rtt_ccdf``), shown next to the lab's."""
     table = summary.get("by_type") or {}
     if not table:
         return {"present": False, "figures": {}}
     figures: dict[str, Any] = {}
     packets = _concat(d.packet_rtt for d in digests)
     if not packets.empty:
-        figures["qds_rtt_ccdf"] = _fig_rtt_ccdf(packets, table)
+        figures["qds_rtt_ccdf"] = _fig_rtt_ccdf(packets, table, (sim or {}).get("rtt_ccdf", {}))
     loop_run = next((d for d in digests if not d.qds_flows.empty), None)
     if loop_run is not None:
         figures["qds_flow_classes"] = _fig_flow_classes(loop_run.qds_flows)
@@ -84,6 +103,9 @@ def qds_context(scenario: Scenario, digests: Sequence[RunDigest], summary: Mappi
         "alpha": scenario.qds.alpha,
         "beta": scenario.qds.beta,
         "figures": figures,
+        "sim": None
+        if sim is None
+        else {"runs": sim.get("runs"), "seeds": sim.get("seeds"), "rows": side_by_side_rows(sim["by_type"], table)},
     }
 
 
@@ -128,6 +150,32 @@ def type_rows(table: Mapping[str, Mapping[str, float]]) -> list[dict[str, str]]:
     return rows
 
 
+def side_by_side_rows(
+    sim: Mapping[str, Mapping[str, float]], lab: Mapping[str, Mapping[str, float]]
+) -> list[dict[str, str]]:
+    """Per application type, the Table I metrics of the simulator and the lab (means over
+    runs; the range over runs when there are several is in the per-substrate tables)."""
+    rows = []
+    for t in ordered_types([*sim, *lab]):
+        s, b = sim.get(t, {}), lab.get(t, {})
+        qt = b.get("qt_ms", s.get("qt_ms", math.nan))
+        row = {"type": t, "qt": _num(qt, "{:g} ms")}
+        for key, metric, pattern in (
+            ("within_qt", "share_within_qt", "{:.1f} %"),
+            ("within_12qt", "share_within_1_2qt", "{:.1f} %"),
+        ):
+            row[f"{key}_sim"] = _num(_pct(s.get(metric)), pattern)
+            row[f"{key}_lab"] = _num(_pct(b.get(metric)), pattern)
+        for key, metric, pattern in (
+            ("rtt", "rtt_mean_ms", "{:.1f} ms"),
+            ("throughput", "throughput_mbps", "{:.2f} Mbit/s"),
+        ):
+            row[f"{key}_sim"] = _num(s.get(metric), pattern)
+            row[f"{key}_lab"] = _num(b.get(metric), pattern)
+        rows.append(row)
+    return rows
+
+
 def class_colors(n: int) -> list[str]:
     """``n`` colours from the heat map's scale, class 0 (most urgent) dark."""
     from plotly.colors import sample_colorscale
@@ -149,8 +197,12 @@ def _num(v: float | None, pattern: str) -> str:
 # Figures
 
 
-def _fig_rtt_ccdf(packets: pd.DataFrame, table: Mapping[str, Mapping[str, float]]) -> dict[str, Any]:
-    """All runs pooled, one line per type; its QT (dashed) and 1.2·QT (dotted) in its colour."""
+def _fig_rtt_ccdf(
+    packets: pd.DataFrame, table: Mapping[str, Mapping[str, float]], sim: Mapping[str, Sequence[float]]
+) -> dict[str, Any]:
+    """All runs pooled, one line per type; its QT (dashed) and 1.2·QT (dotted) in its
+    colour; with ``sim`` (a lab run's simulator side, per type the mean CCDF on the sweep
+    grid) the simulator's curve of each type dashed in the same colour."""
     layout = ccdf_layout(QDS_TITLES["rtt_ccdf"], [], 1)
     layout["height"] = 450
     layout["xaxis"]["title"] = {"text": "packet RTT (ms)"}
@@ -162,7 +214,17 @@ def _fig_rtt_ccdf(packets: pd.DataFrame, table: Mapping[str, Mapping[str, float]
         trace = ccdf_trace(rows["rtt_ms"].astype(float) / 1000.0, name, color)
         if trace is None:
             continue
+        if sim:
+            trace["name"] = f"{name} (lab)"
         data.append(trace)
+        if name in sim:
+            p = np.asarray(sim[name], dtype=float)
+            # From the last grid point still at 1 (the grid starts at 0.1 ms, far below any RTT).
+            first = int(np.flatnonzero(p >= 1.0 - 1e-9).max(initial=0))
+            twin = curve_trace(CCDF_GRID_S[first:] * 1000.0, p[first:], f"{name} (simulator)", color)
+            if twin is not None:
+                twin["line"]["dash"] = "dash"
+                data.append(twin)
         qt = float(table.get(name, {}).get("qt_ms", math.nan))
         if math.isfinite(qt):
             threshold_lines(layout, "", [qt], color=color, dash="dash")

@@ -6,7 +6,11 @@ per-type RTT CCDFs per discipline, and the effect of the controller's α and β.
 Plotting only consumes results: the points' ``summary.by_type`` of the sweep document
 (means over runs, and the sd over runs, :func:`thinwan.analysis.by_type.summarize_by_type_runs`)
 and, for the CCDFs, the dataset's per-run RTT CCDFs on the fixed grid
-(``ccdf_rtt_<type>`` columns, :func:`thinwan.analysis.aggregate.task_result`).
+(``ccdf_rtt_<type>`` columns, :func:`thinwan.analysis.aggregate.task_result`). A lab
+sweep of middlebox points (``thinwan sweep --lab``) also carries, per point, the
+simulator's side with the same seeds (``document["sim"]``,
+:func:`thinwan.execute.labruns.sim_companion`): Table I then has the simulator's and the
+lab's shares side by side, and the CCDFs the simulator's curves dashed over the lab's.
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ import numpy as np
 from ..analysis.aggregate import CCDF_GRID_S, point_entries
 from ..config.sweepfile import Point, Sweep, label
 from .figures import PALETTE, curve_trace, grid_layout, panel_note, panel_title, threshold_lines
-from .qds_run import TYPE_COLORS, ordered_types, type_rows
+from .qds_run import TYPE_COLORS, ordered_types, side_by_side_rows, type_rows
 from .text import display_axes, short_axis
 
 __all__ = ["QDS_SWEEP_TITLES", "qds_sweep_context"]
@@ -30,6 +34,7 @@ QDS_SWEEP_TITLES = {
     "table": "Per application type (Table I)",
     "bars": "Share of packets within QT and 1.2·QT per type",
     "rtt_ccdf": "CCDF of packet RTT per type and discipline (mean over runs)",
+    "side_by_side": "Lab and simulator side by side (Table I)",
     "alpha_beta": "Effect of α and β: share of packets within QT",
 }
 # Keys that name the compared discipline and the controller's parameters.
@@ -44,6 +49,7 @@ def qds_sweep_context(
     metrics; otherwise the Table I rows, figure specs and which figures exist."""
     summaries = {p["id"]: p["summary"] for p in point_entries(document)}
     tables = {pid: s.get("by_type") or {} for pid, s in summaries.items()}
+    sim = document.get("sim") or {}
     types = _types(tables)
     if not types:
         return {"present": False, "figures": {}}
@@ -55,12 +61,18 @@ def qds_sweep_context(
     for p in sorted(sweep.points, key=lambda p: tuple(p.index[pos[a]] for a in columns)):
         rows = {r["type"]: r for r in type_rows(tables.get(p.id, {}))}
         table.append(([label(p.params[a]) for a in columns], [rows.get(t) for t in types]))
+    side = []
+    if sim:
+        for p in sorted(sweep.points, key=lambda p: tuple(p.index[pos[a]] for a in columns)):
+            twin = sim.get(p.id)
+            rows = {r["type"]: r for r in side_by_side_rows(twin["by_type"], tables.get(p.id, {}))} if twin else {}
+            side.append(([label(p.params[a]) for a in columns], [rows.get(t) for t in types]))
     figures: dict[str, Any] = {}
     if group_axis is not None:
         figures["qds_bars"] = _fig_bars(sweep, group_axis, tables, types)
         ccdf_groups = _ccdf_groups(sweep, group_axis)
         if any(f"ccdf_rtt_{t}" in c for c in ccdfs.values() for t in types):
-            figures["qds_rtt_ccdf"] = _fig_rtt_ccdf(sweep, group_axis, ccdf_groups, ccdfs, tables, types)
+            figures["qds_rtt_ccdf"] = _fig_rtt_ccdf(sweep, group_axis, ccdf_groups, ccdfs, tables, types, sim)
     alpha, beta = _axis_setting(sweep, _ALPHA), _axis_setting(sweep, _BETA)
     if alpha is not None and beta is not None:
         figures["qds_alpha_beta"] = _fig_alpha_beta(sweep, alpha, beta, tables, types)
@@ -72,6 +84,9 @@ def qds_sweep_context(
         "axis_headers": [short_axis(sweep, a) for a in columns],
         "table": table,
         "runs_sd": sweep.runs > 1,
+        "lab": sweep.substrate == "lab",
+        "side_by_side": side,
+        "sim_runs": next((int(s.get("runs", 0)) for s in sim.values()), 0),
         "group_axis": group_axis,
         "alpha_beta": (alpha, beta) if "qds_alpha_beta" in figures else None,
         "figures": figures,
@@ -166,9 +181,11 @@ def _fig_rtt_ccdf(
     ccdfs: Mapping[str, Mapping[str, np.ndarray]],
     tables: Mapping[str, Any],
     types: Sequence[str],
+    sim: Mapping[str, Any],
 ) -> dict[str, Any]:
     """Rows: combinations of the other axes; columns: types; one line per discipline,
-    the type's QT (dashed) and 1.2·QT (dotted)."""
+    the type's QT (dashed) and 1.2·QT (dotted); with ``sim`` (a lab sweep) the
+    simulator's curve of each discipline dashed in its colour."""
     grid_ms = CCDF_GRID_S * 1000.0
     layout = grid_layout(QDS_SWEEP_TITLES["rtt_ccdf"], len(combos), len(types), gap_x=0.08, gap_y=0.16)
     layout["height"] = 330 * len(combos) + 120
@@ -206,8 +223,25 @@ def _fig_rtt_ccdf(
                     showlegend=i_panel == 1,
                 )
                 if trace is not None:
+                    if sim:
+                        trace["name"] = f"{label(group)} (lab)"
                     data.append(trace)
                     drawn = True
+                twin_curve = sim.get(point.id, {}).get("rtt_ccdf", {}).get(t)
+                if twin_curve is not None:
+                    twin = curve_trace(
+                        grid_ms,
+                        np.asarray(twin_curve, dtype=float),
+                        f"{label(group)} (simulator)",
+                        PALETTE[g % 10],
+                        xaxis=f"x{suffix}",
+                        yaxis=f"y{suffix}",
+                        legendgroup=f"{label(group)}-sim",
+                        showlegend=i_panel == 1,
+                    )
+                    if twin is not None:
+                        twin["line"]["dash"] = "dash"
+                        data.append(twin)
             layout[f"xaxis{suffix}"].update(
                 type="log", title={"text": "packet RTT (ms)"}, exponentformat="power", range=x_range
             )

@@ -46,8 +46,14 @@ FIGURE_TITLES = {
 }
 
 
-def html_report(scenario: Scenario, digests: Sequence[RunDigest], summary: Mapping[str, Any]) -> str:
-    """A self-contained HTML page for the runs of ``scenario``."""
+def html_report(
+    scenario: Scenario,
+    digests: Sequence[RunDigest],
+    summary: Mapping[str, Any],
+    sim: Mapping[str, Any] | None = None,
+) -> str:
+    """A self-contained HTML page for the runs of ``scenario``; ``sim``: the simulator's
+    side of a lab run (:func:`thinwan.report.qds_run.qds_context`)."""
     digests = sorted(digests, key=lambda d: d.meta.get("run", 0))
     thresholds_ms = [t * 1000.0 for t in thresholds_s(scenario)]
     delays = pd.concat([d.delays for d in digests], ignore_index=True)
@@ -61,7 +67,7 @@ def html_report(scenario: Scenario, digests: Sequence[RunDigest], summary: Mappi
         figures["queue"] = _fig_queue(queue_run.queue_trace, scenario)
     if not conn_run.conn_trace.empty:
         figures["conn"] = _fig_conn(conn_run, scenario)
-    qds = qds_context(scenario, digests, summary)
+    qds = qds_context(scenario, digests, summary, sim)
     figures.update(qds["figures"])
     run_types = ordered_types(t for d in digests for t in d.summary.get("by_type", {}))
     # The per-type metrics get their own table in the QDS section.
@@ -91,10 +97,14 @@ def html_report(scenario: Scenario, digests: Sequence[RunDigest], summary: Mappi
 
 
 def write_run_report(
-    out: str | Path, scenario: Scenario, digests: Sequence[RunDigest], summary: Mapping[str, Any]
+    out: str | Path,
+    scenario: Scenario,
+    digests: Sequence[RunDigest],
+    summary: Mapping[str, Any],
+    sim: Mapping[str, Any] | None = None,
 ) -> Path:
     """Write ``<out>/report.html`` (atomically); returns its path."""
-    return write_text_atomic(Path(out) / "report.html", html_report(scenario, digests, summary))
+    return write_text_atomic(Path(out) / "report.html", html_report(scenario, digests, summary, sim))
 
 
 def _run_row(d: RunDigest, types: Sequence[str]) -> dict[str, Any]:
@@ -281,9 +291,27 @@ runs below{% endif %}; RTT: mean ± sd over packets. A packet never acknowledged
 <td class="num">{{ r.packets }}</td><td class="num">{{ r.unacked }}</td></tr>
 {% endfor %}
 </table>
+{% if qds.sim %}
+<h3>Lab and simulator side by side (Table I)</h3>
+<p>The same scenario and seeds ({{ qds.sim.seeds | join(", ") }}) in the simulator, means over its
+{{ qds.sim.runs }} run(s), next to this lab run's (docs/qds-lab.md).</p>
+<table class="bytype">
+<tr><th rowspan="2">type</th><th rowspan="2">QT</th><th colspan="2">RTT ≤ QT</th><th colspan="2">RTT ≤ 1.2·QT</th>
+<th colspan="2">mean packet RTT</th><th colspan="2">throughput</th></tr>
+<tr><th>simulator</th><th>lab</th><th>simulator</th><th>lab</th><th>simulator</th><th>lab</th><th>simulator</th><th>lab</th></tr>
+{% for r in qds.sim.rows %}
+<tr><td>{{ r.type }}</td><td class="num">{{ r.qt }}</td>
+<td class="num">{{ r.within_qt_sim }}</td><td class="num">{{ r.within_qt_lab }}</td>
+<td class="num">{{ r.within_12qt_sim }}</td><td class="num">{{ r.within_12qt_lab }}</td>
+<td class="num">{{ r.rtt_sim }}</td><td class="num">{{ r.rtt_lab }}</td>
+<td class="num">{{ r.throughput_sim }}</td><td class="num">{{ r.throughput_lab }}</td></tr>
+{% endfor %}
+</table>
+{% endif %}
 {% if "qds_rtt_ccdf" in figure_names %}
 <h3>{{ qds.titles.rtt_ccdf }}</h3>
-<p>All runs pooled. Dashed: each type's QT, dotted: 1.2·QT, in the type's colour.</p>
+<p>All runs pooled. Dashed vertical: each type's QT, dotted: 1.2·QT, in the type's colour.{% if qds.sim %}
+Solid curves: the lab; dashed curves: the simulator (mean of its runs' CCDFs).{% endif %}</p>
 <div class="plot" id="fig-qds_rtt_ccdf"></div>
 {% endif %}
 {% if qds.loop %}

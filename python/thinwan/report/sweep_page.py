@@ -446,7 +446,7 @@ T_I: mean time between such violations (∞: none in some run).</p>
 </table>
 
 {% if qds.present %}
-<h2 id="qds">{{ qds.titles.table }}</h2>
+<h2 id="qds">{{ qds.titles.table }}{% if qds.lab %} (lab){% endif %}</h2>
 <p>Per point and application type (docs/scenario.md "Per-type metrics"): the share of packets whose exact
 RTT is within the type's QoE threshold QT and within 1.2·QT (a packet never acknowledged is beyond both), the
 packet RTT mean ± sd over packets, and the type's throughput; means over runs{% if qds.runs_sd %}, ± sd over
@@ -466,6 +466,24 @@ QT: {% for t, qt, qt12 in qds.types %}{{ t }} {{ qt }} (1.2·QT {{ qt12 }}){% if
 {% else %}<td colspan="4" class="missing">no packets</td>{% endif %}{% endfor %}</tr>
 {% endfor %}
 </table>
+{% if qds.side_by_side %}
+<h3>{{ qds.titles.side_by_side }}</h3>
+<p>Each point's scenario simulated with the lab's seeds ({{ qds.sim_runs }} run(s) each), means over runs,
+next to the lab's (docs/qds-lab.md).</p>
+<table class="table1">
+<tr>{% for h in qds.axis_headers %}<th rowspan="3">{{ h }}</th>{% endfor %}
+{% for t, qt, qt12 in qds.types %}<th colspan="4">{{ t }}</th>{% endfor %}</tr>
+<tr>{% for t, qt, qt12 in qds.types %}<th colspan="2">≤ QT</th><th colspan="2">≤ 1.2·QT</th>{% endfor %}</tr>
+<tr>{% for t, qt, qt12 in qds.types %}<th>sim</th><th>lab</th><th>sim</th><th>lab</th>{% endfor %}</tr>
+{% for labels, cells in qds.side_by_side %}
+<tr>{% for l in labels %}<td>{{ l }}</td>{% endfor %}
+{% for c in cells %}{% if c %}
+<td class="num">{{ c.within_qt_sim }}</td><td class="num">{{ c.within_qt_lab }}</td>
+<td class="num">{{ c.within_12qt_sim }}</td><td class="num">{{ c.within_12qt_lab }}</td>
+{% else %}<td colspan="4" class="missing">no packets</td>{% endif %}{% endfor %}</tr>
+{% endfor %}
+</table>
+{% endif %}
 {% if "qds_bars" in figure_names %}
 <h3>{{ qds.titles.bars }}</h3>
 <p>One bar per {{ qds.group_axis }}; error bars: sd over runs.</p>
@@ -474,7 +492,8 @@ QT: {% for t, qt, qt12 in qds.types %}{{ t }} {{ qt }} (1.2·QT {{ qt12 }}){% if
 {% if "qds_rtt_ccdf" in figure_names %}
 <h3>{{ qds.titles.rtt_ccdf }}</h3>
 <p>Per-run CCDFs of packet RTT on the fixed delay grid (0.1 ms – 100 s, 20 points per decade), averaged over
-runs. Dashed: the type's QT; dotted: 1.2·QT.</p>
+runs. Dashed vertical: the type's QT; dotted: 1.2·QT.{% if qds.side_by_side %} Solid curves: the lab;
+dashed curves: the simulator with the same seeds.{% endif %}</p>
 <div class="plot" id="fig-qds_rtt_ccdf"></div>
 {% elif qds.group_axis %}
 <p class="missing">No per-type RTT CCDFs in these rows (written by an older thinwan): re-run the sweep into a new

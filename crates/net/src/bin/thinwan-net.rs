@@ -57,6 +57,10 @@ enum Cmd {
         /// Time between connecting and the run start t0.
         #[arg(long, default_value = "200ms", value_parser = parse_ms)]
         start_delay: f64,
+        /// With --connect: connection i binds local port BASE + i (fails, naming the
+        /// port, if one is taken), so the link emulator knows each pair by port.
+        #[arg(long, value_name = "BASE")]
+        local_port_base: Option<u16>,
         /// TCP_NODELAY.
         #[arg(long)]
         nodelay: bool,
@@ -199,6 +203,7 @@ fn run(cmd: Cmd, stop: Arc<AtomicBool>) -> Result<(), Box<dyn std::error::Error>
             drain_s,
             stagger,
             start_delay,
+            local_port_base,
             nodelay,
             notsent_lowat,
             cc,
@@ -225,6 +230,7 @@ fn run(cmd: Cmd, stop: Arc<AtomicBool>) -> Result<(), Box<dyn std::error::Error>
                 duration: Duration::from_secs_f64(duration_s),
                 drain: Duration::from_secs_f64(drain_s),
                 stagger: ms(stagger),
+                local_port_base,
                 start_delay: ms(start_delay),
                 sock: SockOpts {
                     nodelay,

@@ -10,6 +10,8 @@ pub use thinwan_proto::qds::keys::{ClassifierName, OracleEntry, QdsKeys};
 use thinwan_proto::qds::monitor::MonitorConfig;
 
 use crate::config::ConfigError;
+use crate::pairs::PairTruth;
+use thinwan_proto::Duration;
 
 /// The checked `qds` object: what the control loop runs with.
 #[derive(Clone, Debug)]
@@ -24,17 +26,25 @@ pub struct QdsSetup {
     pub oracle: Vec<OracleEntry>,
     /// The oracle's type of unlisted flows.
     pub oracle_default: AppType,
+    /// The pairs' traffic (thinwan-link's `pairs.traffic`): each pair's true type over
+    /// time, before the `oracle` table.
+    pub truth: Option<PairTruth>,
 }
 
 impl QdsSetup {
-    /// The oracle's type of `key`: its first matching row, else `oracle_default`.
-    pub fn truth(&self, key: &FlowKey) -> AppType {
-        self.listed(key).unwrap_or(self.oracle_default)
+    /// The oracle's type of `key` `since_start` after the run's start: its pair's (see
+    /// [`QdsSetup::listed`]), else `oracle_default`.
+    pub fn truth(&self, key: &FlowKey, since_start: Duration) -> AppType {
+        self.listed(key, since_start).unwrap_or(self.oracle_default)
     }
 
-    /// The type of the first row matching `key`, if any.
-    pub fn listed(&self, key: &FlowKey) -> Option<AppType> {
-        self.oracle.iter().find(|e| e.matches(key.client, key.server)).map(|e| e.app)
+    /// The true type of `key`, if known: its pair's at the time (by its server port,
+    /// `pairs.traffic`), else that of the first `oracle` row matching it.
+    pub fn listed(&self, key: &FlowKey, since_start: Duration) -> Option<AppType> {
+        self.truth
+            .as_ref()
+            .and_then(|t| t.app(key.server.port(), since_start))
+            .or_else(|| self.oracle.iter().find(|e| e.matches(key.client, key.server)).map(|e| e.app))
     }
 
     /// Check `keys` and build what the loop runs with; reads `model_file` (relative to
@@ -50,6 +60,7 @@ impl QdsSetup {
             model,
             oracle: keys.oracle.clone(),
             oracle_default: keys.oracle_default,
+            truth: None,
         })
     }
 }

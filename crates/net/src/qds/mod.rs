@@ -33,7 +33,7 @@ use thinwan_capture::FlowKey;
 use thinwan_proto::qdisc::ClassRate;
 use thinwan_proto::qds::controller::{plan, FlowInput};
 use thinwan_proto::qds::monitor::{FlowMonitor, MonitorStats, Toward};
-use thinwan_proto::Instant;
+use thinwan_proto::{Duration, Instant};
 
 use crate::link::{fwd_flow_id, Direction, Event};
 use config::QdsSetup;
@@ -46,6 +46,11 @@ pub struct QdsLoop {
     capacity_bps: u64,
     next: Instant,
     periods: u64,
+    /// The pairs' time origin for the oracle's truth: when the first packet of a pair
+    /// (its SYN) crossed. The pump starts its sources 200 ms (`--start-delay`) after the
+    /// last connection is up, so a mix's types change here that much early (docs/lab.md
+    /// "Pairs").
+    origin: Option<Instant>,
 }
 
 /// What one period decided: apply it to the downlink, log its records.
@@ -71,6 +76,7 @@ impl QdsLoop {
             setup,
             capacity_bps,
             periods: 0,
+            origin: None,
         }
     }
 
@@ -78,7 +84,13 @@ impl QdsLoop {
     /// documentation for where each direction is observed). Anything but TCP is ignored.
     pub fn observe(&mut self, now: Instant, toward: Toward, data: &[u8]) {
         if let Frame::Tcp(p) = ip::parse(DataLink::RAW, data) {
-            self.monitor.observe(now, p.flow_key(toward), toward, &p.segment());
+            let key = p.flow_key(toward);
+            if self.origin.is_none()
+                && self.setup.truth.as_ref().is_some_and(|t| t.pair_of(key.server.port()).is_some())
+            {
+                self.origin = Some(now);
+            }
+            self.monitor.observe(now, key, toward, &p.segment());
         }
     }
 
@@ -118,12 +130,13 @@ impl QdsLoop {
     fn period(&mut self, now: Instant) -> Period {
         self.monitor.expire(now);
         let s = &self.setup;
+        let since_start = self.origin.map_or(Duration::ZERO, |o| now - o);
         let mut inputs = Vec::new();
         let mut records = Vec::new();
         for (key, v) in self.monitor.views(now) {
             // As the simulator: a flow not yet timed stays where it is.
             let Some(rtt) = v.rtt else { continue };
-            let listed = s.listed(&key);
+            let listed = s.listed(&key, since_start);
             let app = match &s.model {
                 Some(m) => m.predict(&v.features),
                 None => listed.unwrap_or(s.oracle_default),

@@ -229,9 +229,9 @@ fn oracle_rows_match_on_every_field_they_give() {
         client: (CLIENT, 40001).into(),
         server: (server, sport).into(),
     };
-    assert_eq!(s.truth(&key(22, SERVER)), AppType::Interactive);
-    assert_eq!(s.truth(&key(5001, SERVER)), AppType::Video, "first row needs server port 22");
-    assert_eq!(s.truth(&key(5001, [10, 0, 0, 1])), AppType::Audio, "oracle_default");
+    assert_eq!(s.truth(&key(22, SERVER), Duration::ZERO), AppType::Interactive);
+    assert_eq!(s.truth(&key(5001, SERVER), Duration::ZERO), AppType::Video, "first row needs server port 22");
+    assert_eq!(s.truth(&key(5001, [10, 0, 0, 1]), Duration::ZERO), AppType::Audio, "oracle_default");
 }
 
 #[test]
@@ -276,4 +276,62 @@ fn qds_keys_default_to_the_cores_and_errors_name_the_key() {
     // The resolved configuration (thinwan-link --check) reads back the same.
     let back = LinkConfig::from_json(&serde_json::to_string(&ok).unwrap()).unwrap();
     assert_eq!(back, ok);
+}
+
+/// The oracle of a lab run (thinwan-link's `pairs.traffic`): each pair's true type, by
+/// its server port, from the core's traffic model, and the loop's clock for a mix's
+/// phases starts with the first packet of a pair.
+#[test]
+fn the_pairs_oracle_follows_the_mix_by_server_port() {
+    use crate::pairs::PairsConfig;
+    use crate::pump::TrafficConfig;
+    use thinwan_proto::traffic::{AppKeys, Model};
+    let traffic = TrafficConfig {
+        model: Model::Mix,
+        apps: AppKeys {
+            mix: vec![(Model::Video, 1), (Model::Data, 1)],
+            mix_change_s: 0.3,
+            ..AppKeys::default()
+        },
+        ..TrafficConfig::default()
+    };
+    let pairs =
+        PairsConfig { server_port_base: 20000, count: 2, client_delays_ms: vec![], traffic: Some(traffic) };
+    let mut setup = QdsSetup::from_keys(&oracle_keys(&[])).unwrap();
+    setup.truth = pairs.truth().unwrap();
+    let mut q = QdsLoop::new(setup, 10_000_000, Instant::ZERO);
+    // Two flows from server ports 20000 and 20001, 10-ms RTT, from t = 50 ms.
+    let pkt = |sport: u16, to_client: bool, n: u32| {
+        let (src, dst, sp, dp) =
+            if to_client { (SERVER, CLIENT, sport, 5001) } else { (CLIENT, SERVER, 5001, sport) };
+        let b =
+            etherparse::PacketBuilder::ipv4(src, dst, 64).tcp(sp, dp, if to_client { n } else { 1 }, 65535);
+        let b = b.ack(if to_client { 1 } else { n });
+        let mut out = Vec::new();
+        b.write(&mut out, &vec![0u8; if to_client { 1000 } else { 0 }]).unwrap();
+        out
+    };
+    let mut packets = Vec::new();
+    for port in [20000u16, 20001] {
+        let mut t = 50.0;
+        let mut seq = 1u32;
+        while t < 900.0 {
+            packets.push((ms(t), Toward::Client, pkt(port, true, seq)));
+            seq += 1000;
+            packets.push((ms(t + 10.0), Toward::Server, pkt(port, false, seq)));
+            t += 5.0;
+        }
+    }
+    packets.sort_by_key(|(t, _, _)| *t);
+    let periods = feed(&mut q, &packets, ms(950.0));
+    let app_at = |t_ms: f64, port: u16| {
+        let p = periods.iter().find(|p| p.t == ms(t_ms)).expect("a period then");
+        flow_records(p).into_iter().find(|f| f.key.server.port() == port).map(|f| (f.app, f.app_true))
+    };
+    let v = Some((AppType::Video, Some(AppType::Video)));
+    let d = Some((AppType::Data, Some(AppType::Data)));
+    // Origin 50 ms: phase 0 until 350 ms, phase 1 until 650 ms, then phase 2.
+    assert_eq!((app_at(300.0, 20000), app_at(300.0, 20001)), (v, d));
+    assert_eq!((app_at(400.0, 20000), app_at(400.0, 20001)), (d, v));
+    assert_eq!((app_at(700.0, 20000), app_at(700.0, 20001)), (v, d));
 }

@@ -17,12 +17,13 @@
 //!
 //! [`keys`] holds the `[qds]` keys that configure all three, shared by the simulator,
 //! thinwan-link and thinwan-qds, and [`classify::shipped_model`] the model they use when
-//! `model_file` is empty.
+//! `model_file` is empty; [`truth`] the oracle's true type of a pair's flow.
 
 pub mod classify;
 pub mod controller;
 pub mod keys;
 pub mod monitor;
+pub mod truth;
 
 #[cfg(test)]
 mod pipeline_tests;

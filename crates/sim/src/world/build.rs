@@ -332,24 +332,23 @@ pub fn wan_impairment(cfg: &Config, seed: u64, dir: LinkDir) -> Option<Impairmen
     (!imp.is_none()).then_some(imp)
 }
 
-/// First random stream of the middlebox topology's client delays (docs/model.md,
-/// "Random streams"): after the two bottleneck directions' `2^62` and `2^62 + 1`.
-pub const CLIENT_DELAY_STREAM: u64 = (1 << 62) + 2;
+/// First random stream of the middlebox topology's client delays (the core's).
+pub use thinwan_proto::clients::CLIENT_DELAY_STREAM;
 
-/// The middlebox topology's per-client base one-way delays, ms: client i's is the i-th
-/// draw of N(mean, sd) on stream [`CLIENT_DELAY_STREAM`], clipped to [min, max].
+/// The middlebox topology's per-client base one-way delays, ms: the core's draw
+/// ([`thinwan_proto::clients::client_delays_ms`]), which the lab applies too.
 pub fn client_delays(t: &crate::config::TopologySec, seed: u64, clients: u32) -> Result<Vec<f64>, String> {
-    use rand_distr::{Distribution, Normal};
-    let law = Normal::new(t.client_delay_mean_ms, t.client_delay_sd_ms)
-        .map_err(|e| format!("topology.client_delay_sd_ms: {e}"))?;
-    let mut rng = thinwan_proto::traffic::stream_rng(seed, CLIENT_DELAY_STREAM);
-    Ok((0..clients)
-        .map(|_| law.sample(&mut rng).clamp(t.client_delay_min_ms, t.client_delay_max_ms))
-        .collect())
+    let law = thinwan_proto::clients::DelayLaw {
+        mean_ms: t.client_delay_mean_ms,
+        sd_ms: t.client_delay_sd_ms,
+        min_ms: t.client_delay_min_ms,
+        max_ms: t.client_delay_max_ms,
+    };
+    thinwan_proto::clients::client_delays_ms(law, seed, clients)
 }
 
 /// What every pair's source is built from (calibrated once for all of them).
-fn traffic_spec(cfg: &Config) -> Result<TrafficSpec, String> {
+pub fn traffic_spec(cfg: &Config) -> Result<TrafficSpec, String> {
     let err = |e: ParamError| format!("traffic: {}", e.0);
     Ok(match cfg.traffic.model {
         Model::ThinClient => {

@@ -31,7 +31,7 @@ from ...records.meta import git_revision
 from ...records.schema import RunRecords
 from ..binaries import find_binary
 from .conntrace import SsSampler, conn_trace
-from .linkspec import LabSpec, TcpSettings, lab_spec, middlebox_client_delays
+from .linkspec import PAIR_PORT_BASE, LabSpec, TcpSettings, lab_spec, middlebox_client_delays, traffic_json
 from .netns import LabError
 from .topology import CLIENT_ADDR, Lab
 
@@ -194,8 +194,10 @@ def middlebox_meta(scenario: Scenario, run: int, spec: LabSpec) -> dict[str, Any
         "server_namespaces": 1,
         "client_namespaces": 1,
         "client_delays_ms": clients["delays_ms"],
-        "client_delay_applied_ms": clients["applied_ms"],
+        "client_delay_mean_ms": clients["applied_ms"],
         "client_delay_source": clients["source"],
+        "client_delay_applied": "per pair (thinwan-link pairs)" if spec.link.pairs and clients["delays_ms"] else "mean",
+        "pair_port_base": PAIR_PORT_BASE,
         "one_way_delay_ms": spec.link.fwd.delay_ms,
         "downlink_rate_bps": spec.link.fwd.rate_bps,
         "discipline": spec.link.fwd.discipline,
@@ -210,12 +212,8 @@ def read_logs(raw: Path) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, Any]]:
 
 
 def write_traffic(scenario: Scenario, raw: Path) -> None:
-    """``traffic.json`` for the pump: the scenario's [traffic] keys plus the MSS, and with
-    ``traffic.model = "pcap"`` each stream's writes from the capture (as the simulator's)."""
-    traffic = {**scenario.traffic.model_dump(), "mss": scenario.tcp.mss}
-    if scenario.traffic.model == "pcap":
-        traffic["trace"] = scenario.trace_writes()
-    (raw / "traffic.json").write_text(json.dumps(traffic, indent=2) + "\n")
+    """``traffic.json`` for the pump (:func:`traffic_json`)."""
+    (raw / "traffic.json").write_text(json.dumps(traffic_json(scenario), indent=2) + "\n")
 
 
 def run_limit_s(scenario: Scenario) -> float:
@@ -276,6 +274,10 @@ def pump_argv(scenario: Scenario, opts: LabSection, run: int, raw: Path, peer: l
         argv += ["--sndbuf", str(tcp.send_buffer_bytes)]
     if scenario.queue.discipline == "priority" and scenario.queue.priority_classifier == "label":
         argv.append("--mark-interactive")
+    if scenario.topology.kind == "middlebox" and peer[0] == "--connect":
+        # Pair i on server port PAIR_PORT_BASE + i: thinwan-link's per-pair delays and
+        # the QDS oracle find it by port (docs/lab.md "Pairs").
+        argv += ["--local-port-base", str(PAIR_PORT_BASE)]
     return argv
 
 

@@ -16,7 +16,6 @@ from typing import Any
 
 from ...config.scenario import LabSection, QueueSection, Scenario
 from ..binaries import find_binary
-from .netns import LabError
 
 __all__ = [
     "DirLink",
@@ -164,11 +163,16 @@ class LinkSpec:
     rev: DirLink = field(default_factory=DirLink)  # client → server
     seed: int = 1
     qds: dict[str, Any] | None = None
+    #: thinwan-link's ``pairs`` object (docs/lab.md "Pairs"): each pair's fixed server
+    #: port, its client's delay and the oracle's traffic; None = every packet alike.
+    pairs: dict[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
         d: dict[str, Any] = {"seed": self.seed, "fwd": self.fwd.to_json(), "rev": self.rev.to_json()}
         if self.qds is not None:
             d["qds"] = self.qds
+        if self.pairs is not None:
+            d["pairs"] = self.pairs
         return d
 
     @classmethod
@@ -177,7 +181,7 @@ class LinkSpec:
         it is kept only where ``fwd`` runs the ``qds`` discipline)."""
         fwd = DirLink.from_json(d["fwd"])
         qds = d.get("qds") if fwd.discipline == "qds" else None
-        return cls(fwd=fwd, rev=DirLink.from_json(d["rev"]), seed=int(d["seed"]), qds=qds)
+        return cls(fwd=fwd, rev=DirLink.from_json(d["rev"]), seed=int(d["seed"]), qds=qds, pairs=d.get("pairs"))
 
     @classmethod
     def symmetric(cls, seed: int = 1, **kwargs: Any) -> LinkSpec:
@@ -266,16 +270,25 @@ def lab_spec(scenario: Scenario, run: int = 0, opts: LabSection | None = None) -
     t, q = scenario.topology, scenario.queue
     delay = t.bottleneck_delay_ms + (2 * t.access_delay_ms if opts.access_in_delay else 0.0)
     notes: list[str] = []
+    pairs = None
     if t.kind == "middlebox":
         # servers — access link — middlebox ══ downlink ══ client link: one way, the
-        # servers' access delay, the downlink's and the clients' mean (docs/lab.md).
+        # servers' access delay and the downlink's; each client's own delay is added per
+        # pair by thinwan-link (``pairs``, keyed by the pump's fixed ports; docs/lab.md).
         clients = middlebox_client_delays(scenario, run)
-        delay = t.bottleneck_delay_ms + (t.access_delay_ms if opts.access_in_delay else 0.0) + clients["applied_ms"]
-        notes.append(
-            f"topology.kind=middlebox: one client namespace, so every client gets the mean of the run's client delays "
-            f"({clients['applied_ms']:.3f} ms, {clients['source']}) instead of its own; the servers are one server "
-            f"namespace (docs/lab.md)"
-        )
+        delay = t.bottleneck_delay_ms + (t.access_delay_ms if opts.access_in_delay else 0.0)
+        pairs = {"server_port_base": PAIR_PORT_BASE, "count": t.pairs}
+        if clients["delays_ms"]:
+            pairs["client_delays_ms"] = clients["delays_ms"]
+        else:
+            delay += clients["applied_ms"]
+            notes.append(
+                f"topology.kind=middlebox: no native module to draw the clients' delays, so every client gets "
+                f"{clients['applied_ms']:.3f} ms ({clients['source']}) (docs/lab.md)"
+            )
+        if q.discipline == "qds":
+            pairs["traffic"] = traffic_json(scenario)
+        notes.append("topology.kind=middlebox: the servers are one server namespace, the clients one client namespace")
     jitter = opts.jitter
     if jitter == "none" and t.bottleneck_jitter_pct:
         jitter = f"uniform:{t.bottleneck_jitter_pct:g}%"  # as the simulator: ± pct of the delay, no reordering
@@ -301,7 +314,7 @@ def lab_spec(scenario: Scenario, run: int = 0, opts: LabSection | None = None) -
         loss=t.bottleneck_loss_rev if opts.loss_rev is None else opts.loss_rev,
     )
     qds = qds_keys(scenario) if q.discipline == "qds" else None
-    link = LinkSpec(fwd=fwd, rev=rev, seed=scenario.scenario.seed + run, qds=qds)
+    link = LinkSpec(fwd=fwd, rev=rev, seed=scenario.scenario.seed + run, qds=qds, pairs=pairs)
     tcp, tcp_notes = tcp_settings(scenario, opts)
     notes += tcp_notes
     if q.discipline == "priority" and q.priority_classifier == "label":
@@ -313,11 +326,27 @@ def lab_spec(scenario: Scenario, run: int = 0, opts: LabSection | None = None) -
     return LabSpec(link=link, tcp=tcp, notes=tuple(notes))
 
 
+# Pair i's connection binds server port PAIR_PORT_BASE + i in the lab's middlebox runs
+# (``thinwan-net pump --local-port-base``), below the namespace's ephemeral range
+# (32768–60999), so thinwan-link knows each pair by port (docs/lab.md "Pairs").
+PAIR_PORT_BASE = 20000
+
+
+def traffic_json(scenario: Scenario) -> dict[str, Any]:
+    """The pump's ``traffic.json``: the scenario's [traffic] keys plus the MSS, and with
+    ``traffic.model = "pcap"`` each stream's writes from the capture (as the simulator's)."""
+    traffic = {**scenario.traffic.model_dump(), "mss": scenario.tcp.mss}
+    if scenario.traffic.model == "pcap":
+        traffic["trace"] = scenario.trace_writes()
+    return traffic
+
+
 def middlebox_client_delays(scenario: Scenario, run: int = 0) -> dict[str, Any]:
     """The clients' base one-way delays of run ``run`` of a middlebox scenario: the
-    simulator's own draws (``_native.client_delays_ms``, same seed), and the one delay
-    the lab's single client namespace applies to all of them, their mean. Without the
-    native module, the configured ``client_delay_mean_ms``."""
+    core's draws (``_native.client_delays_ms``, ``thinwan_proto::clients``, same seed as
+    the simulator), which thinwan-link adds per pair, and their mean (``applied_ms``,
+    what one delay for all would be). Without the native module, the configured
+    ``client_delay_mean_ms`` for everyone."""
     t = scenario.topology
     try:
         from ... import _native
@@ -326,15 +355,18 @@ def middlebox_client_delays(scenario: Scenario, run: int = 0) -> dict[str, Any]:
     except (ImportError, AttributeError):
         return {"delays_ms": [], "applied_ms": t.client_delay_mean_ms, "source": "topology.client_delay_mean_ms"}
     applied = sum(delays) / len(delays) if delays else t.client_delay_mean_ms
-    return {"delays_ms": delays, "applied_ms": applied, "source": "mean of the simulator's draws"}
+    return {
+        "delays_ms": delays,
+        "applied_ms": applied,
+        "source": "the core's draws (thinwan_proto::clients), as the simulator's",
+    }
 
 
 def qds_keys(scenario: Scenario) -> dict[str, Any]:
     """thinwan-link's ``qds`` object for ``scenario``: every ``[qds]`` key as is, the
     classifier's model inline (read once, here: thinwan-link does not see the scenario's
-    directory). ``classifier = "oracle"`` needs each flow's true type, which the lab's
-    pump connections do not carry by port; the traffic model names it when every flow
-    runs the same one (``oracle_default``)."""
+    directory). ``classifier = "oracle"`` takes each flow's true type from the pairs'
+    traffic (``pairs.traffic``, by the pump's fixed ports), as the simulator's oracle."""
     q = scenario.qds
     keys = q.model_dump()
     keys.pop("model_file", None)
@@ -342,27 +374,7 @@ def qds_keys(scenario: Scenario) -> dict[str, Any]:
     if model is not None:
         keys["model"] = model
     # No model: thinwan-link uses the core's shipped classifier, as the simulator does.
-    if q.classifier == "oracle":
-        app = ORACLE_TYPE.get(scenario.traffic.model)
-        if app is None:
-            raise LabError(
-                f'qds.classifier: "oracle" in the lab needs one application type for every flow; traffic.model = '
-                f'"{scenario.traffic.model}" has none (use qds.classifier = "model")'
-            )
-        keys["oracle_default"] = app
     return keys
-
-
-# The oracle's type of a lab flow by its traffic model (the simulator's mapping,
-# crates/sim/src/world/qds.rs `app_type`): video and data are themselves, bulk transfers
-# are data, the interactive models interactive. "mix" and "pcap" have no single type.
-ORACLE_TYPE = {
-    "video": "video",
-    "data": "data",
-    "bulk": "data",
-    "thin-client": "interactive",
-    "game": "interactive",
-}
 
 
 def last_hop_link(scenario: Scenario, run: int = 0) -> LinkSpec:
