@@ -110,19 +110,24 @@ fn no_flow_starves_behind_an_always_urgent_flow() {
 }
 
 #[test]
-fn the_full_buffer_drops_the_latest_deadline() {
-    let mut q = video_and_data(Limits { bytes: None, packets: Some(2) });
+fn the_full_buffer_drops_the_head_of_the_fattest_flow_not_a_thin_one() {
+    let mut q = video_and_data(Limits { bytes: None, packets: Some(3) });
     let mut drops = Vec::new();
-    q.enqueue(at(0), F(0, 100, 2), &mut drops); // due 60
-    q.enqueue(at(0), F(1, 100, 2), &mut drops); // due 60
-    q.enqueue(at(1), F(2, 100, 1), &mut drops); // due 6: pushes out the data tail
-    assert_eq!(drops.iter().map(|d| (d.packet.0, d.reason)).collect::<Vec<_>>(), [(1, DropReason::PushedOut)]);
-    drops.clear();
-    q.enqueue(at(2), F(3, 100, 7), &mut drops); // default, due 102: the latest, so it goes
-    assert_eq!(drops.iter().map(|d| (d.packet.0, d.reason)).collect::<Vec<_>>(), [(3, DropReason::Overflow)]);
-    assert_eq!((q.stats().drops_pushed_out, q.stats().drops_overflow), (1, 1));
+    q.enqueue(at(0), F(0, 1500, 1), &mut drops); // video, due 5
+    q.enqueue(at(0), F(1, 1500, 1), &mut drops); // video, due 5
+    q.enqueue(at(0), F(2, 1500, 2), &mut drops); // data, due 60
+    // A packet of a flow not yet timed: the default slack (100 ms), the latest deadline of
+    // all. It is queued; the fattest flow (video) loses its head (RFC 8290 §4.1).
+    q.enqueue(at(1), F(3, 1500, 7), &mut drops);
+    assert_eq!(drops.iter().map(|d| (d.packet.0, d.reason)).collect::<Vec<_>>(), [(0, DropReason::Overflow)]);
+    assert_eq!(q.stats().drops_overflow, 1);
     let order: Vec<u32> = std::iter::from_fn(|| q.dequeue(at(2)).map(|p| p.0)).collect();
-    assert_eq!(order, [2, 0]);
+    assert_eq!(order, [1, 2, 3], "EDF among what is left; the thin flow's packet is sent");
+    // A packet larger than the whole buffer is refused.
+    let mut small = Deadline::new(Limits { bytes: Some(1000), packets: None });
+    small.enqueue(at(0), F(9, 1500, 1), &mut drops);
+    assert_eq!(drops.last().map(|d| d.packet.0), Some(9));
+    assert_eq!(small.backlog_packets(), 0);
 }
 
 /// One flow with `slack`, one packet per ms in, one per ms out from 20 ms on: a
