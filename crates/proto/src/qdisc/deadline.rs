@@ -101,7 +101,8 @@ impl<P: QueueItem> Deadline<P> {
     }
 
     fn over_limits(&self) -> bool {
-        self.limits.bytes.is_some_and(|b| self.bytes > b) || self.limits.packets.is_some_and(|p| self.packets > p)
+        self.limits.bytes.is_some_and(|b| self.bytes > b)
+            || self.limits.packets.is_some_and(|p| self.packets > p)
     }
 
     fn slack_of(&self, flow: u64) -> Duration {

@@ -116,8 +116,8 @@ fn the_full_buffer_drops_the_head_of_the_fattest_flow_not_a_thin_one() {
     q.enqueue(at(0), F(0, 1500, 1), &mut drops); // video, due 5
     q.enqueue(at(0), F(1, 1500, 1), &mut drops); // video, due 5
     q.enqueue(at(0), F(2, 1500, 2), &mut drops); // data, due 60
-    // A packet of a flow not yet timed: the default slack (100 ms), the latest deadline of
-    // all. It is queued; the fattest flow (video) loses its head (RFC 8290 §4.1).
+                                                 // A packet of a flow not yet timed: the default slack (100 ms), the latest deadline of
+                                                 // all. It is queued; the fattest flow (video) loses its head (RFC 8290 §4.1).
     q.enqueue(at(1), F(3, 1500, 7), &mut drops);
     assert_eq!(drops.iter().map(|d| (d.packet.0, d.reason)).collect::<Vec<_>>(), [(0, DropReason::Overflow)]);
     assert_eq!(q.stats().drops_overflow, 1);
