@@ -5,7 +5,10 @@
 //! server when they reach R1 from the uplink — and every `qds.period_ms` the flows' RTT
 //! estimates, rates and types (the classifier's, or the true labels with `qds.classifier
 //! = "oracle"`) go to the controller's `plan`, whose class rates and per-flow classes are
-//! set on the downlink's class scheduler through `QueueDisc::classes()`.
+//! set on the downlink's class scheduler through `QueueDisc::classes()`. With
+//! `queue.qds_order = "deadline"` the downlink is the deadline queue instead: each period
+//! every flow's slack (QT − its base RTT, `controller::BaseRtt`) goes to it through
+//! `QueueDisc::deadlines()` (docs/qds.md "Deadline order").
 //!
 //! What the monitor can time here: the simulated TCP has no handshake and no timestamps
 //! option, and the client sends no data, so only the **client half** (R1 → client → R1:
