@@ -467,6 +467,21 @@ mod tests {
     }
 
     #[test]
+    fn qds_order_picks_the_class_scheduler_or_the_deadline_queue() {
+        let mut drr: Box<dyn QueueDisc<P> + Send> =
+            parse(r#"{"discipline": "qds"}"#).expect("valid").build(1);
+        assert!(drr.classes().is_some() && drr.deadlines().is_none(), "the default: budget classes");
+        let spec =
+            parse(r#"{"discipline": "qds", "qds_order": "deadline", "class_codel": true}"#).expect("valid");
+        let QueueSpec::Qds { order, codel, .. } = spec else { panic!("{spec:?}") };
+        assert_eq!((order, codel.is_some()), (QdsOrder::Deadline, true));
+        let mut edf: Box<dyn QueueDisc<P> + Send> = spec.build(1);
+        assert!(edf.classes().is_none() && edf.deadlines().is_some());
+        let e = parse(r#"{"discipline": "qds", "qds_order": "edf"}"#).expect_err("unknown order");
+        assert!(e.contains("edf"), "{e}");
+    }
+
+    #[test]
     fn bad_values_name_their_key() {
         for (json, key) in [
             (r#"{"fq_codel_target_ms": 0}"#, "fq_codel_target_ms:"),
