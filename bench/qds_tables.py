@@ -1,6 +1,6 @@
 """The tables and one-run figures of scenarios/qds/README.md, from what the code measures now.
 
-    for f in table1 capacity variant params; do
+    for f in table1 capacity variant params variant-changing; do
         .venv/bin/thinwan sweep scenarios/qds/$f.toml --json --out /tmp/qds/$f --quiet > /tmp/qds/$f.json
     done
     .venv/bin/python -m bench.qds_tables /tmp/qds            # the README's four tables (markdown)
@@ -11,9 +11,16 @@ docs/scenario.md "Per-type metrics"); RTOs and spurious RTOs per connection are 
 summary's ``timeouts_per_conn`` / ``spurious_timeouts_per_conn``. The "any" rows of the
 parameter table are checked to be the same at every α and β before one is printed.
 
+The goal table (issue 18 "Beyond the source": video at least QDS's share within QT, data
+at least FIFO's) puts FIFO and FQ-CoDel (table1, capacity) next to the variant sweep's
+QDS, QDS-demand and deadline-order points at the same settings and seeds; the changing
+mix comes from variant-changing.
+
 ``--diag`` runs scenarios/qds/base.toml (c = 20, [3:9]) once with seed 1 as QDS with the
-classifier, QDS with the oracle, FIFO and FQ-CoDel (into DIR/diag) and prints, from the
-records: the data connections' RTOs, spurious RTOs and fast retransmits; data written and
+classifier, QDS with the oracle, FIFO, FQ-CoDel, QDS-demand and the deadline order (into
+DIR/diag) and prints, from the records: where each type's late packets come from (the
+packet's own bytes retransmitted; held behind a repaired hole, i.e. covered by the same
+cumulative ACK as a row with retransmitted bytes; else queueing); the data connections' RTOs, spurious RTOs and fast retransmits; data written and
 delivered (Mbit/s over the 60 s); the bottleneck's overflow drops; of the data packets
 beyond 100 ms (as ``by_type`` counts them), the share carrying retransmitted bytes and the
 others' median RTT; the classifier's share right per (period, flow) row and its confusion;
@@ -46,6 +53,24 @@ VARIANTS = [
     ("bandwidth_aware-codel", "bandwidth-aware + class CoDel"),
     ("demand_first-rates", "demand-first rates only"),
     ("demand_first-codel", "demand-first + class CoDel (QDS-demand)"),
+    ("deadline", "deadline order"),
+    ("deadline-codel", "deadline order + CoDel on lateness"),
+]
+# The variant sweep's settings: (label, its mix key, where FIFO and FQ-CoDel are).
+VARIANT_SETTINGS = [
+    ("c20 [3:9]", "3:9", "table1", "mix=3:9,discipline={}"),
+    ("c20 [2:14]", "2:14", "table1", "mix=2:14,discipline={}"),
+    ("c10 [2:2]", "c10-2:2", "capacity", "setting=c10-2:2,discipline={}"),
+    ("c20 [4:4]", "c20-4:4", "capacity", "setting=c20-4:4,discipline={}"),
+]
+GOAL_COLUMNS = ["bandwidth_aware", "demand_first-codel", "deadline", "deadline-codel"]
+CHANGING = [
+    ("droptail", "FIFO"),
+    ("fq_codel", "FQ-CoDel"),
+    ("qds", "QDS"),
+    ("qds-demand", "QDS-demand"),
+    ("qds-deadline", "deadline order"),
+    ("qds-deadline-codel", "deadline order + CoDel on lateness"),
 ]
 ALPHAS = (0.0, 0.2, 0.5)
 BETAS = (0.5, 1.0, 2.0)
@@ -96,7 +121,7 @@ def findings_table(sweeps: dict[str, dict[str, dict[str, Any]]]) -> list[str]:
 
 def variant_table(v: dict[str, dict[str, Any]]) -> list[str]:
     out = []
-    for mix, setting in (("3:9", "c20 [3:9]"), ("2:14", "c20 [2:14]")):
+    for setting, mix, _, _ in VARIANT_SETTINGS:
         for key, name in VARIANTS:
             s = v[f"mix={mix},variant={key}"]
             b = s["by_type"]
@@ -114,6 +139,42 @@ def variant_table(v: dict[str, dict[str, Any]]) -> list[str]:
                     ]
                 )
             )
+    return out
+
+
+def goal_table(sweeps: dict[str, dict[str, dict[str, Any]]]) -> list[str]:
+    """Video / data within QT: FIFO, FQ-CoDel, then the variant sweep's columns."""
+    out = []
+    for setting, mix, sweep, pattern in VARIANT_SETTINGS:
+        points = [sweeps[sweep][pattern.format(d)] for d in ("droptail", "fq_codel")]
+        points += [sweeps["variant"][f"mix={mix},variant={k}"] for k in GOAL_COLUMNS]
+        cells = [setting]
+        for s in points:
+            b = s["by_type"]
+            cells.append(f"{100 * b['video']['share_within_qt']:.1f} / {pct(b['data']['share_within_qt'])}")
+        out.append(row(cells))
+    return out
+
+
+def changing_table(c: dict[str, dict[str, Any]]) -> list[str]:
+    out = []
+    for key, name in CHANGING:
+        s = c[f"discipline={key}"]
+        b = s["by_type"]
+        out.append(
+            row(
+                [
+                    name,
+                    pct(b["video"]["share_within_qt"]),
+                    pct(b["video"]["share_within_1_2qt"]),
+                    f"{b['video']['throughput_mbps']:.2f}",
+                    pct(b["data"]["share_within_qt"]),
+                    pct(b["data"]["share_within_1_2qt"]),
+                    f"{b['data']['throughput_mbps']:.2f}",
+                    f"{s['timeouts_per_conn']:.1f}",
+                ]
+            )
+        )
     return out
 
 
@@ -163,6 +224,11 @@ def diag(out: Path) -> None:
         "oracle": [(r'^classifier = "model"', 'classifier = "oracle"')],
         "fifo": [(r'^discipline = "qds"', 'discipline = "droptail"')],
         "fq_codel": [(r'^discipline = "qds"', 'discipline = "fq_codel"')],
+        "qds-demand": [
+            (r'^variant = "bandwidth_aware"', 'variant = "demand_first"'),
+            (r"^limit_packets = 100", "limit_packets = 100\nclass_codel = true"),
+        ],
+        "deadline": [(r"^limit_packets = 100", 'limit_packets = 100\nqds_order = "deadline"')],
     }
     out.mkdir(parents=True, exist_ok=True)
     thinwan = ROOT / ".venv/bin/thinwan"
@@ -199,6 +265,8 @@ def diag(out: Path) -> None:
             f" {100 * (late.retx > 0).mean():.0f} %, the others' median RTT"
             f" {1e3 * late.loc[late.retx == 0, 'rtt'].median():.0f} ms"
         )
+        for code, label, qt in ((2, "video", 0.05), (3, "data", 0.1)):
+            print(late_sources(pkts[pkts.app == code], label, qt))
         flows_path = rec / "qds_flows.parquet"
         flows = pd.read_parquet(flows_path) if flows_path.exists() else pd.DataFrame()
         if flows.empty:
@@ -245,13 +313,38 @@ def diag(out: Path) -> None:
             )
 
 
+def late_sources(p: Any, label: str, qt: float) -> str:
+    """Where the packets of one type beyond ``qt`` come from, as shares of all its packets:
+    own bytes retransmitted; held behind a repaired hole (the same covering ACK as a row
+    with retransmitted bytes); the rest, queueing (with their median RTT)."""
+    import numpy as np
+
+    ack = (p.t_tx + p.rtt).round(9)
+    repaired = set(zip(p.conn[p.retx > 0], ack[p.retx > 0], strict=True))
+    behind = np.array([(c, a) in repaired for c, a in zip(p.conn, ack, strict=True)]) & (p.retx.to_numpy() == 0)
+    late = ~(p.rtt <= qt).to_numpy()  # unacknowledged rows count as late, as in by_type
+    own = late & (p.retx.to_numpy() > 0)
+    hole = late & behind
+    queueing = late & ~own & ~hole
+    n = len(p)
+    return (
+        f"{label} beyond QT: {100 * late.sum() / n:.1f} % of {n} packets: own bytes retransmitted"
+        f" {100 * own.sum() / n:.1f}, behind a repaired hole {100 * hole.sum() / n:.1f}, queueing"
+        f" {100 * queueing.sum() / n:.1f} (median RTT {1e3 * p.rtt[queueing].median():.0f} ms)"
+    )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("dir", type=Path, help="directory with table1.json, capacity.json, variant.json, params.json")
+    ap.add_argument(
+        "dir",
+        type=Path,
+        help="directory with table1.json, capacity.json, variant.json, params.json, variant-changing.json",
+    )
     ap.add_argument("--diag", action="store_true", help="also run the seed-1 diagnostics (into DIR/diag)")
     args = ap.parse_args()
     sweeps = {}
-    for name in ("table1", "capacity", "variant", "params"):
+    for name in ("table1", "capacity", "variant", "params", "variant-changing"):
         path = args.dir / f"{name}.json"
         try:
             sweeps[name] = load(path)
@@ -261,6 +354,8 @@ def main() -> None:
         ("Measured (table1 + capacity)", main_table(sweeps)),
         ("findings.md (video / data within QT)", findings_table(sweeps)),
         ("The variant, piece by piece", variant_table(sweeps["variant"])),
+        ("The issue's goal (video / data within QT)", goal_table(sweeps)),
+        ("The changing mix", changing_table(sweeps["variant-changing"])),
         ("Parameters", params_table(sweeps["params"])),
     ):
         print(f"\n## {title}\n")

@@ -21,7 +21,7 @@ from thinwan.substrates.sim import simulate
 ROOT = Path(__file__).resolve().parent.parent
 QDS = ROOT / "scenarios" / "qds"
 SCENARIOS = ("base", "c20-2-14", "c10-2-2", "c20-4-4", "c30-6-6", "changing-mix")
-SWEEPS = ("table1", "params", "capacity", "variant")
+SWEEPS = ("table1", "params", "capacity", "variant", "variant-changing")
 
 
 # ----- configuration ------------------------------------------------------------------
@@ -45,6 +45,7 @@ SWEEPS = ("table1", "params", "capacity", "variant")
         ({"topology": {"kind": "middlebox", "servers": -1}}, "topology.servers:"),
         ({"qds": {"variant": "fastest"}}, "qds.variant: Input should be 'delay_only'"),
         ({"qds": {"classifier": "magic"}}, "qds.classifier: Input should be 'model' or 'oracle'"),
+        ({"queue": {"qds_order": "edf"}}, "queue.qds_order: Input should be 'drr' or 'deadline'"),
         (
             {"topology": {"kind": "middlebox", "bottleneck_rate_mbps": 10000.0}, "scenario": {"duration_s": 1e5}},
             "scenario.duration_s: 100000 s at topology.bottleneck_rate_mbps = 10000 means up to 8.33e+10 packet_rtt",
@@ -69,7 +70,7 @@ def test_the_scenarios_load_with_their_mixes() -> None:
     from thinwan.config.sweepfile import load_sweep
 
     points = {stem: len(load_sweep(QDS / f"{stem}.toml").points) for stem in SWEEPS}
-    assert points == {"table1": 8, "params": 54, "capacity": 12, "variant": 8}
+    assert points == {"table1": 8, "params": 54, "capacity": 12, "variant": 24, "variant-changing": 6}
 
 
 # ----- per-type metrics, by hand ------------------------------------------------------

@@ -171,6 +171,9 @@ class QueueSection(_Section):
     )
     # Class schedulers: CoDel (fq_codel_target_ms / _interval_ms) on every flow queue.
     class_codel: bool = False
+    # "qds": serve by the budget classes' rates ("drr", the source's QDS) or each packet by
+    # its deadline, arrival + its flow's remaining budget ("deadline", docs/qds.md).
+    qds_order: Literal["drr", "deadline"] = "drr"
 
     @field_validator("limit_packets")
     @classmethod

@@ -11,6 +11,7 @@
 //! | [`Priority`] | `basic` | interactive band first (Ogawa §4) |
 //! | [`FqCodel`] | `fq_codel` (+ `codel`) | RFC 8290 flow queues, RFC 8289 CoDel on each |
 //! | [`Classes`] | `classes` | weighted classes with rate and ceil (Linux HTB semantics) |
+//! | [`Deadline`] | `deadline` | earliest deadline first over flow queues (QDS's budgets per packet) |
 //!
 //! Call order for a driver (the simulator's port, the emulator's direction): `enqueue`
 //! on arrival; when the link is free, `dequeue(now)`, then [`QueueDisc::take_drops`]
@@ -21,6 +22,7 @@
 mod basic;
 mod classes;
 mod codel;
+mod deadline;
 mod fq_codel;
 mod spec;
 #[cfg(test)]
@@ -29,6 +31,7 @@ mod test_item;
 pub use basic::{Classifier, DropTail, Priority};
 pub use classes::{ClassControl, ClassRate, Classes};
 pub use codel::CodelParams;
+pub use deadline::{Deadline, DeadlineControl};
 pub use fq_codel::{FqCodel, FqCodelParams, FQ_CODEL_DEFAULT_LIMIT_PACKETS};
 pub use spec::*;
 
@@ -133,6 +136,10 @@ pub trait QueueDisc<P: QueueItem> {
     }
     /// The class scheduler's controls, if this discipline has classes.
     fn classes(&mut self) -> Option<&mut dyn ClassControl> {
+        None
+    }
+    /// The per-flow slack controls, if this discipline orders by deadline.
+    fn deadlines(&mut self) -> Option<&mut dyn DeadlineControl> {
         None
     }
 }

@@ -48,6 +48,18 @@ pub enum ClassifierName {
     Gap,
 }
 
+/// `queue.qds_order`: how `discipline = "qds"` picks the next packet.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum QdsOrder {
+    /// The budget classes with the controller's rates and borrowing ([`Classes`]): the
+    /// source's QDS.
+    Drr,
+    /// Earliest deadline first over the flows, each packet due at arrival + its flow's
+    /// remaining budget ([`Deadline`]; the class rates are not used).
+    Deadline,
+}
+
 /// The `[queue]` keys as the scenario (docs/scenario.md) and the emulator's link config
 /// (docs/lab.md) spell them; an unknown name or key fails to parse, naming it. Turned
 /// into a [`QueueSpec`] with [`QueueSpec::try_from`].
@@ -91,6 +103,8 @@ pub struct QueueKeys {
     /// Class schedulers: CoDel (RFC 8289, with `fq_codel_target_ms` and
     /// `fq_codel_interval_ms`) on every flow queue of every class; false = tail drop only.
     pub class_codel: bool,
+    /// `discipline = "qds"`: the service order (budget classes, or deadlines).
+    pub qds_order: QdsOrder,
 }
 
 // Parallel arrays rather than an array of tables: a scenario dumps every key as a
@@ -116,6 +130,7 @@ impl Default for QueueKeys {
             class_interactive: -1,
             class_flows: Vec::new(),
             class_codel: false,
+            qds_order: QdsOrder::Drr,
         }
     }
 }
@@ -166,7 +181,8 @@ pub enum QueueSpec {
         /// CoDel on every flow queue (`class_codel`), or None.
         codel: Option<CodelParams>,
     },
-    /// The class scheduler a QDS controller drives: `classes` equal classes.
+    /// What a QDS controller drives: `classes` equal classes, or (`order` =
+    /// [`QdsOrder::Deadline`]) the deadline queue.
     Qds {
         /// Limits of the shared buffer.
         limits: Limits,
@@ -176,6 +192,8 @@ pub enum QueueSpec {
         classes: usize,
         /// CoDel on every flow queue (`class_codel`), or None.
         codel: Option<CodelParams>,
+        /// The service order.
+        order: QdsOrder,
     },
 }
 
@@ -205,7 +223,10 @@ impl QueueSpec {
                 }
                 Box::new(q)
             }
-            QueueSpec::Qds { limits, quantum, classes, codel } => {
+            QueueSpec::Qds { limits, codel, order: QdsOrder::Deadline, .. } => {
+                Box::new(Deadline::new(*limits).with_codel(*codel))
+            }
+            QueueSpec::Qds { limits, quantum, classes, codel, order: QdsOrder::Drr } => {
                 let rates = vec![qds_initial_rate(link_rate_bps, *classes); *classes];
                 Box::new(Classes::new(&rates, *quantum, *limits).with_codel(*codel))
             }
@@ -269,7 +290,9 @@ impl TryFrom<&QueueKeys> for QueueSpec {
                 return Err("class_rate_shares: discipline \"classes\" needs at least one class".into())
             }
             DisciplineName::Classes => QueueSpec::Classes { limits, quantum, classes, codel },
-            DisciplineName::Qds => QueueSpec::Qds { limits, quantum, classes: QDS_DEFAULT_CLASSES, codel },
+            DisciplineName::Qds => {
+                QueueSpec::Qds { limits, quantum, classes: QDS_DEFAULT_CLASSES, codel, order: k.qds_order }
+            }
         })
     }
 }
@@ -441,6 +464,21 @@ mod tests {
         let mut q: Box<dyn QueueDisc<P> + Send> =
             parse(r#"{"discipline": "fq_codel"}"#).expect("valid").build(1);
         assert!(q.classes().is_none());
+    }
+
+    #[test]
+    fn qds_order_picks_the_class_scheduler_or_the_deadline_queue() {
+        let mut drr: Box<dyn QueueDisc<P> + Send> =
+            parse(r#"{"discipline": "qds"}"#).expect("valid").build(1);
+        assert!(drr.classes().is_some() && drr.deadlines().is_none(), "the default: budget classes");
+        let spec =
+            parse(r#"{"discipline": "qds", "qds_order": "deadline", "class_codel": true}"#).expect("valid");
+        let QueueSpec::Qds { order, codel, .. } = spec else { panic!("{spec:?}") };
+        assert_eq!((order, codel.is_some()), (QdsOrder::Deadline, true));
+        let mut edf: Box<dyn QueueDisc<P> + Send> = spec.build(1);
+        assert!(edf.classes().is_none() && edf.deadlines().is_some());
+        let e = parse(r#"{"discipline": "qds", "qds_order": "edf"}"#).expect_err("unknown order");
+        assert!(e.contains("edf"), "{e}");
     }
 
     #[test]

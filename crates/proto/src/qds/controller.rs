@@ -165,10 +165,54 @@ impl QdsConfig {
         self.bounds.iter().position(|b| db_ns <= b.as_nanos() as i64).unwrap_or(self.classes() - 1)
     }
 
+    /// DB(f) = QT(type of f) − RTT(f), ns (negative when the flow is over its threshold).
+    pub fn budget_ns<K>(&self, f: &FlowInput<K>) -> i64 {
+        self.qt_of(f.app).as_nanos() as i64 - f.rtt.as_nanos() as i64
+    }
+
+    /// The slack of a flow's packets in the deadline queue (`queue.qds_order =
+    /// "deadline"`, `qdisc::Deadline`): max(0, QT − base RTT), the flow's budget left
+    /// once the path outside this queue is paid (`base_rtt`: [`BaseRtt`]), so a packet is
+    /// due when its RTT would reach QT. Not QT − RTT: the flow's RTT already holds the
+    /// queueing here, which would then be counted twice, and a long queue would shrink
+    /// every flow's slack to 0 (first-in first-out behind a full buffer).
+    pub fn slack(&self, app: AppType, base_rtt: Duration) -> Duration {
+        self.qt_of(app) - base_rtt // saturates at 0
+    }
+
+    /// The slack of flows the controller has not seen (no RTT estimate yet): the last
+    /// class's DB_max, as such flows wait in the last (default) class of the class order.
+    pub fn default_slack(&self) -> Duration {
+        self.bounds.last().copied().unwrap_or(Duration::ZERO)
+    }
+
     /// l(c_k) for the 0-based class `i` (k = i + 1): 1 + α(⌈m/2⌉ − k), at least `l_floor`.
     pub fn level(&self, i: usize) -> f64 {
         let m = self.classes() as f64;
         (1.0 + self.alpha * ((m / 2.0).ceil() - (i + 1) as f64)).max(self.l_floor)
+    }
+}
+
+/// Each flow's base RTT: the least of its RTT estimates so far, the RTT of its path
+/// without the queueing of this middlebox (the base-delay idea of LEDBAT, RFC 6817
+/// §2.4.1; [ours]: over the flow's life, no history window, as the monitor keeps a
+/// half's last known value until the flow ends). Forgets flows not updated in a period.
+#[derive(Clone, Debug, Default)]
+pub struct BaseRtt<K> {
+    min: BTreeMap<K, Duration>,
+}
+
+impl<K: Ord + Copy> BaseRtt<K> {
+    /// Take this period's estimates (key, RTT) and return each flow's base RTT, by key.
+    pub fn update(&mut self, rtts: impl IntoIterator<Item = (K, Duration)>) -> Vec<(K, Duration)> {
+        let mut seen = BTreeMap::new();
+        for (k, rtt) in rtts {
+            let base = self.min.get(&k).map_or(rtt, |&m| m.min(rtt));
+            seen.insert(k, base);
+        }
+        let out = seen.iter().map(|(&k, &b)| (k, b)).collect();
+        self.min = seen;
+        out
     }
 }
 
@@ -201,8 +245,7 @@ pub struct Plan<K> {
 /// Classes, weights and rates for `flows` sharing a downlink of `capacity_bps`.
 pub fn plan<K: Copy>(cfg: &QdsConfig, flows: &[FlowInput<K>], capacity_bps: u64) -> Plan<K> {
     let m = cfg.classes();
-    let budgets: Vec<i64> =
-        flows.iter().map(|f| cfg.qt_of(f.app).as_nanos() as i64 - f.rtt.as_nanos() as i64).collect();
+    let budgets: Vec<i64> = flows.iter().map(|f| cfg.budget_ns(f)).collect();
     let class_of: Vec<(K, usize)> =
         flows.iter().zip(&budgets).map(|(f, &db)| (f.key, cfg.class_of_budget(db))).collect();
     let weights = match cfg.variant {

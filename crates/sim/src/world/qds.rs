@@ -5,7 +5,10 @@
 //! server when they reach R1 from the uplink — and every `qds.period_ms` the flows' RTT
 //! estimates, rates and types (the classifier's, or the true labels with `qds.classifier
 //! = "oracle"`) go to the controller's `plan`, whose class rates and per-flow classes are
-//! set on the downlink's class scheduler through `QueueDisc::classes()`.
+//! set on the downlink's class scheduler through `QueueDisc::classes()`. With
+//! `queue.qds_order = "deadline"` the downlink is the deadline queue instead: each period
+//! every flow's slack (QT − its base RTT, `controller::BaseRtt`) goes to it through
+//! `QueueDisc::deadlines()` (docs/qds.md "Deadline order").
 //!
 //! What the monitor can time here: the simulated TCP has no handshake and no timestamps
 //! option, and the client sends no data, so only the **client half** (R1 → client → R1:
@@ -15,10 +18,12 @@
 //! `topology.access_delay_ms` plus serialisation (0.2 ms in scenarios/qds).
 
 use super::*;
+use std::collections::BTreeMap;
+
 use crate::config::QdsKeys;
 use crate::records::{QdsClasses, QdsFlows};
 use thinwan_proto::qds::classify::{AppType, Model};
-use thinwan_proto::qds::controller::{plan, FlowInput, QdsConfig};
+use thinwan_proto::qds::controller::{plan, BaseRtt, FlowInput, QdsConfig};
 use thinwan_proto::qds::monitor::{FlowMonitor, Segment, Toward};
 
 /// The loop's state: the monitor, the controller's parameters, the classifier.
@@ -28,6 +33,8 @@ pub(super) struct Qds {
     /// `None`: the true labels (oracle).
     model: Option<Model>,
     capacity_bps: u64,
+    /// Each flow's least RTT estimate (the deadline order's slack).
+    base: BaseRtt<u32>,
     pub(super) flows: QdsFlows,
     pub(super) classes: QdsClasses,
 }
@@ -57,6 +64,7 @@ impl Qds {
             cfg,
             model,
             capacity_bps,
+            base: BaseRtt::default(),
             flows: QdsFlows::default(),
             classes: QdsClasses::default(),
         })
@@ -126,6 +134,15 @@ impl World {
             c.weight.push(*w);
             c.rate_bps.push(r.rate_bps as f64);
             c.flows.push(flows as u32);
+        }
+        // The deadline order (`queue.qds_order = "deadline"`): each flow's packets are
+        // due at arrival + QT − its base RTT.
+        if let Some(d) = self.queues[0].queue.deadlines() {
+            let base = q.base.update(inputs.iter().map(|f| (f.key, f.rtt)));
+            let app: BTreeMap<u32, AppType> = inputs.iter().map(|f| (f.key, f.app)).collect();
+            let slacks: Vec<(u64, Duration)> =
+                base.iter().map(|&(k, b)| (k as u64, q.cfg.slack(app[&k], b))).collect();
+            d.set_slacks(&slacks, q.cfg.default_slack());
         }
         let next = now + q.period();
         // Rates first, then the filters; the port restarts if the new rates let a class

@@ -260,3 +260,21 @@ fn validate_names_the_field() {
     let e = c.validate().unwrap_err();
     assert_eq!((e.field, e.to_string().as_str()), ("qt", "qds qt: no threshold for audio"));
 }
+
+#[test]
+fn the_deadline_slack_is_qt_less_the_base_rtt_the_least_estimate_so_far() {
+    let ms = Duration::from_millis;
+    let mut base = BaseRtt::default();
+    // Flow 1's estimates: 30 ms (a queue builds), then 18, then 40 again: the base is 18.
+    assert_eq!(base.update([(1u32, ms(30)), (2, ms(15))]), [(1, ms(30)), (2, ms(15))]);
+    assert_eq!(base.update([(1, ms(18)), (2, ms(25))]), [(1, ms(18)), (2, ms(15))]);
+    assert_eq!(base.update([(1, ms(40))]), [(1, ms(18))], "flow 2 not seen this period: forgotten");
+    assert_eq!(base.update([(2, ms(25))]), [(2, ms(25))], "so it starts afresh");
+    let cfg = QdsConfig::default();
+    assert_eq!(cfg.slack(AppType::Video, ms(18)), ms(32), "50 − 18 ms");
+    assert_eq!(cfg.slack(AppType::Data, ms(15)), ms(85), "100 − 15 ms");
+    assert_eq!(cfg.slack(AppType::Video, ms(70)), Duration::ZERO, "a path beyond QT: due at once");
+    assert_eq!(cfg.default_slack(), ms(100), "untimed flows: the last class's DB_max");
+    let f = flow(1, AppType::Video, 35, 5.0);
+    assert_eq!(cfg.budget_ns(&f), 15_000_000, "DB = QT − RTT, as plan uses it");
+}
