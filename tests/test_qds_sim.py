@@ -237,3 +237,17 @@ def test_a_bad_model_file_names_the_key(tmp_path: Path) -> None:
     sc = short(QDS / "base.toml", **{"qds.model_file": str(bad)})
     with pytest.raises(ValueError, match=r"qds.model_file: .*m\.json: the model was trained on features"):
         simulate(sc, 0)
+
+
+def test_the_deadline_order_is_refused_in_the_lab() -> None:
+    """thinwan-link does not hand the queue the flows' slacks: the lab says so instead of
+    running per-flow FIFO under the deadline order's name."""
+    from thinwan.config.files import ScenarioError
+    from thinwan.config.scenario import load_scenario
+    from thinwan.substrates.lab.linkspec import lab_spec
+
+    s = load_scenario(QDS / "base.toml")
+    q = s.queue.model_copy(update={"discipline": "qds", "qds_order": "deadline"})
+    with pytest.raises(ScenarioError, match='qds_order = "deadline" runs in the simulator only'):
+        lab_spec(s.model_copy(update={"queue": q}))
+    lab_spec(s.model_copy(update={"queue": s.queue.model_copy(update={"discipline": "qds"})}))

@@ -39,15 +39,6 @@ pub(super) struct Qds {
     pub(super) classes: QdsClasses,
 }
 
-/// The controller's type of a write's application (the oracle's truth).
-pub fn app_type(app: App) -> AppType {
-    match app {
-        App::Video => AppType::Video,
-        App::Data | App::Bulk => AppType::Data,
-        App::ThinClient | App::Game | App::Trace | App::Constant => AppType::Interactive,
-    }
-}
-
 impl Qds {
     /// The loop of `[qds]` on a downlink of `capacity_bps`. The classifier is `qds.model`
     /// (the Python layer reads `qds.model_file` into it, relative to the scenario file),
@@ -111,7 +102,9 @@ impl World {
             // A flow without an RTT sample yet stays where it is (unassigned flows wait
             // in the default class).
             let Some(rtt) = v.rtt else { continue };
-            let truth = app_type(self.rtt.as_ref().map_or(App::ThinClient, |r| r.last_app(conn)));
+            let truth = thinwan_proto::qds::truth::app_type(
+                self.rtt.as_ref().map_or(App::ThinClient, |r| r.last_app(conn)),
+            );
             let app = q.model.as_ref().map_or(truth, |m| m.predict(&v.features));
             inputs.push(FlowInput { key: conn, app, rtt, rate_bps: v.rate_bps });
             let f = &mut q.flows;

@@ -14,6 +14,7 @@ import subprocess
 from dataclasses import dataclass, field
 from typing import Any
 
+from ...config.files import ScenarioError
 from ...config.scenario import LabSection, QueueSection, Scenario
 from ..binaries import find_binary
 
@@ -268,6 +269,13 @@ def lab_spec(scenario: Scenario, run: int = 0, opts: LabSection | None = None) -
     """
     opts = scenario.lab if opts is None else opts
     t, q = scenario.topology, scenario.queue
+    if q.discipline == "qds" and q.qds_order == "deadline":
+        # thinwan-link's QDS loop does not hand the queue each flow's slack, so the
+        # deadline order would silently run as per-flow FIFO there.
+        raise ScenarioError(
+            'queue.qds_order = "deadline" runs in the simulator only (thinwan-link does not '
+            'compute the per-flow slack; docs/qds.md "Deadline order"): use "drr" in the lab'
+        )
     delay = t.bottleneck_delay_ms + (2 * t.access_delay_ms if opts.access_in_delay else 0.0)
     notes: list[str] = []
     pairs = None
