@@ -135,6 +135,11 @@ def _vncviewer(d: Desktop) -> None:
     # so a click at (x, y) on the client is a click at (x, y) on the remote desktop.
     # RemoteResize off: the viewer must not ask the server to change the desktop's size.
     # Clipboard off: no selection traffic between operations.
+    # MenuKey empty: no menu key, so no "Press F8 to open the context menu" notice, which
+    # the viewer fades in over the top middle of the screen (over the application's
+    # area), shows for 3 s and fades out over 0.5 s at 60 Hz — a changing picture in
+    # the first operation's window that no network traffic caused (docs/desktop.md
+    # "Self-checks"). We never use the menu.
     argv = [
         "vncviewer",
         f"{d.lab.addr['server']}::{VNC_PORT}",
@@ -146,6 +151,7 @@ def _vncviewer(d: Desktop) -> None:
         "-AcceptClipboard=0",
         "-SendClipboard=0",
         "-SendPrimary=0",
+        "-MenuKey=",
     ]
     d.options["viewer"] = argv
     d.viewer = start_proc(d.lab.netns["client"], "vncviewer", argv, d.dir / "vncviewer.log", env=d.client_env())
