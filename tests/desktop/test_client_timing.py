@@ -11,8 +11,8 @@ from pathlib import Path
 import dpkt
 import numpy as np
 import pandas as pd
-
 from tests.captures import tcp_frame
+
 from thinwan.analysis.desktop_ops import ScreenLog, screen_times, timing_problems
 from thinwan.config.desktop_bench import bench_from_data
 from thinwan.execute.desktop_runs import _check, analyse_run
@@ -150,7 +150,9 @@ def write_run(run_dir: Path, late_ms: float, same_picture: bool) -> None:
     rec |= {"t_settled": T0 + 2.0, "waited_s": 1.0, "settled": True, "verified": True}
     (run_dir / "inputs.json").write_text(json.dumps([rec]))
     settings = {"app_x": 64, "app_y": 64}
-    (run_dir / "desktop.json").write_text(json.dumps({"platform": "tigervnc", "server_port": 5900, "settings": settings}))
+    (run_dir / "desktop.json").write_text(
+        json.dumps({"platform": "tigervnc", "server_port": 5900, "settings": settings})
+    )
 
 
 def test_a_run_fails_on_a_late_new_picture_not_on_a_same_picture_repaint(tmp_path: Path) -> None:

@@ -188,9 +188,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from ..report.desktop_page import delta_table, results_table, write_desktop_report
     from ..substrates.lab import netns
 
-    bench = load_bench(args.bench).select(
-        _names(args.platform), _names(args.env), args.repeat, args.client_timing
-    )
+    bench = load_bench(args.bench).select(_names(args.platform), _names(args.env), args.repeat, args.client_timing)
     netns.require_root()
     out = Path(args.out) if args.out else Path("results") / bench.name
 

@@ -39,7 +39,6 @@ import sys
 import time
 import zlib
 
-
 # Silence on the screen before the watcher grabs the area (see main).
 QUIET_S = 0.002
 
