@@ -6,6 +6,7 @@ operation (and, from the runner, the platform and environment). No root, no X se
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import dpkt
@@ -174,3 +175,34 @@ def test_the_option_is_read_from_the_file_and_the_command_line() -> None:
     assert bench_from_data({}).client_timing == "fail"
     b = bench_from_data({"benchmark": {"client_timing": "report"}})
     assert b.client_timing == "report" and b.select(client_timing="fail").client_timing == "fail"
+
+
+# Recorded runs (tests/desktop/data, cut down from `desktop run` output directories with
+# their pcap, screen-watcher log, inputs.json and desktop.json).
+DATA = Path(__file__).with_name("data")
+LAB = {"server": SRV, "client": CLI}
+
+
+def recorded(name: str, tmp_path: Path) -> pd.DataFrame:
+    run_dir = tmp_path / name / "lan"
+    shutil.copytree(DATA / name / "lan", run_dir)
+    return analyse_run(run_dir, 500.0, LAB)
+
+
+def test_recorded_x11_keys_agree_with_the_screen(tmp_path: Path) -> None:
+    """Plain X on the LAN, keys pressed and released together: 10 `letter` and 4
+    `scroll`; the screen shows the final picture 0.05–1 ms after the last packet."""
+    got = recorded("x11-lan-keys", tmp_path)
+    assert got["operation"].tolist() == ["letter"] * 10 + ["scroll"] * 4
+    assert _check(got) == []
+    assert got["screen_diff_ms"].between(0.0, 1.0).all(), got["screen_diff_ms"].tolist()
+
+
+def test_recorded_x11vnc_clipboard_message_fails_the_check(tmp_path: Path) -> None:
+    """x11vnc before -nosel: 175 ms after `scroll` #2 was on the screen it sent an empty
+    ServerCutText (8 bytes), which the analyser — decoding nothing — took as the end of
+    the update. The check catches it; #1 (no such message) passes."""
+    got = recorded("x11vnc-lan-scroll", tmp_path)
+    problems = _check(got)
+    assert len(problems) == 1 and problems[0].startswith("client timing: scroll #2: the analyser says 209.5 ms")
+    assert round(got["screen_ms"][1], 1) == 34.6

@@ -246,6 +246,13 @@ def _up_x11vnc(d: Desktop) -> None:
     # x11vnc with its defaults (DAMAGE-driven polling of the screen), listening only on the
     # lab's server address; -forever/-shared so the viewer may reconnect; -norc so no
     # ~/.x11vncrc changes it; -nopw: no password (the port exists only in the lab).
+    # -nosel: no selection exchange (the viewer's clipboard is off too), and -nocursor: no
+    # cursor shapes. Without them x11vnc sent, after an operation's update was on the
+    # client's screen, an empty ServerCutText (8 bytes, 175 ms later) or a 24×24
+    # RichCursor shape (2.4 KB, 22 ms later; it switches to XFIXES cursors on its own
+    # when it decides a window manager runs) — traffic that is not the update and that
+    # the capture analyser, which decodes nothing, counted as its end (docs/desktop.md
+    # "Self-checks").
     argv = [
         "x11vnc",
         "-display",
@@ -261,6 +268,8 @@ def _up_x11vnc(d: Desktop) -> None:
         "-shared",
         "-norc",
         "-nopw",
+        "-nosel",
+        "-nocursor",
     ]
     d.options["server"] = argv
     p = start_proc(d.lab.netns["server"], "x11vnc", argv, d.dir / "x11vnc.log", env={"XAUTHORITY": str(d.xauthority)})
