@@ -252,7 +252,9 @@ def _up_x11vnc(d: Desktop) -> None:
     # RichCursor shape (2.4 KB, 22 ms later; it switches to XFIXES cursors on its own
     # when it decides a window manager runs) — traffic that is not the update and that
     # the capture analyser, which decodes nothing, counted as its end (docs/desktop.md
-    # "Self-checks").
+    # "Self-checks"). -noxfixes: with the two above, x11vnc still started its XFIXES
+    # cursor and selection tracking on its own ~11 s into a run and announced it with an
+    # empty cursor and an extended-clipboard message 10–20 ms after that moment's update.
     argv = [
         "x11vnc",
         "-display",
@@ -270,6 +272,7 @@ def _up_x11vnc(d: Desktop) -> None:
         "-nopw",
         "-nosel",
         "-nocursor",
+        "-noxfixes",
     ]
     d.options["server"] = argv
     p = start_proc(d.lab.netns["server"], "x11vnc", argv, d.dir / "x11vnc.log", env={"XAUTHORITY": str(d.xauthority)})
