@@ -21,19 +21,23 @@ SRV, CLI = bytes([198, 18, 1, 1]), bytes([198, 18, 2, 1])
 T0_NS = 1_700_000_000 * 10**9
 
 
-def ip_tcp(src: bytes, dst: bytes, sport: int, dport: int, payload: int) -> bytes:
+def ip_tcp(src: bytes, dst: bytes, sport: int, dport: int, payload: int, seq: int = 0) -> bytes:
     total = 40 + payload
     ip = struct.pack("!BBHHHBBH4s4s", 0x45, 0, total, 0, 0, 64, 6, 0, src, dst)
-    tcp = struct.pack("!HHIIBBHHH", sport, dport, 0, 0, 5 << 4, 0x18, 65535, 0, 0)
+    tcp = struct.pack("!HHIIBBHHH", sport, dport, seq, 0, 5 << 4, 0x18, 65535, 0, 0)
     return ip + tcp + bytes(payload)
 
 
 def vnc(spec: list[tuple[float, bool, int]]) -> list[tuple[int, bytes]]:
-    """(ms after T0, server→client?, payload) → (epoch ns, raw IP packet)."""
-    return [
-        (T0_NS + round(ms * 1e6), ip_tcp(SRV, CLI, 5900, 40000, n) if s2c else ip_tcp(CLI, SRV, 40000, 5900, n))
-        for ms, s2c, n in spec
-    ]
+    """(ms after T0, server→client?, payload) → (epoch ns, raw IP packet); each direction's
+    sequence numbers run on with its payload (a repeated range would be a resend)."""
+    seq = {True: 1, False: 1}
+    out = []
+    for ms, s2c, n in spec:
+        p = ip_tcp(SRV, CLI, 5900, 40000, n, seq[s2c]) if s2c else ip_tcp(CLI, SRV, 40000, 5900, n, seq[s2c])
+        seq[s2c] += n
+        out.append((T0_NS + round(ms * 1e6), p))
+    return out
 
 
 def write_pcap(path: Path, pkts: list[tuple[int, bytes]], snaplen: int = 65535) -> Path:

@@ -162,10 +162,14 @@ def timing_table(client_timing: Mapping[str, Any]) -> str:
     return table(("platform/env", "agree", "median ms", "min ms", "max ms", "worst (analyser vs screen)", ""), rows)
 
 
-def env_tables_markdown(summary: pd.DataFrame, rtt_ms: Mapping[str, float], envs: Sequence[str]) -> str:
+def env_tables_markdown(
+    summary: pd.DataFrame, rtt_ms: Mapping[str, float], envs: Sequence[str], bytes_envs: Sequence[str] = ("lan", "wan")
+) -> str:
     """docs/desktop.md's tables: per platform × operation, the median latency in every
     environment (and for a delayed one, its excess over ``lan`` in its RTTs), then the
-    median round trips (client→server → server→client turns) and server→client bytes."""
+    median round trips (client→server → server→client turns) in every environment and
+    the median server→client kilobytes in ``bytes_envs``."""
+    bytes_envs = [e for e in bytes_envs if e in envs]
     idx = summary.set_index(["platform", "operation", "env"])
     keys = list(dict.fromkeys(zip(summary["platform"], summary["operation"])))
 
@@ -184,7 +188,7 @@ def env_tables_markdown(summary: pd.DataFrame, rtt_ms: Mapping[str, float], envs
             cells.append(f"{_f(v)}{extra}")
         lat_rows.append([*key, *cells])
         turns = [_f(cell(key, env, "round_trips"), "g") for env in envs]
-        kb = [_f(None if (b := cell(key, env, "bytes_s2c")) is None else b / 1000, ".1f") for env in envs]
+        kb = [_f(None if (b := cell(key, env, "bytes_s2c")) is None else b / 1000, ".1f") for env in bytes_envs]
         turn_rows.append([*key, *turns, *kb])
 
     def md(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
@@ -198,7 +202,7 @@ def env_tables_markdown(summary: pd.DataFrame, rtt_ms: Mapping[str, float], envs
     return (
         md(["platform", "op", *envs], lat_rows)
         + "\n\n"
-        + md(["platform", "op", *[f"turns {e}" for e in envs], *[f"KB s→c {e}" for e in envs]], turn_rows)
+        + md(["platform", "op", *[f"turns {e}" for e in envs], *[f"KB s→c {e}" for e in bytes_envs]], turn_rows)
     )
 
 
