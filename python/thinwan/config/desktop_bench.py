@@ -46,6 +46,10 @@ class Env(_Strict):
     queue_packets: int = Field(1000, ge=0)
     window_bytes: int | None = Field(None, ge=4096)  # None: Linux's autotuning (up to 6 MB)
     congestion_control: str = "cubic"  # Linux's default
+    # The slow-motion idle watch in this environment (DesktopSettings.idle_s; None: the
+    # file's [desktop] idle_s). A lossy path needs it longer than a retransmission
+    # timeout's silence, or the pause ends inside an update.
+    idle_s: float | None = Field(None, gt=0)
     description: str = ""
 
     def to_json(self) -> dict[str, Any]:
@@ -64,7 +68,9 @@ BUILTIN_ENVS: dict[str, Env] = {
     ),
     "wan-1mb": Env(**_WAN, window_bytes=1 << 20, description="wan with 1 MB socket buffers"),
     "wan-loss-1": Env(**_WAN, loss=0.01, description="wan with 1 % random loss each way"),
-    "wan-loss-10": Env(**_WAN, loss=0.10, description="wan with 10 % random loss each way"),
+    # 10 % each way: two losses in a row (1 %) put 0.8 s of backed-off retransmission
+    # timeouts (266 + 532 ms at 66 ms RTT) inside an update, so the pause watches for 2 s.
+    "wan-loss-10": Env(**_WAN, loss=0.10, idle_s=2.0, description="wan with 10 % random loss each way"),
 }
 
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -113,8 +113,9 @@ def run_bench(
                         continue
                     bar.set_description(f"{p} {env_name}")
                     run_dir = out / p / env_name
+                    env_settings = settings if env.idle_s is None else replace(settings, idle_s=env.idle_s)
                     try:
-                        df = _run_one(bench, lab, p, env_name, settings, run_dir, bar)
+                        df = _run_one(bench, lab, p, env_name, env_settings, run_dir, bar)
                     except PlatformUnavailable as e:
                         platforms[p] = f"unavailable: {e}"
                         say(f"{p}: unavailable: {e}")
