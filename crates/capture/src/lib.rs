@@ -249,6 +249,12 @@ impl fmt::Display for Error {
 
 impl std::error::Error for Error {}
 
+/// A TCP connection, one direction: source, source port, destination, destination port.
+type Conn = (IpAddr, u16, IpAddr, u16);
+
+/// A connection's first sequence number and the byte ranges received since.
+type Received = (u32, Vec<(u64, u64)>);
+
 /// Server→client segments that carry no byte the client has not already received.
 ///
 /// The capture is made at the client, behind the emulated WAN, so every server→client
@@ -266,7 +272,7 @@ struct Duplicates {
     /// Per connection (source, source port, destination, destination port): its first
     /// sequence number and the byte ranges received since, as offsets from it (sorted,
     /// disjoint; sequence numbers wrap, RFC 9293 §3.4, offsets do not within 4 GiB).
-    conns: std::collections::HashMap<(IpAddr, u16, IpAddr, u16), (u32, Vec<(u64, u64)>)>,
+    conns: std::collections::HashMap<Conn, Received>,
 }
 
 impl Duplicates {
