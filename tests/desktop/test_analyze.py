@@ -217,3 +217,32 @@ def test_analyze_command(tmp_path: Path) -> None:
     assert done.stderr.startswith(f"thinwan: error: {path}: truncated"), done.stderr
     done = thinwan("desktop", "analyze", str(path), "--server-port", "70000")
     assert done.returncode == 2 and "must be 1..65535" in done.stderr
+
+
+def test_a_later_burst_that_the_server_resumes_ends_the_update() -> None:
+    """10 % loss: the update stops for 0.9 s (backed-off retransmission timeouts of
+    resends the client already had, which carry no update), then the server's next new
+    segment arrives before the client's next request: that burst has no ``t_end`` of its
+    own (its input comes after), yet its server→client packet is the end of the update."""
+    ops = pd.DataFrame(
+        {
+            "t_start": [1.0, 2.9],
+            "t_input": [1.0, 2.9005],
+            "t_first_update": [1.07, np.nan],
+            "t_end": [1.98, np.nan],
+            "t_last_s2c": [1.98, 2.9],
+            "latency_ms": [980.0, np.nan],
+            "first_update_ms": [70.0, np.nan],
+            "first_packet": [1, 50],
+            "last_packet": [49, 52],
+            "bytes_s2c": [9000, 272],
+            "bytes_c2s": [600, 62],
+            "packets_s2c": [9, 1],
+            "packets_c2s": [6, 1],
+            "round_trips": [5, 0],
+        }
+    )
+    got = attribute(ops, [(0.99, 5.0)])
+    assert round(got["latency_ms"][0], 6) == 1900.0
+    # Without the column (an older table) the later burst's own t_end is all there is.
+    assert round(attribute(ops.drop(columns="t_last_s2c"), [(0.99, 5.0)])["latency_ms"][0], 6) == 980.0

@@ -37,7 +37,14 @@ def attribute(ops: pd.DataFrame, windows: Sequence[tuple[float, float]]) -> pd.D
     analyser's table) that began in it, merged. Columns: ``bursts``, ``first_packet``,
     ``last_packet``, ``t_input``, ``t_end``, ``latency_ms``, ``first_update_ms``,
     ``bytes_s2c``, ``bytes_c2s``, ``packets_s2c``, ``packets_c2s``, ``round_trips``.
-    ``latency_ms`` is NaN when the window has no input packet or no update after it."""
+    ``latency_ms`` is NaN when the window has no input packet or no update after it.
+
+    The update ends at the last server→client payload packet of the window after the
+    input: the input's burst's ``t_end`` or, from a later burst (the rest of the update
+    after a silence longer than the idle gap), its ``t_last_s2c`` when ``ops`` has that
+    column (the last server→client payload packet of the burst, whoever began it; a
+    burst that resumes with the server's retransmission has its own ``t_end`` only after
+    the client's next packet), else its ``t_end``."""
     rows = []
     starts = ops["t_start"].to_numpy()
     for t_from, t_to in windows:
@@ -45,6 +52,9 @@ def attribute(ops: pd.DataFrame, windows: Sequence[tuple[float, float]]) -> pd.D
         with_input = sel[sel["t_input"].notna()]
         t_input = float(with_input["t_input"].iloc[0]) if len(with_input) else np.nan
         ends = sel["t_end"].dropna()
+        if len(with_input) and "t_last_s2c" in sel:
+            later = sel[sel["t_start"] > with_input["t_start"].iloc[0]]["t_last_s2c"].dropna()
+            ends = pd.concat([with_input["t_end"].iloc[:1].dropna(), later[later >= t_input]])
         t_end = float(ends.max()) if len(ends) else np.nan
         latency = first_update = np.nan
         if len(with_input) and np.isfinite(t_end) and t_end >= t_input:

@@ -197,7 +197,11 @@ def analyse_run(
         nxt = records[i + 1] if i + 1 < len(records) else None
         end = (nxt["t_reset"] if nxt["t_reset"] is not None else nxt["t_input"]) if nxt else np.inf
         windows.append((r["t_input"], end))
-    att = attribute(res.ops, windows)
+    # Each burst's last server→client payload packet, whoever began the burst (attribute).
+    pk = res.packets[res.packets["s2c"] & (res.packets["payload"] > 0)]
+    last_s2c = pk.groupby("op")["t"].max()
+    ops = res.ops.assign(t_last_s2c=res.ops["op"].map(last_s2c))
+    att = attribute(ops, windows)
     # Inputs given while traffic was still flowing: from the packets, and marked.
     att["idle_before"] = att["bursts"] > 0
     for i in np.flatnonzero(att["bursts"].to_numpy() == 0):
