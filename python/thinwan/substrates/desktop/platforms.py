@@ -252,9 +252,11 @@ def _up_x11vnc(d: Desktop) -> None:
     # RichCursor shape (2.4 KB, 22 ms later; it switches to XFIXES cursors on its own
     # when it decides a window manager runs) — traffic that is not the update and that
     # the capture analyser, which decodes nothing, counted as its end (docs/desktop.md
-    # "Self-checks"). -noxfixes: with the two above, x11vnc still started its XFIXES
-    # cursor and selection tracking on its own ~11 s into a run and announced it with an
-    # empty cursor and an extended-clipboard message 10–20 ms after that moment's update.
+    # "Self-checks"). -noxfixes: x11vnc needs no XFIXES with the two above (the results
+    # were measured with it). It does not stop the one late pair that remains — an empty
+    # cursor and an extended-clipboard message ~14 s after connecting, when TigerVNC's
+    # viewer (AutoSelect) sends SetEncodings again and libvncserver re-enables cursor
+    # updates; the check catches it (docs/desktop.md "Results").
     argv = [
         "x11vnc",
         "-display",
