@@ -21,19 +21,23 @@ SRV, CLI = bytes([198, 18, 1, 1]), bytes([198, 18, 2, 1])
 T0_NS = 1_700_000_000 * 10**9
 
 
-def ip_tcp(src: bytes, dst: bytes, sport: int, dport: int, payload: int) -> bytes:
+def ip_tcp(src: bytes, dst: bytes, sport: int, dport: int, payload: int, seq: int = 0) -> bytes:
     total = 40 + payload
     ip = struct.pack("!BBHHHBBH4s4s", 0x45, 0, total, 0, 0, 64, 6, 0, src, dst)
-    tcp = struct.pack("!HHIIBBHHH", sport, dport, 0, 0, 5 << 4, 0x18, 65535, 0, 0)
+    tcp = struct.pack("!HHIIBBHHH", sport, dport, seq, 0, 5 << 4, 0x18, 65535, 0, 0)
     return ip + tcp + bytes(payload)
 
 
 def vnc(spec: list[tuple[float, bool, int]]) -> list[tuple[int, bytes]]:
-    """(ms after T0, server→client?, payload) → (epoch ns, raw IP packet)."""
-    return [
-        (T0_NS + round(ms * 1e6), ip_tcp(SRV, CLI, 5900, 40000, n) if s2c else ip_tcp(CLI, SRV, 40000, 5900, n))
-        for ms, s2c, n in spec
-    ]
+    """(ms after T0, server→client?, payload) → (epoch ns, raw IP packet); each direction's
+    sequence numbers run on with its payload (a repeated range would be a resend)."""
+    seq = {True: 1, False: 1}
+    out = []
+    for ms, s2c, n in spec:
+        p = ip_tcp(SRV, CLI, 5900, 40000, n, seq[s2c]) if s2c else ip_tcp(CLI, SRV, 40000, 5900, n, seq[s2c])
+        seq[s2c] += n
+        out.append((T0_NS + round(ms * 1e6), p))
+    return out
 
 
 def write_pcap(path: Path, pkts: list[tuple[int, bytes]], snaplen: int = 65535) -> Path:
@@ -213,3 +217,32 @@ def test_analyze_command(tmp_path: Path) -> None:
     assert done.stderr.startswith(f"thinwan: error: {path}: truncated"), done.stderr
     done = thinwan("desktop", "analyze", str(path), "--server-port", "70000")
     assert done.returncode == 2 and "must be 1..65535" in done.stderr
+
+
+def test_a_later_burst_that_the_server_resumes_ends_the_update() -> None:
+    """10 % loss: the update stops for 0.9 s (backed-off retransmission timeouts of
+    resends the client already had, which carry no update), then the server's next new
+    segment arrives before the client's next request: that burst has no ``t_end`` of its
+    own (its input comes after), yet its server→client packet is the end of the update."""
+    ops = pd.DataFrame(
+        {
+            "t_start": [1.0, 2.9],
+            "t_input": [1.0, 2.9005],
+            "t_first_update": [1.07, np.nan],
+            "t_end": [1.98, np.nan],
+            "t_last_s2c": [1.98, 2.9],
+            "latency_ms": [980.0, np.nan],
+            "first_update_ms": [70.0, np.nan],
+            "first_packet": [1, 50],
+            "last_packet": [49, 52],
+            "bytes_s2c": [9000, 272],
+            "bytes_c2s": [600, 62],
+            "packets_s2c": [9, 1],
+            "packets_c2s": [6, 1],
+            "round_trips": [5, 0],
+        }
+    )
+    got = attribute(ops, [(0.99, 5.0)])
+    assert round(got["latency_ms"][0], 6) == 1900.0
+    # Without the column (an older table) the later burst's own t_end is all there is.
+    assert round(attribute(ops.drop(columns="t_last_s2c"), [(0.99, 5.0)])["latency_ms"][0], 6) == 980.0

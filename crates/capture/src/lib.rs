@@ -252,6 +252,60 @@ impl fmt::Display for Error {
 
 impl std::error::Error for Error {}
 
+/// A TCP connection, one direction: source, source port, destination, destination port.
+type Conn = (IpAddr, u16, IpAddr, u16);
+
+/// A connection's first sequence number and the byte ranges received since.
+type Received = (u32, Vec<(u64, u64)>);
+
+/// Server→client segments that carry no byte the client has not already received.
+///
+/// The capture is made at the client, behind the emulated WAN, so every server→client
+/// segment in it reached the client: one whose bytes were all in segments captured before
+/// is a duplicate — a retransmission after a lost ACK (Wireshark calls it spurious). It is
+/// counted as a packet and IP bytes but carries no update, so it neither extends a burst
+/// nor ends an update: over `wan-loss-1` an update's last ACK lost on the way back made
+/// the server resend its last segment one RTO (~270 ms) after the client had drawn it.
+/// A retransmission that fills a hole (the first copy was lost on the WAN, later bytes
+/// arrived) brings new bytes and is update data, hence the set of received ranges rather
+/// than the highest sequence number. (Client→server segments are captured before the WAN,
+/// where a retransmission may be the first copy to arrive: they are left alone.)
+#[derive(Default)]
+struct Duplicates {
+    /// Per connection (source, source port, destination, destination port): its first
+    /// sequence number and the byte ranges received since, as offsets from it (sorted,
+    /// disjoint; sequence numbers wrap, RFC 9293 §3.4, offsets do not within 4 GiB).
+    conns: std::collections::HashMap<Conn, Received>,
+}
+
+impl Duplicates {
+    fn is_duplicate(&mut self, p: &ip::TcpPacket) -> bool {
+        if p.payload == 0 {
+            return false;
+        }
+        let (base, ranges) =
+            self.conns.entry((p.src, p.sport, p.dst, p.dport)).or_insert((p.seq, Vec::new()));
+        let start = u64::from(p.seq.wrapping_sub(*base));
+        let end = start + u64::from(p.payload);
+        if ranges.iter().any(|&(a, b)| a <= start && end <= b) {
+            return true;
+        }
+        // Insert and merge what now touches or overlaps.
+        let (mut lo, mut hi) = (start, end);
+        ranges.retain(|&(a, b)| {
+            let apart = b < lo || a > hi;
+            if !apart {
+                lo = lo.min(a);
+                hi = hi.max(b);
+            }
+            apart
+        });
+        let at = ranges.partition_point(|&(a, _)| a < lo);
+        ranges.insert(at, (lo, hi));
+        false
+    }
+}
+
 /// Read the capture at `path` and split the display traffic selected by `filter` into
 /// operations.
 pub fn analyze(path: &Path, filter: Filter, opts: Options) -> Result<Analysis, Error> {
@@ -261,6 +315,7 @@ pub fn analyze(path: &Path, filter: Filter, opts: Options) -> Result<Analysis, E
     let mut port_counts = vec![0u32; 65536];
     let (mut tcp, mut matched) = (0u64, 0u64);
     let mut bad_link: Option<(u64, String)> = None;
+    let mut dups = Duplicates::default();
     let (format, total) = for_each_packet(path, |raw| {
         let p = match ip::parse(raw.linktype, raw.data) {
             ip::Frame::Tcp(p) => p,
@@ -276,20 +331,16 @@ pub fn analyze(path: &Path, filter: Filter, opts: Options) -> Result<Analysis, E
             return;
         };
         matched += 1;
-        let pkt = Packet {
-            t: Instant::from_nanos(raw.t_ns),
-            dir,
-            ip_len: p.ip_len,
-            payload: p.payload,
-            number: raw.number,
-        };
+        let payload = if dir == Dir::ServerToClient && dups.is_duplicate(&p) { 0 } else { p.payload };
+        let pkt =
+            Packet { t: Instant::from_nanos(raw.t_ns), dir, ip_len: p.ip_len, payload, number: raw.number };
         ops.extend(splitter.push(pkt));
         if let Some(cols) = packets.as_mut() {
             cols.number.push(raw.number);
             cols.t_ns.push(i64::try_from(raw.t_ns).unwrap_or(i64::MAX));
             cols.s2c.push(dir == Dir::ServerToClient);
             cols.ip_len.push(p.ip_len);
-            cols.payload.push(p.payload);
+            cols.payload.push(payload);
             // The packet went into the current operation (the one not yet handed back).
             cols.op.push(splitter.bursts() as i64 - 1);
         }

@@ -37,15 +37,55 @@ fn tcp(src: [u8; 4], dst: [u8; 4], sport: u16, dport: u16, payload: usize) -> Ve
     p
 }
 
-/// (ms, server→client?, payload) → packets of a VNC-like connection on port 5900.
+/// (ms, server→client?, payload) → packets of a VNC-like connection on port 5900, each
+/// direction's sequence numbers running on with its payload.
 fn session(spec: &[(f64, bool, usize)]) -> Vec<(u64, Vec<u8>)> {
+    let mut seq = [1u32, 1u32];
     spec.iter()
         .map(|&(ms, s2c, n)| {
             let t = 1_700_000_000_000_000_000 + (ms * 1e6).round() as u64;
-            let p = if s2c { tcp(SRV, CLI, 5900, 40000, n) } else { tcp(CLI, SRV, 40000, 5900, n) };
+            let mut p = if s2c { tcp(SRV, CLI, 5900, 40000, n) } else { tcp(CLI, SRV, 40000, 5900, n) };
+            let s = &mut seq[usize::from(s2c)];
+            p[24..28].copy_from_slice(&s.to_be_bytes());
+            *s = s.wrapping_add(n as u32);
             (t, p)
         })
         .collect()
+}
+
+/// A server→client segment whose bytes the client already had (resent after a lost ACK,
+/// 270 ms later) neither extends the update nor counts as its payload; one that brings
+/// new bytes does.
+#[test]
+fn a_duplicate_segment_does_not_end_the_update() {
+    let mut pkts = session(&[(0.0, false, 10), (25.0, true, 1000), (25.3, true, 400), (2000.0, false, 10)]);
+    // The last segment of the update again, 270 ms later (same sequence number).
+    let mut dup = pkts[2].clone();
+    dup.0 += 270_000_000;
+    pkts.insert(3, dup);
+    let path = tmp("dup.pcap");
+    write_pcap(&path, &pkts, TsResolution::NanoSecond);
+    let a = analyze(&path, vnc(), opts(500)).unwrap();
+    let op = &a.ops[0];
+    assert_eq!(op.latency().unwrap().as_nanos(), 25_300_000, "the duplicate at 295.3 ms is not the end");
+    assert_eq!((op.s2c.packets, op.s2c.payload), (3, 1400), "counted as a packet, not as payload");
+    // Half of it new: it is update data.
+    let mut pkts = session(&[(0.0, false, 10), (25.0, true, 1000), (25.3, true, 400), (2000.0, false, 10)]);
+    let mut part = tcp(SRV, CLI, 5900, 40000, 400);
+    part[24..28].copy_from_slice(&1201u32.to_be_bytes());
+    pkts.insert(3, (pkts[2].0 + 270_000_000, part));
+    write_pcap(&path, &pkts, TsResolution::NanoSecond);
+    let a = analyze(&path, vnc(), opts(500)).unwrap();
+    assert_eq!(a.ops[0].latency().unwrap().as_nanos(), 295_300_000);
+    // A retransmission that fills a hole (its first copy was lost before the client, the
+    // segment after it arrived): new bytes, the end of the update.
+    let mut pkts = session(&[(0.0, false, 10), (25.0, true, 1000), (25.3, true, 400), (2000.0, false, 10)]);
+    let lost = pkts.remove(1);
+    pkts.insert(2, (lost.0 + 270_000_000, lost.1));
+    write_pcap(&path, &pkts, TsResolution::NanoSecond);
+    let a = analyze(&path, vnc(), opts(500)).unwrap();
+    assert_eq!(a.ops[0].latency().unwrap().as_nanos(), 295_000_000);
+    assert_eq!(a.ops[0].s2c.payload, 1400);
 }
 
 fn tmp(name: &str) -> PathBuf {
@@ -133,12 +173,14 @@ fn pcapng_exact_latencies() {
 #[test]
 fn x11_direction_comes_from_the_listening_side() {
     // The X server listens on the user's side (198.18.2.1:6020): packets to it are updates.
-    let pkts: Vec<(u64, Vec<u8>)> = vec![
+    let mut pkts: Vec<(u64, Vec<u8>)> = vec![
         (1_000_000_000, tcp(CLI, SRV, 6020, 50000, 32)), // an input event from the X server
         (1_030_000_000, tcp(SRV, CLI, 50000, 6020, 64)), // drawing requests
         (3_000_000_000, tcp(CLI, SRV, 6020, 50000, 32)),
         (3_001_000_000, tcp(SRV, CLI, 50000, 6020, 64)),
     ];
+    // Sequence numbers running on (the second drawing is new data, not a resend).
+    pkts[3].1[24..28].copy_from_slice(&65u32.to_be_bytes());
     let path = tmp("x11.pcap");
     write_pcap(&path, &pkts, TsResolution::NanoSecond);
     let f = Filter { port: 6020, addr: Some(IpAddr::V4(Ipv4Addr::from(CLI))), port_at_client: true };

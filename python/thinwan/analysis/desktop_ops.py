@@ -12,11 +12,22 @@ the spec ("Compare environments").
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
 
-__all__ = ["attribute", "attribute_packets", "screen_times", "summarize", "wan_minus_lan", "agree", "SUMMARY_KEYS"]
+__all__ = [
+    "attribute",
+    "attribute_packets",
+    "screen_times",
+    "ScreenLog",
+    "timing_problems",
+    "summarize",
+    "wan_minus_lan",
+    "agree",
+    "SUMMARY_KEYS",
+]
 
 SUMMARY_KEYS = ["platform", "env", "operation"]
 
@@ -26,7 +37,14 @@ def attribute(ops: pd.DataFrame, windows: Sequence[tuple[float, float]]) -> pd.D
     analyser's table) that began in it, merged. Columns: ``bursts``, ``first_packet``,
     ``last_packet``, ``t_input``, ``t_end``, ``latency_ms``, ``first_update_ms``,
     ``bytes_s2c``, ``bytes_c2s``, ``packets_s2c``, ``packets_c2s``, ``round_trips``.
-    ``latency_ms`` is NaN when the window has no input packet or no update after it."""
+    ``latency_ms`` is NaN when the window has no input packet or no update after it.
+
+    The update ends at the last server→client payload packet of the window after the
+    input: the input's burst's ``t_end`` or, from a later burst (the rest of the update
+    after a silence longer than the idle gap), its ``t_last_s2c`` when ``ops`` has that
+    column (the last server→client payload packet of the burst, whoever began it; a
+    burst that resumes with the server's retransmission has its own ``t_end`` only after
+    the client's next packet), else its ``t_end``."""
     rows = []
     starts = ops["t_start"].to_numpy()
     for t_from, t_to in windows:
@@ -34,6 +52,9 @@ def attribute(ops: pd.DataFrame, windows: Sequence[tuple[float, float]]) -> pd.D
         with_input = sel[sel["t_input"].notna()]
         t_input = float(with_input["t_input"].iloc[0]) if len(with_input) else np.nan
         ends = sel["t_end"].dropna()
+        if len(with_input) and "t_last_s2c" in sel:
+            later = sel[sel["t_start"] > with_input["t_start"].iloc[0]]["t_last_s2c"].dropna()
+            ends = pd.concat([with_input["t_end"].iloc[:1].dropna(), later[later >= t_input]])
         t_end = float(ends.max()) if len(ends) else np.nan
         latency = first_update = np.nan
         if len(with_input) and np.isfinite(t_end) and t_end >= t_input:
@@ -115,28 +136,106 @@ def agree(a: float, b: float, rel: float = 0.05, abs_ms: float = 1.0) -> bool:
     return abs(a - b) <= max(rel * max(abs(a), abs(b)), abs_ms)
 
 
+@dataclass
+class ScreenLog:
+    """What the screen watcher (``screenwatch.py``) wrote: ``changes`` — ``(t, x, y, w,
+    h)`` per DAMAGE report — and ``areas`` — ``(t, hash)``: the watched area's pixels once
+    every report up to ``t`` was drawn (empty in logs written before the watcher hashed)."""
+
+    changes: list[tuple[float, int, int, int, int]] = field(default_factory=list)
+    areas: list[tuple[float, str]] = field(default_factory=list)
+
+    @classmethod
+    def parse(cls, text: str) -> ScreenLog:
+        log = cls()
+        for line in text.splitlines():
+            f = line.split()
+            try:
+                if len(f) == 5:
+                    log.changes.append((float(f[0]), int(f[1]), int(f[2]), int(f[3]), int(f[4])))
+                elif len(f) == 4 and f[1] == "area":
+                    log.areas.append((float(f[0]), f[2]))
+            except ValueError:
+                continue  # a line cut short when the watcher was stopped
+        return log
+
+
 def screen_times(
     attributed: pd.DataFrame,
     windows: Sequence[tuple[float, float]],
-    changes: Sequence[tuple[float, int, int, int, int]],
+    screen: ScreenLog,
     area: tuple[int, int, int, int],
 ) -> np.ndarray:
-    """The client's own latency of each input (ms): the last change of the client's
-    screen inside ``area`` (x, y, w, h) in the input's window − the input's first
-    client→server packet; NaN when the window saw no change or no input packet."""
-    if not changes:
-        return np.full(len(attributed), np.nan)
-    ax, ay, aw, ah = area
-    c = np.array(changes, dtype=float)
-    inside = (c[:, 1] < ax + aw) & (c[:, 1] + c[:, 3] > ax) & (c[:, 2] < ay + ah) & (c[:, 2] + c[:, 4] > ay)
-    t = np.sort(c[inside, 0])
+    """The client's own latency of each input (ms): when the client's screen **first
+    showed the operation's final picture** in ``area`` − the input's first client→server
+    packet. NaN when the window saw no new picture or has no input packet.
+
+    The final picture is what the area shows at the last change in the input's window
+    (``t_input`` to the window's end); the time is the first change of the trailing run
+    of changes that all show it. A viewer repainting the same pixels later (TigerVNC's
+    fullscreen notice fading out over the whole screen) adds changes but not a new
+    picture, so it does not move the time; a picture that changes again (a lossy update,
+    then its lossless refresh) counts at the last one. A window whose last picture is the
+    one shown before the input (nothing new, or drawn and undone) gives NaN.
+
+    Logs without area hashes (written before the watcher hashed) fall back to the last
+    DAMAGE report inside ``area`` in the window."""
     out = np.full(len(attributed), np.nan)
+    if screen.areas:
+        t = np.array([a[0] for a in screen.areas])
+        h = [a[1] for a in screen.areas]
+        for i, ((_, t_to), t_in) in enumerate(zip(windows, attributed["t_input"])):
+            if not np.isfinite(t_in):
+                continue
+            lo, hi = np.searchsorted(t, t_in, "left"), np.searchsorted(t, t_to, "left")
+            if hi <= lo:
+                continue
+            final = h[hi - 1]
+            if lo > 0 and h[lo - 1] == final:
+                continue
+            k = hi - 1
+            while k > lo and h[k - 1] == final:
+                k -= 1
+            out[i] = (t[k] - t_in) * 1e3
+        return out
+    if not screen.changes:
+        return out
+    ax, ay, aw, ah = area
+    c = np.array(screen.changes, dtype=float)
+    inside = (c[:, 1] < ax + aw) & (c[:, 1] + c[:, 3] > ax) & (c[:, 2] < ay + ah) & (c[:, 2] + c[:, 4] > ay)
+    ts = np.sort(c[inside, 0])
     for i, ((_, t_to), t_in) in enumerate(zip(windows, attributed["t_input"])):
         if not np.isfinite(t_in):
             continue
-        sel = t[(t >= t_in) & (t < t_to)]
+        sel = ts[(ts >= t_in) & (ts < t_to)]
         if len(sel):
             out[i] = (sel[-1] - t_in) * 1e3
+    return out
+
+
+def timing_problems(inputs: pd.DataFrame) -> list[str]:
+    """The client-timing self-check over one platform × environment's inputs (columns of
+    ``inputs.parquet``): one message per input whose analyser latency and client timing
+    disagree by more than 5 % or 1 ms (:func:`agree`), or that the client never showed.
+    Empty when the client was not timed at all (no ``screen_ms`` column, or none timed:
+    no screen watcher)."""
+    if "screen_ms" not in inputs or not inputs["screen_ms"].notna().any():
+        return []
+    out = []
+    for r in inputs.itertuples(index=False):
+        if not np.isfinite(r.latency_ms):
+            continue  # no update in the capture: the run's other check names it
+        what = f"{r.operation} #{r.repeat}"
+        if not np.isfinite(r.screen_ms):
+            out.append(
+                f"client timing: {what}: the client's screen never showed a new picture in the application's area "
+                f"(the analyser: {r.latency_ms:.1f} ms)"
+            )
+        elif not agree(r.latency_ms, r.screen_ms):
+            out.append(
+                f"client timing: {what}: the analyser says {r.latency_ms:.1f} ms, the client's screen showed the "
+                f"final picture at {r.screen_ms:.1f} ms ({r.screen_ms - r.latency_ms:+.1f} ms; allowed 5 % or 1 ms)"
+            )
     return out
 
 

@@ -134,6 +134,12 @@ def add_run_up_down(cmds: Any) -> None:
         help=f"repetitions per operation (default: the file's, else {DEFAULT_REPEAT})",
     )
     r.add_argument("--out", metavar="DIR", help="output directory (default: results/<benchmark name>)")
+    r.add_argument(
+        "--client-timing",
+        choices=["fail", "report"],
+        help="an input whose analyser latency and client-screen timing disagree (5 %% or 1 ms) fails the run "
+        "(fail), or is only recorded in checks.client_timing (report); default: the file's, else fail",
+    )
     r.add_argument("--json", action="store_true", help="print one JSON object on stdout")
     r.add_argument("--no-report", action="store_true", help="do not write report.html")
     r.add_argument("--quiet", action="store_true", help="no progress or log lines on stderr")
@@ -182,7 +188,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from ..report.desktop_page import delta_table, results_table, write_desktop_report
     from ..substrates.lab import netns
 
-    bench = load_bench(args.bench).select(_names(args.platform), _names(args.env), args.repeat)
+    bench = load_bench(args.bench).select(_names(args.platform), _names(args.env), args.repeat, args.client_timing)
     netns.require_root()
     out = Path(args.out) if args.out else Path("results") / bench.name
 

@@ -46,6 +46,10 @@ class Env(_Strict):
     queue_packets: int = Field(1000, ge=0)
     window_bytes: int | None = Field(None, ge=4096)  # None: Linux's autotuning (up to 6 MB)
     congestion_control: str = "cubic"  # Linux's default
+    # The slow-motion idle watch in this environment (DesktopSettings.idle_s; None: the
+    # file's [desktop] idle_s). A lossy path needs it longer than a retransmission
+    # timeout's silence, or the pause ends inside an update.
+    idle_s: float | None = Field(None, gt=0)
     description: str = ""
 
     def to_json(self) -> dict[str, Any]:
@@ -64,7 +68,9 @@ BUILTIN_ENVS: dict[str, Env] = {
     ),
     "wan-1mb": Env(**_WAN, window_bytes=1 << 20, description="wan with 1 MB socket buffers"),
     "wan-loss-1": Env(**_WAN, loss=0.01, description="wan with 1 % random loss each way"),
-    "wan-loss-10": Env(**_WAN, loss=0.10, description="wan with 10 % random loss each way"),
+    # 10 % each way: two losses in a row (1 %) put 0.8 s of backed-off retransmission
+    # timeouts (266 + 532 ms at 66 ms RTT) inside an update, so the pause watches for 2 s.
+    "wan-loss-10": Env(**_WAN, loss=0.10, idle_s=2.0, description="wan with 10 % random loss each way"),
 }
 
 
@@ -81,6 +87,10 @@ class _BenchmarkSection(_Strict):
     repeat: int = Field(DEFAULT_REPEAT, ge=1)
     idle_ms: float = Field(DEFAULT_IDLE_MS, gt=0)
     seed: int = 1  # of the emulator's loss streams (run k of an env uses seed + k)
+    # The client-timing self-check (docs/desktop.md "Self-checks"): "fail" fails the run
+    # when the analyser and the client's screen disagree on an input; "report" only
+    # records the agreement in checks.client_timing.
+    client_timing: Literal["fail", "report"] = "fail"
 
 
 class _DesktopSection(_Strict):
@@ -113,15 +123,21 @@ class Bench:
     repeat: int
     idle_ms: float
     seed: int
+    client_timing: str  # "fail" | "report"
     desktop: dict[str, Any]  # DesktopSettings keyword arguments
     source: str
     known_envs: dict[str, Env]  # built-ins and the file's own: what --env may name
 
     def select(
-        self, platforms: list[str] | None = None, envs: list[str] | None = None, repeat: int | None = None
+        self,
+        platforms: list[str] | None = None,
+        envs: list[str] | None = None,
+        repeat: int | None = None,
+        client_timing: str | None = None,
     ) -> Bench:
         """The same benchmark narrowed to ``platforms``/``envs`` (command-line choices, any
-        environment the file or the built-ins define) and with ``repeat``."""
+        environment the file or the built-ins define) and with ``repeat`` and
+        ``client_timing`` ("fail" or "report")."""
         from dataclasses import replace
 
         known = self.known_envs
@@ -140,6 +156,10 @@ class Bench:
             out = replace(out, envs={e: known[e] for e in envs})
         if repeat is not None:
             out = replace(out, repeat=repeat)
+        if client_timing is not None:
+            if client_timing not in ("fail", "report"):
+                raise ScenarioError(f"--client-timing: expected fail or report, got {client_timing!r}")
+            out = replace(out, client_timing=client_timing)
         return out
 
 
@@ -178,6 +198,7 @@ def bench_from_data(data: dict[str, Any], where: str = "<benchmark>") -> Bench:
         repeat=b.repeat,
         idle_ms=b.idle_ms,
         seed=b.seed,
+        client_timing=b.client_timing,
         desktop=f.desktop.model_dump(),
         source=where,
         known_envs=known,

@@ -14,7 +14,16 @@ import pandas as pd
 from ..records.schema import write_text_atomic
 from .figures import PALETTE, PLOT_SCRIPT, finite, grid_layout, plotly_js, script_json
 
-__all__ = ["ops_table", "results_table", "delta_table", "table", "write_desktop_report", "desktop_html"]
+__all__ = [
+    "ops_table",
+    "results_table",
+    "delta_table",
+    "timing_table",
+    "env_tables_markdown",
+    "table",
+    "write_desktop_report",
+    "desktop_html",
+]
 
 
 def table(header: Sequence[str], rows: Sequence[Sequence[str]], left: int = 1) -> str:
@@ -130,6 +139,73 @@ def delta_table(delta: pd.DataFrame) -> str:
 # The HTML report
 
 
+def timing_table(client_timing: Mapping[str, Any]) -> str:
+    """The client-timing self-check (``checks.client_timing``): per platform/env how many
+    inputs agree within 5 % or 1 ms, the spread of screen − analyser, the worst input."""
+    rows = []
+    for key, t in client_timing.items():
+        if not t.get("timed"):
+            rows.append((key, "0", "–", "–", "–", "–", t.get("note", "")))
+            continue
+        w = t["worst"]
+        rows.append(
+            (
+                key,
+                f"{t['agree']}/{t['inputs']}",
+                _f(t["diff_ms_median"], ".2f"),
+                _f(t["diff_ms_min"], ".2f"),
+                _f(t["diff_ms_max"], ".2f"),
+                f"{w['operation']} #{w['repeat']}: {w['latency_ms']:.1f} vs {w['screen_ms']:.1f} ms",
+                "pass" if t["pass"] else "FAIL",
+            )
+        )
+    return table(("platform/env", "agree", "median ms", "min ms", "max ms", "worst (analyser vs screen)", ""), rows)
+
+
+def env_tables_markdown(
+    summary: pd.DataFrame, rtt_ms: Mapping[str, float], envs: Sequence[str], bytes_envs: Sequence[str] = ("lan", "wan")
+) -> str:
+    """docs/desktop.md's tables: per platform × operation, the median latency in every
+    environment (and for a delayed one, its excess over ``lan`` in its RTTs), then the
+    median round trips (client→server → server→client turns) in every environment and
+    the median server→client kilobytes in ``bytes_envs``."""
+    bytes_envs = [e for e in bytes_envs if e in envs]
+    idx = summary.set_index(["platform", "operation", "env"])
+    keys = list(dict.fromkeys(zip(summary["platform"], summary["operation"])))
+
+    def cell(key: tuple[str, str], env: str, col: str) -> Any:
+        k = (*key, env)
+        return idx.loc[k, col] if k in idx.index else None
+
+    lat_rows, turn_rows = [], []
+    for key in keys:
+        lan = cell(key, "lan", "latency_ms_median")
+        cells = []
+        for env in envs:
+            v = cell(key, env, "latency_ms_median")
+            rtt = rtt_ms.get(env, 0.0)
+            extra = f" ({(v - lan) / rtt:.2f})" if v is not None and lan is not None and rtt > 0 else ""
+            cells.append(f"{_f(v)}{extra}")
+        lat_rows.append([*key, *cells])
+        turns = [_f(cell(key, env, "round_trips"), "g") for env in envs]
+        kb = [_f(None if (b := cell(key, env, "bytes_s2c")) is None else b / 1000, ".1f") for env in bytes_envs]
+        turn_rows.append([*key, *turns, *kb])
+
+    def md(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+        out = [
+            "| " + " | ".join(header) + " |",
+            "|" + "|".join("---" if i < 2 else "---:" for i in range(len(header))) + "|",
+        ]
+        out += ["| " + " | ".join(r) + " |" for r in rows]
+        return "\n".join(out)
+
+    return (
+        md(["platform", "op", *envs], lat_rows)
+        + "\n\n"
+        + md(["platform", "op", *[f"turns {e}" for e in envs], *[f"KB s→c {e}" for e in bytes_envs]], turn_rows)
+    )
+
+
 def write_desktop_report(out: Path, doc: Mapping[str, Any], inputs: pd.DataFrame) -> Path:
     """``out/report.html``: tables, a bar chart per operation, per-operation packet
     timelines, the client's screenshots. Self-contained (plotly.js and the pictures are
@@ -157,6 +233,14 @@ def desktop_html(out: Path, doc: Mapping[str, Any], inputs: pd.DataFrame) -> str
         )
         + "</ul>",
     ]
+    timing = doc.get("checks", {}).get("client_timing")
+    if timing:
+        parts.append(
+            "<h2>Client timing</h2><p>The analyser's latency against the moment the client's screen first showed "
+            "each operation's final picture (docs/desktop.md, Self-checks): inputs within 5 % or 1 ms, "
+            f"screen − analyser. Mode: {html.escape(str(doc['checks'].get('client_timing_mode', 'fail')))}.</p>"
+            f"<pre>{html.escape(timing_table(timing))}</pre>"
+        )
     if doc.get("failures"):
         parts.append("<h2>Failures</h2><ul>" + "".join(f"<li>{html.escape(f)}</li>" for f in doc["failures"]) + "</ul>")
     if len(inputs):

@@ -135,6 +135,11 @@ def _vncviewer(d: Desktop) -> None:
     # so a click at (x, y) on the client is a click at (x, y) on the remote desktop.
     # RemoteResize off: the viewer must not ask the server to change the desktop's size.
     # Clipboard off: no selection traffic between operations.
+    # MenuKey empty: no menu key, so no "Press F8 to open the context menu" notice, which
+    # the viewer fades in over the top middle of the screen (over the application's
+    # area), shows for 3 s and fades out over 0.5 s at 60 Hz — a changing picture in
+    # the first operation's window that no network traffic caused (docs/desktop.md
+    # "Self-checks"). We never use the menu.
     argv = [
         "vncviewer",
         f"{d.lab.addr['server']}::{VNC_PORT}",
@@ -146,6 +151,7 @@ def _vncviewer(d: Desktop) -> None:
         "-AcceptClipboard=0",
         "-SendClipboard=0",
         "-SendPrimary=0",
+        "-MenuKey=",
     ]
     d.options["viewer"] = argv
     d.viewer = start_proc(d.lab.netns["client"], "vncviewer", argv, d.dir / "vncviewer.log", env=d.client_env())
@@ -240,6 +246,17 @@ def _up_x11vnc(d: Desktop) -> None:
     # x11vnc with its defaults (DAMAGE-driven polling of the screen), listening only on the
     # lab's server address; -forever/-shared so the viewer may reconnect; -norc so no
     # ~/.x11vncrc changes it; -nopw: no password (the port exists only in the lab).
+    # -nosel: no selection exchange (the viewer's clipboard is off too), and -nocursor: no
+    # cursor shapes. Without them x11vnc sent, after an operation's update was on the
+    # client's screen, an empty ServerCutText (8 bytes, 175 ms later) or a 24×24
+    # RichCursor shape (2.4 KB, 22 ms later; it switches to XFIXES cursors on its own
+    # when it decides a window manager runs) — traffic that is not the update and that
+    # the capture analyser, which decodes nothing, counted as its end (docs/desktop.md
+    # "Self-checks"). -noxfixes: x11vnc needs no XFIXES with the two above (the results
+    # were measured with it). It does not stop the one late pair that remains — an empty
+    # cursor and an extended-clipboard message ~14 s after connecting, when TigerVNC's
+    # viewer (AutoSelect) sends SetEncodings again and libvncserver re-enables cursor
+    # updates; the check catches it (docs/desktop.md "Results").
     argv = [
         "x11vnc",
         "-display",
@@ -255,6 +272,9 @@ def _up_x11vnc(d: Desktop) -> None:
         "-shared",
         "-norc",
         "-nopw",
+        "-nosel",
+        "-nocursor",
+        "-noxfixes",
     ]
     d.options["server"] = argv
     p = start_proc(d.lab.netns["server"], "x11vnc", argv, d.dir / "x11vnc.log", env={"XAUTHORITY": str(d.xauthority)})

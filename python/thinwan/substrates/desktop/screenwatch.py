@@ -1,18 +1,46 @@
 """The client's own timing of the screen: an X client on the client's X server that asks
-for DAMAGE reports on the root window and prints, for every change of the screen, the
+for DAMAGE reports on the root window and writes, for every change of the screen, the
 wall-clock time (CLOCK_REALTIME, the pcap's clock) it received the report and the
-rectangle: ``<epoch s> <x> <y> <w> <h>``, one line each, flushed at once.
+rectangle, and — for changes touching the watched area (the benchmark application's
+320×240) — what the area then shows, as a hash of its pixels. One line each, flushed at
+once::
+
+    <epoch s> ready
+    <epoch s> <x> <y> <w> <h>            a DAMAGE report (raw rectangle)
+    <epoch s> area <hash> <grab ms>      the area's pixels once every report so far is drawn
+
+The hash is what makes the check compare *content*: a viewer that repaints the screen on
+its own with the same pixels (TigerVNC's fullscreen notice fading out, docs/desktop.md
+"Self-checks") writes new reports but not a new hash, so "the moment the screen first
+showed the operation's final picture" is well defined whatever the viewer repaints.
+
+Why the area line's time is right: the X server handles one request at a time and sends a
+client its events and replies in order. The watcher reads every report that has arrived,
+then asks for the area's pixels (GetImage); reports the server sent before it served the
+GetImage arrive before the reply. The watcher grabs once the screen has been quiet for
+2 ms (not between the pieces of an update, where it would compete with the viewer still
+drawing). If any report arrived during the grab (``pending_events`` after the grab), the
+pixels may already hold their drawing, so that grab is not written and the watcher reads
+them and grabs again. A written hash is therefore the content after exactly the reports
+read so far, and it carries the receive time of the last of them. A grab takes ~0.3–1 ms
+(307 KB over the local socket); reports that arrive during one are stamped when read, up
+to that much late; ``grab ms`` records it.
 
 Run by Debian's /usr/bin/python3 with python3-xlib in the client namespace (it imports
-nothing of thinwan), like app.py. The X server is local to it (a Unix socket), so a report
-arrives within microseconds of the drawing; the self-check compares the time of the last
-change after an input with the analyser's end of the update (docs/desktop.md).
+nothing of thinwan), like app.py: ``screenwatch.py [X Y W H]`` (the area; without it no
+area lines). The X server is local to it (a Unix socket), so a report arrives within
+microseconds of the drawing.
 """
 
 import os
+import select
 import struct
 import sys
 import time
+import zlib
+
+# Silence on the screen before the watcher grabs the area (see main).
+QUIET_S = 0.002
 
 
 def _cookie() -> tuple[bytes, bytes]:
@@ -28,13 +56,14 @@ def _cookie() -> tuple[bytes, bytes]:
     return fields[2], fields[3]
 
 
-def main() -> None:
+def main(argv: list[str]) -> None:
     # Imported here: the module must import anywhere (the package's layout test imports
     # every module), python3-xlib exists only for Debian's python.
-    from Xlib import display
+    from Xlib import X, display
     from Xlib.ext import damage
     from Xlib.support import unix_connect
 
+    area = tuple(int(v) for v in argv[:4]) if len(argv) >= 4 else None
     cookie = _cookie()
     unix_connect.get_auth = lambda *args: cookie
     d = display.Display()
@@ -46,19 +75,62 @@ def main() -> None:
     root.damage_create(damage.DamageReportRawRectangles)
     d.sync()
     out = sys.stdout
+    notify = d.extension_event.DamageNotify
+
+    def touches(a) -> bool:
+        if area is None:
+            return False
+        x, y, w, h = area
+        return a.x < x + w and a.x + a.width > x and a.y < y + h and a.y + a.height > y
+
+    def grab() -> str:
+        x, y, w, h = area
+        img = root.get_image(x, y, w, h, X.ZPixmap, 0xFFFFFFFF)
+        return f"{zlib.crc32(img.data):08x}"
+
+    def log_event(ev) -> bool:
+        t = time.time()
+        if ev.type != notify:
+            return False
+        a = ev.area
+        out.write(f"{t:.6f} {a.x} {a.y} {a.width} {a.height}\n")
+        log_event.last_t = t
+        return touches(a)
+
+    log_event.last_t = time.time()
+    if area is not None:
+        out.write(f"{log_event.last_t:.6f} area {grab()} 0\n")
     out.write(f"{time.time():.6f} ready\n")
     out.flush()
+    dirty = False
+    fd = d.fileno()
     while True:
-        ev = d.next_event()
-        t = time.time()
-        if ev.type == d.extension_event.DamageNotify:
-            a = ev.area
-            out.write(f"{t:.6f} {a.x} {a.y} {a.width} {a.height}\n")
-            out.flush()
+        dirty |= log_event(d.next_event())
+        # Read reports until the screen has been quiet for QUIET_S, then grab once: a
+        # grab between the pieces of an update would take the X server (and a core) from
+        # the viewer that is still drawing it.
+        while True:
+            while d.pending_events():
+                dirty |= log_event(d.next_event())
+            if not dirty or not select.select([fd], [], [], QUIET_S)[0]:
+                break
+        while dirty:
+            t0 = time.time()
+            h = grab()
+            took = (time.time() - t0) * 1e3
+            if d.pending_events():
+                # Drawing reported before the GetImage was served: the pixels may hold it.
+                # Read those reports first, then grab again.
+                while d.pending_events():
+                    log_event(d.next_event())
+                continue
+            out.write(f"{log_event.last_t:.6f} area {h} {took:.3f}\n")
+            dirty = False
+        out.flush()
 
 
 if __name__ == "__main__":
     try:
-        main()
+        main(sys.argv[1:])
     except KeyboardInterrupt:
         pass

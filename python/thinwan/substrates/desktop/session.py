@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 from PIL import Image
 
+from ...analysis.desktop_ops import ScreenLog
 from ...config.desktop_defaults import OPERATIONS
 from ..lifecycle import Managed
 from . import images as _images
@@ -246,7 +247,14 @@ class Desktop(Managed):
 
     def _inject(self, kind: str, what: str) -> None:
         if kind == "key":
-            self._xdo("key", what)
+            # Press and release back to back, as xdotool's click does (~0.1 ms apart).
+            # With xdotool's default 12-ms delay the release came 6 ms after the press, a
+            # second input of its own: over plain X on a LAN Tk answered it with a
+            # NoOperation request (Tk's DisplayFileProc probes the connection whenever it
+            # is readable and no event is left queued) ~5 ms *after* the glyph was on the
+            # screen, so the capture's update "ended" at the reply to the release
+            # (docs/desktop.md "Self-checks").
+            self._xdo("key", "--delay", "0", what)
         else:
             self._xdo("click", what)
 
@@ -314,7 +322,8 @@ class Desktop(Managed):
 
     def _start_screen_watch(self, log: Path) -> None:
         """The client's own timing (screenwatch.py: a DAMAGE report per change of the
-        client's screen, with its receive time) — when python3-xlib is installed."""
+        client's screen, with its receive time, and a hash of the application's area
+        after each change there) — when python3-xlib is installed."""
         self.screen_log = None
         done = subprocess_run([SYSTEM_PYTHON, "-c", "import Xlib.ext.damage"], 10.0)
         if done.returncode != 0:
@@ -323,7 +332,7 @@ class Desktop(Managed):
         self._screen_watch = start_proc(
             self.lab.netns["client"],
             "screenwatch",
-            [SYSTEM_PYTHON, "-u", str(SCREENWATCH_PY)],
+            [SYSTEM_PYTHON, "-u", str(SCREENWATCH_PY), *map(str, self.app_area())],
             log,
             env=self.client_env(),
         )
@@ -338,17 +347,17 @@ class Desktop(Managed):
             time.sleep(0.02)
         raise DesktopError(f"the screen watcher did not start: {tail(log)}")
 
-    def screen_changes(self) -> list[tuple[float, int, int, int, int]]:
-        """``(t, x, y, w, h)`` of every change of the client's screen the watcher saw
-        (empty without python3-xlib)."""
+    def screen_changes(self) -> ScreenLog:
+        """What the screen watcher saw: every change of the client's screen (DAMAGE
+        reports) and, for the application's area, a hash of what it showed after each
+        (``ScreenLog``; empty without python3-xlib)."""
         if self.screen_log is None or not self.screen_log.exists():
-            return []
-        out = []
-        for line in self.screen_log.read_text(errors="replace").splitlines():
-            f = line.split()
-            if len(f) == 5:
-                out.append((float(f[0]), int(f[1]), int(f[2]), int(f[3]), int(f[4])))
-        return out
+            return ScreenLog()
+        return ScreenLog.parse(self.screen_log.read_text(errors="replace"))
+
+    def app_area(self) -> tuple[int, int, int, int]:
+        """The application's area on the client's screen: x, y, w, h."""
+        return (self.settings.app_x, self.settings.app_y, APP_W, APP_H)
 
     def stop_capture(self) -> CaptureResult:
         """Stop the capture; fails (DesktopError) if tcpdump dropped any packet."""
