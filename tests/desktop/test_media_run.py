@@ -53,12 +53,8 @@ def test_web_and_video_on_tigervnc(lab_env: None, tmp_path: Path) -> None:
     bench = tmp_path / "media.toml"
     bench.write_text(BENCH)
     out = tmp_path / "out"
-    done = subprocess.run(
-        [sys.executable, "-m", "thinwan", "desktop", "run", str(bench), "--out", str(out), "--json", "--quiet"],
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    argv = [sys.executable, "-m", "thinwan", "desktop", "run", str(bench), "--out", str(out), "--json", "--quiet"]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     doc = json.loads(done.stdout)
     web = {r["pass"]: r for r in doc["results"] if r["operation"] == "web"}
@@ -80,3 +76,10 @@ def test_web_and_video_on_tigervnc(lab_env: None, tmp_path: Path) -> None:
     assert _ours(tmp_path) == set(), "processes left behind"
     ours = {ns for p in run.glob("*/*-inputs.json") for ns in json.loads(p.read_text())["desktop"]["netns"].values()}
     assert len(ours) >= 2 and not ours & set(list_netns()), "namespaces left behind"
+    # Run again into the same directory: every cell is finished, so nothing runs again
+    # (no new capture) and the results are the same, re-analysed from the kept files.
+    stamp = (run / "video" / "video.pcap").stat().st_mtime_ns
+    again = subprocess.run(argv, capture_output=True, text=True, timeout=600)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert json.loads(again.stdout)["results"] == doc["results"]
+    assert (run / "video" / "video.pcap").stat().st_mtime_ns == stamp

@@ -109,15 +109,31 @@ def run_bench(
                         continue
                     bar.set_description(f"{p} {env_name}")
                     run_dir = out / p / env_name
+                    cells = ([("latency", run_dir)] if latency_ops else []) + [(op, run_dir / op) for op in media_ops]
                     try:
-                        if latency_ops:
-                            df = _run_one(bench, lab, p, env_name, settings, run_dir, bar, latency_ops)
-                            frames.append(df)
-                            for problem in _check(df):
-                                failures.append(f"{p} {env_name}: {problem}")
-                                say(f"{p} {env_name}: FAILED: {problem}")
-                        for op in media_ops:
-                            problems = _run_media(bench, lab, p, env_name, settings, run_dir / op, bar, op, media)
+                        for cell, cell_dir in cells:
+                            key = _cell_key(bench, env_name, k, cell, latency_ops)
+                            done = _cell_done(cell_dir, key)
+                            if done:
+                                n = (
+                                    len(latency_ops) * bench.repeat
+                                    if cell == "latency"
+                                    else media_steps(bench, cell, p)
+                                )
+                                bar.update(n)
+                            if cell == "latency":
+                                if done:
+                                    df = analyse_run(run_dir, bench.idle_ms, lab.addr)
+                                else:
+                                    df = _run_one(bench, lab, p, env_name, settings, run_dir, bar, latency_ops)
+                                frames.append(df)
+                                problems = _check(df)
+                            else:
+                                problems = _run_media(
+                                    bench, lab, p, env_name, settings, cell_dir, bar, cell, media, run=not done
+                                )
+                            if not done:
+                                _mark_done(cell_dir, key)
                             for problem in problems:
                                 failures.append(f"{p} {env_name}: {problem}")
                                 say(f"{p} {env_name}: FAILED: {problem}")
@@ -152,13 +168,58 @@ class _Media:
     checks: list[dict[str, Any]] = field(default_factory=list)  # web: slow motion vs no pauses
 
 
+def _cell_key(bench: Bench, env: str, k: int, cell: str, latency_ops: list[str]) -> str:
+    """What a cell's results depend on: a finished cell whose key matches is not run again
+    (an interrupted ``desktop run`` resumes where it stopped, like ``thinwan sweep``)."""
+    import hashlib
+
+    what: dict[str, Any] = {
+        "env": bench.envs[env].to_json(),
+        "seed": bench.seed + k,
+        "desktop": bench.desktop,
+        "cell": cell,
+    }
+    if cell == "latency":
+        what |= {"operations": latency_ops, "repeat": bench.repeat}
+    elif cell == "web":
+        what |= {"web": bench.web.model_dump()}
+    else:
+        what |= {"video": bench.video.model_dump()}
+    return hashlib.sha256(json.dumps(what, sort_keys=True).encode()).hexdigest()[:16]
+
+
+_CELL_FILE = "cell.json"
+
+
+def _cell_done(cell_dir: Path, key: str) -> bool:
+    try:
+        return json.loads((cell_dir / _CELL_FILE).read_text()).get("key") == key
+    except (OSError, ValueError):
+        return False
+
+
+def _mark_done(cell_dir: Path, key: str) -> None:
+    write_text_atomic(cell_dir / _CELL_FILE, json.dumps({"key": key, "version": __version__}) + "\n")
+
+
 def _run_media(
-    bench: Bench, lab: Lab, p: str, env: str, settings: DesktopSettings, run_dir: Path, bar: Any, op: str, media: _Media
+    bench: Bench,
+    lab: Lab,
+    p: str,
+    env: str,
+    settings: DesktopSettings,
+    run_dir: Path,
+    bar: Any,
+    op: str,
+    media: _Media,
+    run: bool = True,
 ) -> list[str]:
-    """One of the web and video benchmarks; the problems its checks found."""
+    """One of the web and video benchmarks (``run``: else only analyse what an earlier
+    run left in ``run_dir``); the problems its checks found."""
     problems = []
     if op == "web":
-        run_web(bench, lab, p, settings, run_dir, bar)
+        if run:
+            run_web(bench, lab, p, settings, run_dir, bar)
         pages, check = analyse_web(run_dir, env, bench.idle_ms, lab.addr)
         media.pages.append(pages)
         for k, page, lat in zip(pages["pass"], pages["page"], pages["latency_ms"]):
@@ -172,7 +233,8 @@ def _run_media(
         if check:
             media.checks.append(check)
     else:
-        run_video(bench, lab, p, settings, run_dir, bar)
+        if run:
+            run_video(bench, lab, p, settings, run_dir, bar)
         row = analyse_video(run_dir, env, bench.idle_ms, lab.addr, bench)
         media.rows.append(row)
         if row["quality"] is None:

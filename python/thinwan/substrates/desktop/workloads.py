@@ -23,17 +23,18 @@ import socket
 import tempfile
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from . import images as _images
 from . import videoclip, webpages
 from .procs import DesktopError
+from .settings import DesktopSettings
 
-if TYPE_CHECKING:
-    from .session import Desktop
-    from .settings import DesktopSettings
+# The desktop a workload runs on (session.Desktop, which imports this module: named by
+# this alias, not imported, so the two do not import each other).
+Desktop = Any
 
 __all__ = ["Workload", "LatencyApp", "WebBrowser", "VideoPlayer", "SYSTEM_PYTHON"]
 
