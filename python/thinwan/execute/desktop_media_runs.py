@@ -48,12 +48,12 @@ def media_steps(bench: Bench, op: str, platform: str) -> int:
 
 def _measure(
     pcap: Path, info: dict[str, Any], addr: dict[str, str], idle_ms: float, windows: list[tuple[float, float]]
-) -> pd.DataFrame:
+) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Per window (t_from, t_to): from its first client→server payload packet (the
     click) to its last server→client payload packet, with the bytes each way. Straight
     from the packets, not the idle-gap bursts: a page or a slowed-down video pauses
     longer than the idle gap inside itself, and server-push platforms then send on with
-    no input in the later bursts."""
+    no input in the later bursts. Also returns the packets."""
     x11 = info["platform"] == "x11"
     res = split_capture(
         pcap,
@@ -66,7 +66,7 @@ def _measure(
     )
     assert res.packets is not None
     empty = {"t_input": np.nan, "t_end": np.nan, "latency_ms": np.nan, "bytes_s2c": 0, "bytes_c2s": 0}
-    return pd.DataFrame([attribute_packets(res.packets, a, b) or empty for a, b in windows])
+    return pd.DataFrame([attribute_packets(res.packets, a, b) or empty for a, b in windows]), res.packets
 
 
 # --- web -------------------------------------------------------------------------------
@@ -134,7 +134,7 @@ def analyse_web(run_dir: Path, env: str, idle_ms: float, addr: dict[str, str]) -
     windows = [
         (r["t_input"], records[i + 1]["t_input"] if i + 1 < len(records) else np.inf) for i, r in enumerate(records)
     ]
-    att = _measure(run_dir / "web.pcap", info, addr, idle_ms, windows)
+    att, _ = _measure(run_dir / "web.pcap", info, addr, idle_ms, windows)
     att.insert(0, "platform", info["platform"])
     att.insert(1, "env", env)
     att.insert(2, "pass", [r["pass"] for r in records])
@@ -148,7 +148,9 @@ def analyse_web(run_dir: Path, env: str, idle_ms: float, addr: dict[str, str]) -
     if (run_dir / "web-nopause-inputs.json").exists():
         nd = json.loads((run_dir / "web-nopause-inputs.json").read_text())
         r = nd["records"][0]
-        total_nopause = _measure(run_dir / "web-nopause.pcap", nd["desktop"], addr, idle_ms, [(r["t_input"], np.inf)])
+        total_nopause, _ = _measure(
+            run_dir / "web-nopause.pcap", nd["desktop"], addr, idle_ms, [(r["t_input"], np.inf)]
+        )
         slow = float((att["bytes_s2c"] + att["bytes_c2s"]).sum())
         fast = float(total_nopause["bytes_s2c"].iloc[0] + total_nopause["bytes_c2s"].iloc[0])
         check = {
@@ -168,6 +170,17 @@ def web_rows(pages: pd.DataFrame) -> list[dict[str, Any]]:
     for r in web_summary(pages).to_dict("records"):
         rows.append({"operation": "web", **{k: (v.item() if hasattr(v, "item") else v) for k, v in r.items()}})
     return rows
+
+
+def _timeline(packets: pd.DataFrame, t_from: float, t_to: float, bin_s: float = 0.1) -> pd.DataFrame:
+    """IP bytes each way per ``bin_s`` from ``t_from`` (the click) to ``t_to``: how a
+    platform paces a video's updates (server push: steady; client pull: one per RTT)."""
+    w = packets[(packets["t"] >= t_from) & (packets["t"] < t_to)]
+    k = ((w["t"] - t_from) // bin_s).astype("int64")
+    n = int(k.max()) + 1 if len(k) else 0
+    s2c = np.bincount(k[w["s2c"]], weights=w["ip_len"][w["s2c"]], minlength=n)
+    c2s = np.bincount(k[~w["s2c"]], weights=w["ip_len"][~w["s2c"]], minlength=n)
+    return pd.DataFrame({"t": np.arange(n) * bin_s, "bytes_s2c": s2c, "bytes_c2s": c2s})
 
 
 # --- video -----------------------------------------------------------------------------
@@ -208,9 +221,10 @@ def analyse_video(run_dir: Path, env: str, idle_ms: float, addr: dict[str, str],
     doc = json.loads((run_dir / "video-inputs.json").read_text())
     info, records = doc["desktop"], doc["records"]
     windows = [(r["t_input"], r["t_settled"]) for r in records]
-    att = _measure(run_dir / "video.pcap", info, addr, idle_ms, windows)
+    att, packets = _measure(run_dir / "video.pcap", info, addr, idle_ms, windows)
     att.insert(0, "play", [r["play"] for r in records])
     att.to_parquet(run_dir / "video.parquet", index=False)
+    _timeline(packets, *windows[0]).to_parquet(run_dir / "video-timeline.parquet", index=False)
     play, ref = att.iloc[0], att.iloc[1]
     s = info["settings"]
     area = (s["app_x"], s["app_y"], v.width, v.height)

@@ -222,9 +222,13 @@ def _run_media(
             run_web(bench, lab, p, settings, run_dir, bar)
         pages, check = analyse_web(run_dir, env, bench.idle_ms, lab.addr)
         media.pages.append(pages)
-        for k, page, lat in zip(pages["pass"], pages["page"], pages["latency_ms"]):
+        for k, page, lat, settled in zip(pages["pass"], pages["page"], pages["latency_ms"], pages["settled"]):
             if np.isnan(lat):
                 problems.append(f"web pass {k} page {page}: showed no update after the click")
+            if not settled:
+                problems.append(
+                    f"web pass {k} page {page}: traffic was still flowing when the pause ended (max_wait_s)"
+                )
         first = pages[pages["pass"] == 1]
         if (first["requests"] == 0).any():
             problems.append("web: a page of the first pass fetched nothing from the server (the click did not load it)")
@@ -382,6 +386,8 @@ def _document(
         "repeat": bench.repeat,
         "idle_ms": bench.idle_ms,
         "desktop": bench.desktop,
+        **({"web": bench.web.model_dump()} if "web" in bench.operations else {}),
+        **({"video": bench.video.model_dump()} if "video" in bench.operations else {}),
         "checks": {
             "client_timing": _client_timing(inputs) if inputs is not None else {},
             # Inputs given while the previous update was still arriving (no idle gap

@@ -139,6 +139,7 @@ def write_desktop_report(out: Path, doc: Mapping[str, Any], inputs: pd.DataFrame
 
 def desktop_html(out: Path, doc: Mapping[str, Any], inputs: pd.DataFrame) -> str:
     from ..analysis.desktop_ops import summarize, wan_minus_lan
+    from .desktop_media_page import media_sections
 
     figs: dict[str, Any] = {}
     parts = [
@@ -181,6 +182,9 @@ def desktop_html(out: Path, doc: Mapping[str, Any], inputs: pd.DataFrame) -> str
                 parts.append(f'<div class="plot" style="height: {fig["layout"]["height"]}px" id="fig-tl-{op}"></div>')
         parts.append("<h2>The client's screen after each operation</h2>")
         parts.append(screenshots_html(out, inputs, doc))
+    media_parts, media_figs = media_sections(out, doc)
+    parts += media_parts
+    figs |= media_figs
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">\n'
         f"<title>thinwan desktop: {html.escape(str(doc['benchmark']))}</title>\n"

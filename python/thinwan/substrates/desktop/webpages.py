@@ -205,7 +205,8 @@ _STYLE = (
 )
 # Load the next page on a click anywhere (the driver's input) or on the key "n". Opened
 # as ``start.html#auto-K`` (and clicked) the pages instead run by themselves, each loading the next as
-# soon as it has loaded, K passes, then ask the server for ``/done`` (the run without
+# soon as it has loaded and been painted once (two animation frames: the first runs before
+# the page's first paint, the second after it), K passes, then ask the server for ``/done`` (the run without
 # pauses that checks slow motion does not change the work).
 _NAV = (
     "<script>var NEXT='%s',LAST=%s,START=%s;function go(h){location.href=NEXT+h}"
@@ -214,7 +215,8 @@ _NAV = (
     "document.addEventListener('keydown',function(e){if(e.key==='n')input()});"
     "var m=location.hash.match(/^#auto-(\\d+)$/);"
     "if(m&&!START)addEventListener('load',function(){var k=+m[1]-(LAST?1:0);"
-    "if(k>0)setTimeout(function(){go('#auto-'+k)},0);else fetch('/done')});</script>"
+    "requestAnimationFrame(function(){requestAnimationFrame(function(){"
+    "if(k>0)go('#auto-'+k);else fetch('/done')})})});</script>"
 )
 DONE_PATH = "/done"
 
