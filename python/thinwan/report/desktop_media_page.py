@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .figures import PALETTE, ccdf_trace, finite, grid_layout, panel_title
+from .figures import PALETTE, ccdf_trace, finite, grid_layout, panel_title, png_figure
 
 __all__ = ["media_sections"]
 
@@ -63,26 +63,11 @@ def media_sections(out: Path, doc: Mapping[str, Any]) -> tuple[list[str], dict[s
 
 def _shots(out: Path, rows: pd.DataFrame, name: str, box: tuple[int, int, int, int] | None) -> str:
     """``<platform>/<env>/<name>/<name>.png`` of every platform × env, embedded."""
-    import base64
-    import io
-
-    from PIL import Image
-
     figs = []
     for p, env in dict.fromkeys(zip(rows["platform"], rows["env"])):
         path = out / p / env / name / f"{name}.png"
-        if not path.exists():
-            continue
-        with Image.open(path) as im:
-            im = im.crop(box) if box else im
-            im.thumbnail((360, 360))
-            buf = io.BytesIO()
-            im.save(buf, "PNG")
-        b64 = base64.b64encode(buf.getvalue()).decode()
-        figs.append(
-            f'<figure><img src="data:image/png;base64,{b64}" alt="{html.escape(name)}">'
-            f"<figcaption>{html.escape(p)} · {html.escape(env)}</figcaption></figure>"
-        )
+        if path.exists():
+            figs.append(png_figure(path, f"{p} · {env}", box, width=360 if box is None else box[2] - box[0]))
     return "<div>" + "".join(figs) + "</div>"
 
 
