@@ -71,6 +71,9 @@ def test_web_and_video_on_tigervnc(lab_env: None, tmp_path: Path) -> None:
     run = out / "tigervnc" / "lan"
     pages = __import__("pandas").read_parquet(run / "web" / "web-pages.parquet")
     assert (pages[pages["pass"] == 1]["requests"] > 0).all() and (pages[pages["pass"] == 2]["requests"] == 0).all()
+    # Every page reported its load (after the click, before the update's end).
+    assert (pages["clicks"] >= 1).all() and (pages["load_ms"] > 0).all()
+    assert (pages["load_ms"] < pages["latency_ms"]).all()
     for f in ("web/web.pcap", "web/web.png", "web/web-nopause.pcap", "video/video.pcap", "video/video.png"):
         assert (run / f).stat().st_size > 0, f
     assert _ours(tmp_path) == set(), "processes left behind"

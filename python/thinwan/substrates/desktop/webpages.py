@@ -207,9 +207,12 @@ _STYLE = (
 # as ``start.html#auto-K`` (and clicked) the pages instead run by themselves, each loading the next as
 # soon as it has loaded and been painted once (two animation frames: the first runs before
 # the page's first paint, the second after it), K passes, then ask the server for ``/done`` (the run without
-# pauses that checks slow motion does not change the work).
+# pauses that checks slow motion does not change the work). Every page also tells the
+# server when it has loaded (a beacon to ``/loaded/<page>``, local to the server side): the
+# driver waits for it before the slow-motion pause, and clicks again if a click was lost.
 _NAV = (
     "<script>var NEXT='%s',LAST=%s,START=%s;function go(h){location.href=NEXT+h}"
+    "addEventListener('load',function(){navigator.sendBeacon('/loaded/'+location.pathname.split('/').pop())});"
     "function input(){go(START?location.hash:'')}"
     "document.addEventListener('click',input);"
     "document.addEventListener('keydown',function(e){if(e.key==='n')input()});"
@@ -219,6 +222,7 @@ _NAV = (
     "if(k>0)go('#auto-'+k);else fetch('/done')})})});</script>"
 )
 DONE_PATH = "/done"
+LOADED_PREFIX = "/loaded/"
 
 
 def _html(title: str, body: str, next_page: str, last: bool = False, start: bool = False) -> bytes:

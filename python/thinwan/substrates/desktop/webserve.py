@@ -27,6 +27,12 @@ class Handler(http.server.SimpleHTTPRequestHandler):
         self.send_header("Cache-Control", "max-age=86400")
         super().end_headers()
 
+    def do_POST(self) -> None:  # noqa: N802 (the base class's naming)
+        """The pages' load beacons: logged, answered with nothing."""
+        self.send_response(204)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
     def log_request(self, code="-", size="-") -> None:  # noqa: ANN001 (the base class's signature)
         self.server.log.write(f"{time.time():.6f} {code} {self.path}\n")
         self.server.log.flush()

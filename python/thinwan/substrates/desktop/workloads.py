@@ -144,7 +144,29 @@ class WebBrowser(Workload):
         return (0, 0, s.width, s.height)
 
     def requests(self, d: Desktop) -> list[tuple[float, str]]:
-        """(time, path) of every request the web server answered."""
+        """(time, path) of every fetch the web server answered (not the load beacons)."""
+        return [(t, p) for t, p in self._log(d) if not p.startswith(webpages.LOADED_PREFIX)]
+
+    def loads(self, d: Desktop) -> list[tuple[float, str]]:
+        """(time, page) of every page the browser reported loaded."""
+        n = len(webpages.LOADED_PREFIX)
+        return [(t, p[n:]) for t, p in self._log(d) if p.startswith(webpages.LOADED_PREFIX)]
+
+    def wait_loaded(self, d: Desktop, page: str, after: float, timeout_s: float) -> float | None:
+        """When the browser reported ``page`` loaded after ``after`` (None: not within
+        ``timeout_s``)."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            for t, p in self.loads(d):
+                if p == page and t >= after:
+                    return t
+            if time.monotonic() > deadline:
+                return None
+            d.check_alive()
+            time.sleep(0.02)
+
+    @staticmethod
+    def _log(d: Desktop) -> list[tuple[float, str]]:
         out = []
         for line in d.app_events().splitlines():
             f = line.split()
