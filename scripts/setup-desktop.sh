@@ -2,8 +2,9 @@
 # Install what `thinwan desktop` needs to bring real remote desktops up in the lab's
 # namespaces (docs/desktop.md): the servers and viewers of every platform, X tools to
 # inject input and take screenshots, tcpdump for the client-side capture, tshark to read
-# it, and Debian's python3-tk + Pillow for the benchmark application (which runs under
-# /usr/bin/python3 so that a desktop session of another user can start it).
+# it, Debian's python3-tk + Pillow for the benchmark application (which runs under
+# /usr/bin/python3 so that a desktop session of another user can start it), and the web
+# and video benchmarks' browser (Chromium), player (mpv) and clip renderer (ffmpeg).
 # Idempotent; root only. Called from scripts/setup.sh.
 set -euo pipefail
 
@@ -19,6 +20,7 @@ pkgs=(
   xrdp xorgxrdp freerdp2-x11
   tcpdump tshark
   python3-tk python3-pil python3-pil.imagetk python3-xlib
+  chromium mpv ffmpeg
 )
 
 missing=()

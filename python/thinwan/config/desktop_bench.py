@@ -26,7 +26,16 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from .desktop_defaults import DEFAULT_IDLE_MS, DEFAULT_REPEAT, IDLE_S, MAX_WAIT_S, OPERATIONS, PAUSE_S
 from .files import ScenarioError, read_toml
 
-__all__ = ["Bench", "Env", "BUILTIN_ENVS", "PLATFORM_NAMES", "load_bench", "bench_from_data"]
+__all__ = [
+    "Bench",
+    "Env",
+    "BUILTIN_ENVS",
+    "PLATFORM_NAMES",
+    "WebSettings",
+    "VideoSettings",
+    "load_bench",
+    "bench_from_data",
+]
 
 PLATFORM_NAMES = ("tigervnc", "x11vnc", "x11", "xrdp")
 
@@ -81,7 +90,7 @@ class _BenchmarkSection(_Strict):
         default_factory=lambda: list(PLATFORM_NAMES), min_length=1
     )
     envs: list[str] = Field(default_factory=lambda: ["lan", "wan"], min_length=1)
-    operations: list[Literal["letter", "scroll", "fill", "red_bitmap", "image"]] = Field(
+    operations: list[Literal["letter", "scroll", "fill", "red_bitmap", "image", "web", "video"]] = Field(
         default_factory=lambda: list(OPERATIONS), min_length=1
     )
     repeat: int = Field(DEFAULT_REPEAT, ge=1)
@@ -105,9 +114,36 @@ class _DesktopSection(_Strict):
     verify: bool = True
 
 
+class WebSettings(_Strict):
+    """The web benchmark (operation ``web``; docs/desktop.md "Web and video")."""
+
+    pages: int = Field(54, ge=1, le=999)  # the source's 54
+    passes: int = Field(2, ge=1, le=10)  # the second and later load from the browser's cache
+    seed: int = 2006  # of the generated pages
+    # Also run the pages without pauses (each page loads the next as soon as it has
+    # loaded) on this platform, and compare the total data with the slow-motion run's
+    # (the source's check that slow motion does not change the work). "" = never.
+    method_check: str = "x11"
+    max_run_s: float = Field(600.0, gt=0)  # the run without pauses must end within this
+
+
+class VideoSettings(_Strict):
+    """The video benchmark (operation ``video``; docs/desktop.md "Web and video")."""
+
+    frames: int = Field(834, ge=2)  # the source's clip: 834 frames at 24 fps = 34.75 s
+    fps: int = Field(24, ge=1, le=120)
+    width: int = Field(352, ge=16)
+    height: int = Field(240, ge=16)
+    ref_fps: float = Field(1.0, gt=0)  # the reference play: slow enough to deliver every frame…
+    ref_frames: int = Field(120, ge=2)  # …over this many frames (all 834 at 1 fps: 14 min)
+    frame_gap_ms: float = Field(0.0, ge=0)  # screen-watch gap between frames; 0 = half a frame time
+
+
 class _File(_Strict):
     benchmark: _BenchmarkSection = Field(default_factory=_BenchmarkSection)
     desktop: _DesktopSection = Field(default_factory=_DesktopSection)
+    web: WebSettings = Field(default_factory=WebSettings)
+    video: VideoSettings = Field(default_factory=VideoSettings)
     env: dict[str, Env] = Field(default_factory=dict)
 
 
@@ -127,6 +163,8 @@ class Bench:
     desktop: dict[str, Any]  # DesktopSettings keyword arguments
     source: str
     known_envs: dict[str, Env]  # built-ins and the file's own: what --env may name
+    web: WebSettings = WebSettings()
+    video: VideoSettings = VideoSettings()
 
     def select(
         self,
@@ -188,6 +226,12 @@ def bench_from_data(data: dict[str, Any], where: str = "<benchmark>") -> Bench:
             raise ScenarioError(f"{where}: benchmark.envs.{i}: unknown environment {e!r} (known: {', '.join(known)})")
     for name, env in f.env.items():
         _check_jitter(env.jitter, f"{where}: env.{name}.jitter")
+    if f.web.method_check and f.web.method_check not in PLATFORM_NAMES:
+        raise ScenarioError(
+            f"{where}: web.method_check: unknown platform {f.web.method_check!r} (known: {', '.join(PLATFORM_NAMES)})"
+        )
+    if f.video.width > f.desktop.width or f.video.height > f.desktop.height:
+        raise ScenarioError(f"{where}: video.width/height: the clip does not fit on the desktop")
     b = f.benchmark
     return Bench(
         name=b.name or Path(where).stem,
@@ -202,6 +246,8 @@ def bench_from_data(data: dict[str, Any], where: str = "<benchmark>") -> Bench:
         desktop=f.desktop.model_dump(),
         source=where,
         known_envs=known,
+        web=f.web,
+        video=f.video,
     )
 
 

@@ -48,6 +48,7 @@ from ..substrates.desktop.opsplit import CaptureError, split_capture
 from ..substrates.desktop.platforms import platform_version
 from ..substrates.desktop.settings import APP_H, APP_W
 from ..substrates.lab.topology import Lab
+from .desktop_media_runs import MEDIA_OPERATIONS, analyse_video, analyse_web, media_steps, run_video, run_web, web_rows
 from .executors import progress_bar
 
 __all__ = ["run_bench", "analyse_run", "BenchResult", "RESULT_KEYS"]
@@ -94,10 +95,14 @@ def run_bench(
     runnable = [p for p in bench.platforms if p not in platforms]
     for p in runnable:
         platforms[p] = platform_version(p)
-    total = len(bench.envs) * len(runnable) * len(bench.operations) * bench.repeat
+    latency_ops = [op for op in bench.operations if op not in MEDIA_OPERATIONS]
+    media_ops = [op for op in bench.operations if op in MEDIA_OPERATIONS]
+    steps = {p: len(latency_ops) * bench.repeat + sum(media_steps(bench, op, p) for op in media_ops) for p in runnable}
+    total = len(bench.envs) * sum(steps.values())
     frames: list[pd.DataFrame] = []
     failures: list[str] = []
-    doc = _document(bench, out, platforms, frames, failures)
+    media = _Media()
+    doc = _document(bench, out, platforms, frames, failures, media)
     write_text_atomic(out / "results.json", dumps_json(doc, indent=1) + "\n")
     settings = DesktopSettings(**bench.desktop)
     bar = progress_bar(total, "desktop", progress)
@@ -109,13 +114,39 @@ def run_bench(
             with Lab(env_lab_spec(env, seed=bench.seed + k), events=False) as lab:
                 for p in runnable:
                     if platforms.get(p, "").startswith("unavailable"):
-                        bar.update(len(bench.operations) * bench.repeat)
+                        bar.update(steps[p])
                         continue
                     bar.set_description(f"{p} {env_name}")
                     run_dir = out / p / env_name
                     env_settings = settings if env.idle_s is None else replace(settings, idle_s=env.idle_s)
+                    cells = ([("latency", run_dir)] if latency_ops else []) + [(op, run_dir / op) for op in media_ops]
                     try:
-                        df = _run_one(bench, lab, p, env_name, env_settings, run_dir, bar)
+                        for cell, cell_dir in cells:
+                            key = _cell_key(bench, env_name, k, cell, latency_ops)
+                            done = _cell_done(cell_dir, key)
+                            if done:
+                                n = (
+                                    len(latency_ops) * bench.repeat
+                                    if cell == "latency"
+                                    else media_steps(bench, cell, p)
+                                )
+                                bar.update(n)
+                            if cell == "latency":
+                                if done:
+                                    df = analyse_run(run_dir, bench.idle_ms, lab.addr)
+                                else:
+                                    df = _run_one(bench, lab, p, env_name, env_settings, run_dir, bar, latency_ops)
+                                frames.append(df)
+                                problems = _check(df, bench.client_timing == "fail")
+                            else:
+                                problems = _run_media(
+                                    bench, lab, p, env_name, env_settings, cell_dir, bar, cell, media, run=not done
+                                )
+                            if not done:
+                                _mark_done(cell_dir, key)
+                            for problem in problems:
+                                failures.append(f"{p} {env_name}: {problem}")
+                                say(f"{p} {env_name}: FAILED: {problem}")
                     except PlatformUnavailable as e:
                         platforms[p] = f"unavailable: {e}"
                         say(f"{p}: unavailable: {e}")
@@ -124,24 +155,116 @@ def run_bench(
                         failures.append(f"{p} {env_name}: {e}")
                         say(f"{p} {env_name}: FAILED: {e}")
                         continue
-                    frames.append(df)
-                    for problem in _check(df, bench.client_timing == "fail"):
-                        failures.append(f"{p} {env_name}: {problem}")
-                        say(f"{p} {env_name}: FAILED: {problem}")
-                    doc = _document(bench, out, platforms, frames, failures)
+                    doc = _document(bench, out, platforms, frames, failures, media)
                     write_text_atomic(out / "results.json", dumps_json(doc, indent=1) + "\n")
     finally:
         bar.close()
-        doc = _document(bench, out, platforms, frames, failures)
+        doc = _document(bench, out, platforms, frames, failures, media)
         write_text_atomic(out / "results.json", dumps_json(doc, indent=1) + "\n")
         inputs = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+        if media.pages:
+            pd.concat(media.pages, ignore_index=True).to_parquet(out / "web-pages.parquet", index=False)
         if len(inputs):
             inputs.to_parquet(out / "results.parquet", index=False)
     return BenchResult(doc, inputs, failures)
 
 
+@dataclass
+class _Media:
+    """What the web and video benchmarks produced so far."""
+
+    pages: list[pd.DataFrame] = field(default_factory=list)  # one row per page load
+    rows: list[dict[str, Any]] = field(default_factory=list)  # video rows of "results"
+    checks: list[dict[str, Any]] = field(default_factory=list)  # web: slow motion vs no pauses
+
+
+def _cell_key(bench: Bench, env: str, k: int, cell: str, latency_ops: list[str]) -> str:
+    """What a cell's results depend on: a finished cell whose key matches is not run again
+    (an interrupted ``desktop run`` resumes where it stopped, like ``thinwan sweep``)."""
+    import hashlib
+
+    what: dict[str, Any] = {
+        "env": bench.envs[env].to_json(),
+        "seed": bench.seed + k,
+        "desktop": bench.desktop,
+        "cell": cell,
+    }
+    if cell == "latency":
+        what |= {"operations": latency_ops, "repeat": bench.repeat}
+    elif cell == "web":
+        what |= {"web": bench.web.model_dump()}
+    else:
+        what |= {"video": bench.video.model_dump()}
+    return hashlib.sha256(json.dumps(what, sort_keys=True).encode()).hexdigest()[:16]
+
+
+_CELL_FILE = "cell.json"
+
+
+def _cell_done(cell_dir: Path, key: str) -> bool:
+    try:
+        return json.loads((cell_dir / _CELL_FILE).read_text()).get("key") == key
+    except (OSError, ValueError):
+        return False
+
+
+def _mark_done(cell_dir: Path, key: str) -> None:
+    write_text_atomic(cell_dir / _CELL_FILE, json.dumps({"key": key, "version": __version__}) + "\n")
+
+
+def _run_media(
+    bench: Bench,
+    lab: Lab,
+    p: str,
+    env: str,
+    settings: DesktopSettings,
+    run_dir: Path,
+    bar: Any,
+    op: str,
+    media: _Media,
+    run: bool = True,
+) -> list[str]:
+    """One of the web and video benchmarks (``run``: else only analyse what an earlier
+    run left in ``run_dir``); the problems its checks found."""
+    problems = []
+    if op == "web":
+        if run:
+            run_web(bench, lab, p, settings, run_dir, bar)
+        pages, check = analyse_web(run_dir, env, bench.idle_ms, lab.addr)
+        media.pages.append(pages)
+        for k, page, lat, settled in zip(pages["pass"], pages["page"], pages["latency_ms"], pages["settled"]):
+            if np.isnan(lat):
+                problems.append(f"web pass {k} page {page}: showed no update after the click")
+            if not settled:
+                problems.append(
+                    f"web pass {k} page {page}: traffic was still flowing when the pause ended (max_wait_s)"
+                )
+        first = pages[pages["pass"] == 1]
+        if (first["requests"] == 0).any():
+            problems.append("web: a page of the first pass fetched nothing from the server (the click did not load it)")
+        if len(pages[pages["pass"] > 1]) and pages[pages["pass"] > 1]["requests"].sum() > 0:
+            problems.append("web: later passes fetched from the server (the browser's cache did not serve them)")
+        if check:
+            media.checks.append(check)
+    else:
+        if run:
+            run_video(bench, lab, p, settings, run_dir, bar)
+        row = analyse_video(run_dir, env, bench.idle_ms, lab.addr, bench)
+        media.rows.append(row)
+        if row["quality"] is None:
+            problems.append("video: no playback seen in the capture")
+    return problems
+
+
 def _run_one(
-    bench: Bench, lab: Lab, platform: str, env: str, settings: DesktopSettings, run_dir: Path, bar: Any
+    bench: Bench,
+    lab: Lab,
+    platform: str,
+    env: str,
+    settings: DesktopSettings,
+    run_dir: Path,
+    bar: Any,
+    operations: list[str],
 ) -> pd.DataFrame:
     """One platform in one environment: the inputs, the capture, the analysis."""
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -149,7 +272,7 @@ def _run_one(
     records = []
     with Desktop(platform, lab, settings, workdir=run_dir) as d:
         d.start_capture(pcap)
-        for op in bench.operations:
+        for op in operations:
             for _ in range(bench.repeat):
                 records.append(d.do(op))
                 bar.update(1)
@@ -240,7 +363,12 @@ def _check(df: pd.DataFrame, client_timing: bool = True) -> list[str]:
 
 
 def _document(
-    bench: Bench, out: Path, platforms: dict[str, str], frames: list[pd.DataFrame], failures: list[str]
+    bench: Bench,
+    out: Path,
+    platforms: dict[str, str],
+    frames: list[pd.DataFrame],
+    failures: list[str],
+    media: _Media,
 ) -> dict[str, Any]:
     inputs = pd.concat(frames, ignore_index=True) if frames else None
     results: list[dict[str, Any]] = []
@@ -251,6 +379,9 @@ def _document(
         rtt = {name: env.rtt_ms for name, env in bench.envs.items()}
         if "lan" in bench.envs:
             deltas = [{k: _plain(v) for k, v in row.items()} for row in wan_minus_lan(s, rtt).to_dict("records")]
+    if media.pages:
+        results += web_rows(pd.concat(media.pages, ignore_index=True))
+    results += media.rows
     return {
         "benchmark": bench.name,
         "source": bench.source,
@@ -265,6 +396,8 @@ def _document(
         "repeat": bench.repeat,
         "idle_ms": bench.idle_ms,
         "desktop": bench.desktop,
+        **({"web": bench.web.model_dump()} if "web" in bench.operations else {}),
+        **({"video": bench.video.model_dump()} if "video" in bench.operations else {}),
         "checks": {
             "client_timing": _client_timing(inputs) if inputs is not None else {},
             # "fail": a disagreement above fails the run; "report": only recorded here.
@@ -272,6 +405,8 @@ def _document(
             # Inputs given while the previous update was still arriving (no idle gap
             # before them): measured from the packets, but slow motion was not slow enough.
             "not_idle_at_input": _not_idle(inputs),
+            # Web: total data with and without slow motion's pauses (within 5 %).
+            "web_slow_motion": media.checks,
         },
         "failures": failures,
         "out": str(out),

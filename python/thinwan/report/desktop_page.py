@@ -12,7 +12,7 @@ from typing import Any
 import pandas as pd
 
 from ..records.schema import write_text_atomic
-from .figures import PALETTE, PLOT_SCRIPT, finite, grid_layout, plotly_js, script_json
+from .figures import PALETTE, PLOT_SCRIPT, finite, grid_layout, plotly_js, png_figure, script_json
 
 __all__ = [
     "ops_table",
@@ -215,6 +215,7 @@ def write_desktop_report(out: Path, doc: Mapping[str, Any], inputs: pd.DataFrame
 
 def desktop_html(out: Path, doc: Mapping[str, Any], inputs: pd.DataFrame) -> str:
     from ..analysis.desktop_ops import summarize, wan_minus_lan
+    from .desktop_media_page import media_sections
 
     figs: dict[str, Any] = {}
     parts = [
@@ -265,6 +266,9 @@ def desktop_html(out: Path, doc: Mapping[str, Any], inputs: pd.DataFrame) -> str
                 parts.append(f'<div class="plot" style="height: {fig["layout"]["height"]}px" id="fig-tl-{op}"></div>')
         parts.append("<h2>The client's screen after each operation</h2>")
         parts.append(screenshots_html(out, inputs, doc))
+    media_parts, media_figs = media_sections(out, doc)
+    parts += media_parts
+    figs |= media_figs
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">\n'
         f"<title>thinwan desktop: {html.escape(str(doc['benchmark']))}</title>\n"
@@ -406,27 +410,12 @@ def _stems(x: Any, y: Any) -> tuple[list[float | None], list[float | None]]:
 
 def screenshots_html(out: Path, inputs: pd.DataFrame, doc: Mapping[str, Any]) -> str:
     """The application's area of each saved screenshot, embedded as PNG."""
-    import base64
-    import io
-
-    from PIL import Image
-
     d = doc.get("desktop", {})
-    box = (64, 64, 64 + 320, 64 + 240)
+    box = (64, 64, 64 + 320, 64 + 240) if d.get("width", 1024) >= 64 + 320 else None
     figs = []
     for p, env in dict.fromkeys(zip(inputs["platform"], inputs["env"])):
         for op in doc["operations"]:
             path = out / p / env / f"{op}.png"
-            if not path.exists():
-                continue
-            with Image.open(path) as im:
-                if im.width >= box[2] and im.height >= box[3] and d.get("width", 1024) >= box[2]:
-                    im = im.crop(box)
-                buf = io.BytesIO()
-                im.save(buf, "PNG")
-            b64 = base64.b64encode(buf.getvalue()).decode()
-            figs.append(
-                f'<figure><img src="data:image/png;base64,{b64}" width="240" alt="{html.escape(op)}">'
-                f"<figcaption>{html.escape(p)} · {html.escape(env)} · {html.escape(op)}</figcaption></figure>"
-            )
+            if path.exists():
+                figs.append(png_figure(path, f"{p} · {env} · {op}", box))
     return "<div>" + "".join(figs) + "</div>"

@@ -222,3 +222,23 @@ def grid_layout(
             layout[f"xaxis{suffix}"]["matches"] = "x"
         layout[f"yaxis{suffix}"] = {"domain": [y0, y1], "anchor": f"x{suffix}"}
     return layout
+
+
+def png_figure(path: Any, caption: str, box: tuple[int, int, int, int] | None = None, width: int = 240) -> str:
+    """A screenshot as a ``<figure>`` with the PNG embedded (``box``: crop to it first)."""
+    import base64
+    import html
+    import io
+
+    from PIL import Image
+
+    with Image.open(path) as im:
+        if box is not None and im.width >= box[2] and im.height >= box[3]:
+            im = im.crop(box)
+        buf = io.BytesIO()
+        im.save(buf, "PNG")
+    b64 = base64.b64encode(buf.getvalue()).decode()
+    return (
+        f'<figure><img src="data:image/png;base64,{b64}" width="{width}" alt="{html.escape(caption)}">'
+        f"<figcaption>{html.escape(caption)}</figcaption></figure>"
+    )

@@ -10,6 +10,7 @@ client's screen; for ``x11`` the application draws on the client's X server itse
 
 from __future__ import annotations
 
+import shlex
 import shutil
 import subprocess
 from collections.abc import Callable
@@ -46,6 +47,7 @@ class Desktop(Protocol):
     images: BenchImages | None
     app_log: Path
     sweep_server_namespace: bool
+    workload: Any  # workloads.Workload: what runs on the remote desktop
 
     def cleanup(self, hook: Any) -> None: ...
     def client_env(self) -> dict[str, str]: ...
@@ -342,12 +344,10 @@ def _up_xrdp(d: Desktop) -> None:
     session_dir.mkdir()
     os.chown(session_dir, user.pw_uid, user.pw_gid)
     d.app_log = session_dir / "app-events.log"
-    assert d.images is not None
     script = d.dir / "session.sh"
     script.write_text(
         "#!/bin/sh\n# thinwan: the xrdp session is the benchmark application\n"
-        f"exec /usr/bin/python3 {d.dir / 'app.py'} --red {d.images.red} --photo {d.images.photo} "
-        f"--log {d.app_log} --x {s.app_x} --y {s.app_y} >{session_dir / 'app.log'} 2>&1\n"
+        f"exec {shlex.join(d.workload.argv(d))} >{session_dir / 'app.log'} 2>&1\n"
     )
     script.chmod(0o755)
     # Our own copies of the configuration: listen on the lab's server address only, log to

@@ -42,6 +42,7 @@ from .platforms import PLATFORMS, package_version, platform_status
 from .procs import DesktopError, Proc, XDisplay, start_proc, tail, write_xauthority
 from .settings import APP_H, APP_W, DesktopSettings
 from .tcpdump import Capture, CaptureResult
+from .workloads import SYSTEM_PYTHON, LatencyApp, Workload
 
 __all__ = ["Desktop", "DesktopSettings", "OpRecord", "PlatformUnavailable", "OPERATIONS"]
 
@@ -60,9 +61,7 @@ INPUT = {
 # repetition starts from a fresh reset. letter and scroll keep going (the next A, the next
 # page) and reset only when another operation ran last.
 RESET_EACH_TIME = {"fill", "red_bitmap", "image"}
-APP_PY = Path(__file__).with_name("app.py")
 SCREENWATCH_PY = Path(__file__).with_name("screenwatch.py")
-SYSTEM_PYTHON = "/usr/bin/python3"  # Debian's, with python3-tk and python3-pil
 
 
 class PlatformUnavailable(DesktopError):
@@ -96,8 +95,11 @@ class Desktop(Managed):
         lab: Any,
         settings: DesktopSettings | None = None,
         workdir: str | Path | None = None,
+        workload: Workload | None = None,
     ) -> None:
         self.platform = platform
+        # What runs on the remote desktop (workloads.py): the latency app unless told.
+        self.workload = workload or LatencyApp()
         self.lab = lab
         self.settings = settings or DesktopSettings()
         self._own_dir = workdir is None
@@ -136,12 +138,11 @@ class Desktop(Managed):
         # Readable by every user: xrdp's session runs as its test user and reads the app,
         # the images and the Xauthority from here.
         os.chmod(self.dir, 0o755)
-        shutil.copy(APP_PY, self.dir / "app.py")
-        self.images = _images.write_images(self.dir)
         self.app_log = self.dir / "app-events.log"
         self.xauthority = self.dir / "Xauthority"
         write_xauthority(self.xauthority)
         try:
+            self.workload.prepare(self)
             PLATFORMS[self.platform].up(self)
             self._wait_visible()
         except DesktopError as e:
@@ -182,37 +183,27 @@ class Desktop(Managed):
         return self.display_env(self.client_x.name)
 
     def start_app(self, side: str, display: str) -> Proc:
-        """Start the benchmark application on ``side`` showing on ``display``."""
-        assert self.images is not None
-        argv = [
-            SYSTEM_PYTHON,
-            str(self.dir / "app.py"),
-            "--red",
-            str(self.images.red),
-            "--photo",
-            str(self.images.photo),
-            "--log",
-            str(self.app_log),
-            "--x",
-            str(self.settings.app_x),
-            "--y",
-            str(self.settings.app_y),
-        ]
+        """Start the workload's application on ``side`` showing on ``display``."""
+        argv = self.workload.argv(self)
         self.app = start_proc(self.lab.netns[side], "app", argv, self.dir / "app.log", env=self.display_env(display))
         self.procs.append(self.app)
         self.wait_app_ready()
         return self.app
 
     def wait_app_ready(self) -> None:
-        """Wait until the application logs that its window is mapped."""
+        """Wait until the application is ready (the workload says how)."""
+        self.workload.wait_ready(self)
+
+    def wait_app_log(self, text: str, what: str) -> None:
+        """Wait until the application's log holds ``text``; else DesktopError(``what``)."""
         deadline = time.monotonic() + self.settings.ready_timeout_s
         while time.monotonic() < deadline:
             self._check_alive()
-            if "ready" in self.app_events():
+            if text in self.app_events():
                 return
             time.sleep(0.05)
         logs = "; ".join(f"{p.name} log:\n{tail(p.log, 8)}" for p in self.procs)
-        raise DesktopError(f"the benchmark application did not map its window; {logs}")
+        raise DesktopError(f"{what}; {logs}")
 
     def app_events(self) -> str:
         try:
@@ -237,12 +228,20 @@ class Desktop(Managed):
         over the application on the remote desktop too) and focus the client window under
         the pointer, as a user's click would: the viewer, or for x11 the application.
         (Found by position: TigerVNC's fullscreen window has neither name nor class.)"""
-        s = self.settings
-        self._xdo("mousemove", "--sync", str(s.app_x + APP_W // 2), str(s.app_y + APP_H // 2))
-        loc = self._xdo("getmouselocation", "--shell")
-        window = dict(line.split("=", 1) for line in loc.split() if "=" in line).get("WINDOW")
+        x, y, w, h = self.workload.area(self.settings)
+        px, py = str(x + w // 2), str(y + h // 2)
+        # Not --sync: it waits for a motion event, which never comes when the pointer is
+        # already there (the screen's centre, where X starts it, is the browser's).
+        self._xdo("mousemove", px, py)
+        deadline = time.monotonic() + 5.0
+        while True:
+            loc = dict(line.split("=", 1) for line in self._xdo("getmouselocation", "--shell").split() if "=" in line)
+            if (loc.get("X"), loc.get("Y")) == (px, py) or time.monotonic() > deadline:
+                break
+            time.sleep(0.02)
+        window = loc.get("WINDOW")
         if not window or window == "0":
-            raise DesktopError(f"no window under the pointer on the client's screen ({loc.strip()})")
+            raise DesktopError(f"no window under the pointer on the client's screen ({loc})")
         self._xdo("windowfocus", "--sync", window)
 
     def _inject(self, kind: str, what: str) -> None:
@@ -257,6 +256,24 @@ class Desktop(Managed):
             self._xdo("key", "--delay", "0", what)
         else:
             self._xdo("click", what)
+
+    def inject(self, kind: str, what: str) -> float:
+        """Give one input at the client (``key``/``click``, xdotool's name of it); the
+        wall-clock time just before it was injected."""
+        if not self.is_up:
+            raise DesktopError("the desktop is not up")
+        self._check_alive()
+        t = time.time()
+        self._inject(kind, what)
+        return t
+
+    def settle(self) -> tuple[float, bool]:
+        """The slow-motion pause: (seconds waited, whether traffic fell idle)."""
+        return self._pause()
+
+    def check_alive(self) -> None:
+        """Raise DesktopError if a program of the desktop has exited."""
+        self._check_alive()
 
     def _pause(self) -> tuple[float, bool]:
         start = time.monotonic()
@@ -276,6 +293,8 @@ class Desktop(Managed):
         client's screen that the update was displayed (raises DesktopError if not)."""
         if op not in OPERATIONS:
             raise ValueError(f"unknown operation {op!r} (known: {', '.join(OPERATIONS)})")
+        if not isinstance(self.workload, LatencyApp):
+            raise DesktopError(f"operation {op} needs the latency application, not the {self.workload.name} workload")
         if not self.is_up:
             raise DesktopError("the desktop is not up")
         self._check_alive()
@@ -407,13 +426,13 @@ class Desktop(Managed):
         while time.monotonic() < deadline:
             self._check_alive()
             screen = self.screenshot()
-            s = self.settings
-            a = np.asarray(screen.crop((s.app_x, s.app_y, s.app_x + APP_W, s.app_y + APP_H)), dtype=np.int16)
+            x, y, w, h = self.workload.area(self.settings)
+            a = np.asarray(screen.crop((x, y, x + w, y + h)), dtype=np.int16)
             now = time.monotonic()
             raw = screen.tobytes()
             if raw != last:
                 last, stable_since = raw, now
-            elif (a.min(axis=2) > 230).mean() > 0.9 and now - stable_since >= 1.0:
+            elif self.workload.looks_up(a) and now - stable_since >= 1.0:
                 return
             time.sleep(0.2)
         raise DesktopError(
@@ -435,6 +454,8 @@ class Desktop(Managed):
             "versions": self.versions(),
             "server_port": self.server_port,
             "settings": asdict(self.settings),
+            "workload": self.workload.to_json(),
+            "netns": dict(self.lab.netns),
             "images": self.images.to_json() if self.images else None,
             "displays": {
                 "server": self.server_x.name if self.server_x else None,

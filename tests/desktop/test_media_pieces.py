@@ -1,0 +1,141 @@
+"""The web and video benchmarks' pieces that need no lab: the generated pages
+(deterministic, chained, cached second pass), the clip, the quality formula on a
+hand-worked capture, the frame count, the benchmark file's sections."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from tests.desktop.test_analyze import T0_NS, vnc, write_pcap
+
+from thinwan.analysis.desktop_media import count_frames, video_quality, web_summary
+from thinwan.config.desktop_bench import bench_from_data
+from thinwan.config.files import ScenarioError
+from thinwan.execute.desktop_media_runs import analyse_video
+from thinwan.substrates.desktop import videoclip, webpages
+
+
+def test_pages_are_deterministic_and_documented(tmp_path: Path) -> None:
+    a = webpages.write_site(tmp_path / "a")
+    b = webpages.write_site(tmp_path / "b")
+    c = webpages.write_site(tmp_path / "c", seed=7)
+    assert a.sha256 == b.sha256 != c.sha256
+    assert len(a.pages) == 54
+    # Six of each kind, in the documented cycle; every image the manifest lists exists
+    # with the size it records.
+    assert [p.kind for p in a.pages] == list(webpages.KINDS) * 6
+    for p in a.pages:
+        assert (tmp_path / "a" / p.name).stat().st_size == p.html_bytes
+        for name, size in p.images:
+            assert (tmp_path / "a" / name).stat().st_size == size
+    sizes = sorted(p.total_bytes for p in a.pages)
+    assert sizes[0] > 1000 and sizes[-1] > 30_000  # text pages to large photographs
+    assert a.to_json()["bytes_total"] == sum(sizes)
+
+
+def test_pages_chain_and_wrap(tmp_path: Path) -> None:
+    webpages.write_site(tmp_path, pages=3)
+
+    def nav(name: str) -> tuple[str, str, str]:
+        m = re.search(r"var NEXT='([^']+)',LAST=(\w+),START=(\w+)", (tmp_path / name).read_text())
+        assert m, name
+        return m.group(1), m.group(2), m.group(3)
+
+    assert nav(webpages.START_PAGE) == ("p01.html", "false", "true")
+    assert nav("p01.html") == ("p02.html", "false", "false")
+    assert nav("p03.html") == ("p01.html", "true", "false")  # the second pass reloads page 1
+    with pytest.raises(ValueError, match="at least one page"):
+        webpages.write_site(tmp_path / "none", pages=0)
+
+
+@pytest.mark.skipif(shutil.which("ffmpeg") is None, reason="ffmpeg not installed (scripts/setup-desktop.sh)")
+def test_clip_is_what_the_source_asks(tmp_path: Path) -> None:
+    clip = videoclip.write_clip(tmp_path, frames=48)
+    again = videoclip.write_clip(tmp_path / "again", frames=48)
+    assert clip.sha256 == again.sha256 and clip.bytes > 10_000
+    assert videoclip.CLIP_FRAMES / videoclip.CLIP_FPS == 34.75
+    argv = videoclip.mpv_argv(clip, 64, 64, tmp_path / "input.conf", speed=1 / 24, frames=10)
+    assert "--geometry=352x240+64+64" in argv and "--speed=0.0416666667" in argv and "--frames=10" in argv
+
+
+def test_quality_formula() -> None:
+    # Every frame's data delivered in the frame time: 1. Half the data per frame: 0.5.
+    assert video_quality(24_000, 1.0, 24, 1000, 1.0, 1) == pytest.approx(1.0)
+    assert video_quality(12_000, 1.0, 24, 1000, 1.0, 1) == pytest.approx(0.5)
+    # Playing longer than the clip (the client could not keep up) lowers it too.
+    assert video_quality(24_000, 2.0, 24, 1000, 1.0, 1) == pytest.approx(0.5)
+    assert np.isnan(video_quality(1, 0.0, 24, 1, 1.0, 1))
+
+
+def test_video_analysis_on_a_hand_worked_capture(tmp_path: Path) -> None:
+    # The play: a click at 1 s, then 48 frame updates of 1,000 payload bytes 1/24 s apart;
+    # the reference: a click at 10 s, then 4 updates of 3,000 bytes 1 s apart.
+    spec = [(1000.0, False, 12)]
+    spec += [(1010.0 + k * 1000 / 24, True, 1000) for k in range(48)]
+    spec += [(10_000.0, False, 12)]
+    spec += [(10_020.0 + k * 1000.0, True, 3000) for k in range(4)]
+    write_pcap(tmp_path / "video.pcap", vnc(spec))
+    t0 = T0_NS / 1e9
+    records = [
+        {"play": "play", "t_input": t0 + 0.999, "t_settled": t0 + 5.0, "settled": True, "frames_shown": 47},
+        {"play": "reference", "t_input": t0 + 9.999, "t_settled": t0 + 15.0, "settled": True, "frames_shown": 3},
+    ]
+    info = {"platform": "tigervnc", "server_port": 5900, "settings": {"app_x": 64, "app_y": 64}}
+    # The client's screen: 40 of the 48 frames drawn (as 2 rectangles each), 8 merged away.
+    changes = [(t0 + 1.02 + k / 24 + d, 64, 64, 352, 120) for k in range(40) for d in (0, 0.001)]
+    doc = {"records": records, "desktop": info, "server": {"screen_changes": changes}}
+    (tmp_path / "video-inputs.json").write_text(json.dumps(doc))
+    bench = bench_from_data({"benchmark": {"operations": ["video"]}, "video": {"frames": 48, "ref_frames": 4}})
+    row = analyse_video(tmp_path, "lan", 500.0, {"server": "198.18.1.1", "client": "198.18.2.1"}, bench)
+    # Bytes are IP bytes server→client (40-byte headers); times from the click's packet
+    # to the last update packet.
+    b24, t24 = 48 * 1040, (1010.0 + 47 * 1000 / 24 - 1000.0) / 1e3
+    bref, tref = 4 * 3040, (10_020.0 + 3000.0 - 10_000.0) / 1e3
+    assert row["bytes"] == b24 and row["reference_bytes"] == bref
+    assert row["playback_s"] == pytest.approx(t24, abs=1e-6)
+    assert row["reference_playback_s"] == pytest.approx(tref, abs=1e-6)
+    assert row["quality"] == pytest.approx((b24 / t24 / 24) / (bref / tref / 1), rel=1e-6)
+    assert row["frames_displayed"] == 40
+    assert row["fps_displayed"] == pytest.approx(40 / t24)
+
+
+def test_frame_count_groups_rectangles_and_ignores_other_areas() -> None:
+    area = (0, 0, 100, 100)
+    changes = [(0.0, 0, 0, 10, 10), (0.001, 50, 50, 10, 10), (0.05, 0, 0, 10, 10), (0.06, 500, 500, 10, 10)]
+    assert count_frames(changes, area, 0.0, 1.0, gap_s=0.02) == 2
+    assert count_frames(changes, area, 0.04, 1.0, gap_s=0.02) == 1
+    assert count_frames([], area, 0.0, 1.0, gap_s=0.02) == 0
+
+
+def test_web_summary_per_pass() -> None:
+    pages = pd.DataFrame(
+        {
+            "platform": ["x11"] * 4,
+            "env": ["lan"] * 4,
+            "pass": [1, 1, 2, 2],
+            "latency_ms": [100.0, 300.0, 50.0, np.nan],
+            "bytes_s2c": [1000, 3000, 500, 700],
+            "bytes_c2s": [100, 100, 100, 100],
+        }
+    )
+    s = web_summary(pages).set_index("pass")
+    assert s.loc[1, "latency_ms_mean"] == 200.0 and s.loc[1, "bytes_per_page"] == 2100.0
+    assert s.loc[2, "latency_ms_mean"] == 50.0 and s.loc[2, "n"] == 1
+    assert s.loc[2, "bytes_per_page"] == 700.0
+
+
+def test_bench_file_sections() -> None:
+    b = bench_from_data({"benchmark": {"operations": ["web", "video"]}, "web": {"pages": 3}})
+    assert b.web.pages == 3 and b.web.passes == 2 and b.video.frames == 834 and b.video.ref_fps == 1.0
+    with pytest.raises(ScenarioError, match="web.method_check: unknown platform 'vnc'"):
+        bench_from_data({"web": {"method_check": "vnc"}}, "f.toml")
+    with pytest.raises(ScenarioError, match="f.toml: video.pages: unknown key"):
+        bench_from_data({"video": {"pages": 3}}, "f.toml")
+    with pytest.raises(ScenarioError, match="video.width/height"):
+        bench_from_data({"video": {"width": 2000}}, "f.toml")
