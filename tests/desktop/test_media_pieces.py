@@ -139,3 +139,13 @@ def test_bench_file_sections() -> None:
         bench_from_data({"video": {"pages": 3}}, "f.toml")
     with pytest.raises(ScenarioError, match="video.width/height"):
         bench_from_data({"video": {"width": 2000}}, "f.toml")
+
+
+def test_pictures_count_new_pictures_only() -> None:
+    from thinwan.analysis.desktop_media import count_pictures
+
+    areas = [(0.0, "a"), (1.0, "b"), (1.1, "b"), (1.2, "c"), (1.3, "b"), (5.0, "d")]
+    # From 0.5 s: b (new), b (a repaint), c, b (new again); d is after the window.
+    assert count_pictures(areas, 0.5, 2.0) == 3
+    assert count_pictures(areas, 1.05, 2.0) == 2  # the picture before the window was b
+    assert count_pictures([], 0.0, 1.0) == 0

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-__all__ = ["video_quality", "count_frames", "web_summary", "WEB_KEYS"]
+__all__ = ["video_quality", "count_frames", "count_pictures", "web_summary", "WEB_KEYS"]
 
 WEB_KEYS = ["platform", "env", "pass"]
 
@@ -57,6 +57,24 @@ def count_frames(
     if not len(t):
         return 0
     return int(1 + (np.diff(t) > gap_s).sum())
+
+
+def count_pictures(areas: Sequence[tuple[float, str]], t_from: float, t_to: float) -> int:
+    """Frames the client's screen showed, from the screen watcher's pictures of the watched
+    area (``(t, hash)`` once each drawing has settled): how many times, between
+    ``t_from`` and ``t_to``, the area showed a picture other than the one before — a frame
+    drawn in several pieces with pauses between them still counts once per new picture,
+    and a repaint of the same pixels not at all."""
+    prev = None
+    n = 0
+    for t, h in sorted(areas):
+        if t < t_from:
+            prev = h
+        elif t < t_to:
+            if h != prev:
+                n += 1
+            prev = h
+    return n
 
 
 def web_summary(pages: pd.DataFrame) -> pd.DataFrame:

@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..analysis.desktop_media import count_frames, video_quality, web_summary
+from ..analysis.desktop_media import count_frames, count_pictures, video_quality, web_summary
 from ..analysis.desktop_ops import attribute_packets
 from ..config.desktop_bench import Bench
 from ..substrates.desktop import Desktop, DesktopError, DesktopSettings
@@ -238,9 +238,11 @@ def run_video(bench: Bench, lab: Any, platform: str, settings: DesktopSettings, 
             if label == "play":
                 d.screenshot(run_dir / "video.png")
         cap = d.stop_capture()
-        changes = d.screen_changes().changes
+        screen = d.screen_changes()
         info = d.info()
-    _write(run_dir, "video", cap.to_json(), records, info, {"screen_changes": changes})
+    _write(
+        run_dir, "video", cap.to_json(), records, info, {"screen_changes": screen.changes, "screen_areas": screen.areas}
+    )
 
 
 def analyse_video(run_dir: Path, env: str, idle_ms: float, addr: dict[str, str], bench: Bench) -> dict[str, Any]:
@@ -257,8 +259,16 @@ def analyse_video(run_dir: Path, env: str, idle_ms: float, addr: dict[str, str],
     s = info["settings"]
     area = (s["app_x"], s["app_y"], v.width, v.height)
     gap = (v.frame_gap_ms / 1e3) if v.frame_gap_ms > 0 else 0.5 / v.fps
+    # Frames the client showed: new pictures of the watched area when the watcher hashed
+    # it (desktop.md "Self-checks"), else bursts of change reports inside the video.
+    pictures = [(float(t), str(h)) for t, h in doc["server"].get("screen_areas", [])]
     changes = [tuple(c) for c in doc["server"]["screen_changes"]]
-    shown = count_frames(changes, area, *windows[0], gap) if changes else None
+    if pictures:
+        shown, how = count_pictures(pictures, *windows[0]), "pictures"
+    elif changes:
+        shown, how = count_frames(changes, area, *windows[0], gap), "damage bursts"
+    else:
+        shown, how = None, None
     t_play = play["latency_ms"] / 1e3
     t_ref = ref["latency_ms"] / 1e3
     row = {
@@ -271,6 +281,7 @@ def analyse_video(run_dir: Path, env: str, idle_ms: float, addr: dict[str, str],
         "reference_playback_s": t_ref,
         "reference_bytes": int(ref["bytes_s2c"]),
         "frames_displayed": shown,
+        "frames_counted_by": how,
         "fps_displayed": (shown / t_play) if shown and t_play > 0 else None,
         "player_frames": records[0].get("frames_shown"),
         "player_dropped": records[0].get("frames_dropped"),

@@ -375,8 +375,9 @@ class Desktop(Managed):
         return ScreenLog.parse(self.screen_log.read_text(errors="replace"))
 
     def app_area(self) -> tuple[int, int, int, int]:
-        """The application's area on the client's screen: x, y, w, h."""
-        return (self.settings.app_x, self.settings.app_y, APP_W, APP_H)
+        """The area of the client's screen the screen watcher pictures: x, y, w, h (the
+        workload's: the latency application's, the video's)."""
+        return self.workload.watched_area(self.settings)
 
     def stop_capture(self) -> CaptureResult:
         """Stop the capture; fails (DesktopError) if tcpdump dropped any packet."""

@@ -64,6 +64,11 @@ class Workload:
     def area(self, s: DesktopSettings) -> tuple[int, int, int, int]:
         raise NotImplementedError
 
+    def watched_area(self, s: DesktopSettings) -> tuple[int, int, int, int]:
+        """The area the client's screen watcher pictures after each change (the client's
+        own timing of updates and its count of video frames)."""
+        return self.area(s)
+
     def looks_up(self, pixels: np.ndarray) -> bool:
         """Does ``area``'s picture on the client's screen (H×W×3) show the application?"""
         return bool((pixels.min(axis=2) > 230).mean() > 0.9)  # mostly white
@@ -142,6 +147,13 @@ class WebBrowser(Workload):
 
     def area(self, s: DesktopSettings) -> tuple[int, int, int, int]:
         return (0, 0, s.width, s.height)
+
+    def watched_area(self, s: DesktopSettings) -> tuple[int, int, int, int]:
+        # Not the whole screen: a 3-MB grab after every piece of every page would cost the
+        # client more than it tells; the web benchmark times pages from the capture.
+        from .settings import APP_H, APP_W
+
+        return (s.app_x, s.app_y, APP_W, APP_H)
 
     def requests(self, d: Desktop) -> list[tuple[float, str]]:
         """(time, path) of every fetch the web server answered (not the load beacons)."""
