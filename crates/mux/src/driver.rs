@@ -428,6 +428,13 @@ impl Driver {
                     tracing::warn!(session = s.id(), lane, %reason, "trunk lane dead");
                     self.close_lane(s, lane as usize, Err(io::Error::new(io::ErrorKind::TimedOut, reason)));
                 }
+                // Adaptive lanes: the edge's lane task for `lane` dials once the session
+                // wants it (`Session::lane_wanted`); closed lanes end here.
+                Event::ConnectLane { lane } => tracing::info!(session = s.id(), lane, "trunk lane wanted"),
+                Event::LaneClosed { lane } => {
+                    tracing::info!(session = s.id(), lane, "idle trunk lane closed");
+                    self.close_lane(s, lane as usize, Ok(()));
+                }
                 Event::GoAway => tracing::info!(session = s.id(), "peer is going away"),
                 Event::SessionLost { reason } => {
                     tracing::warn!(session = s.id(), %reason, "session lost; its streams were reset");
