@@ -9,7 +9,7 @@
 //!   `ack_delay`). Smoothed as RFC 6298 §2.3 smooths SRTT (gain 1/8); `min_rtt` is the
 //!   smallest sample seen (paths in the grid do not change their base delay; a
 //!   windowed minimum as BBR's would be the refinement for paths that do).
-//! - **Delivery rate**: bytes acknowledged per interval of at least one SRTT, counted
+//! - **Delivery rate**: bytes acknowledged per interval of at least one minimum RTT, counted
 //!   only over intervals in which the lane had a backlog the whole time (an idle lane
 //!   says nothing about its capacity), smoothed with gain 1/4.
 //! - **Backlog in time**: bytes queued in the session for the lane ÷ delivery rate.
@@ -69,7 +69,9 @@ impl LaneMeter {
     /// Periodic sample: `backlogged` says whether the lane has bytes queued now.
     pub fn tick(&mut self, now: Instant, backlogged: bool) {
         let interval = now.saturating_since(self.mark_at);
-        let min_interval = self.srtt.unwrap_or(Duration::from_millis(100));
+        // One path round trip (the minimum: SRTT includes the socket's queue, which can
+        // be seconds on a backlogged lane and would delay the first sample as long).
+        let min_interval = self.min_rtt.unwrap_or(Duration::from_millis(100));
         if interval >= min_interval && interval > Duration::ZERO {
             if self.busy && backlogged {
                 let sample = (self.acked - self.mark_acked) as f64 / interval.as_secs_f64();

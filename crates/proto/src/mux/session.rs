@@ -28,9 +28,11 @@
 //!
 //! # Adaptive lanes (issue 20; off while `max_lanes == lanes`)
 //! Every [`ADAPT_TICK`] each side measures its lanes ([`super::adapt::LaneMeter`]). When
-//! a lane's backlog in time (queued bytes ÷ delivery rate) stays above
-//! `lane_open_rtts` × its SRTT for `lane_sustain_rtts` × SRTT, the side wants one more
-//! lane (up to `max_lanes`) and says so in a `Lanes` frame; the edge dials every lane
+//! a lane's backlog in time — (bytes queued for it + its unacknowledged bytes) ÷
+//! delivery rate, minus one round trip — stays above `lane_open_rtts` × its minimum
+//! RTT for `lane_sustain_rtts` × that RTT, the side doubles its lanes (up to
+//! `max_lanes`) and says so in a `Lanes` frame (on lane 0 only, so
+//! values cannot overtake each other); the edge dials every lane
 //! either side wants. When a lane comes up, streams are rebalanced so each open lane
 //! carries about as many streams. A stream **moves only at a frame boundary and only
 //! once the peer acknowledged every reliable frame it sent on its old lane**: the
@@ -284,6 +286,8 @@ pub struct Session {
     next_tick: Option<Instant>,
     /// Unacknowledged bulk data frame bytes, all lanes.
     bulk_inflight: usize,
+    /// An ack arrived while adaptive: try pending moves (see `handle_bytes`).
+    pending_moves_after_ack: bool,
 }
 
 #[derive(Debug)]
@@ -410,6 +414,7 @@ impl Session {
             peer_want: base,
             next_tick: ticking.then(|| now + ADAPT_TICK),
             bulk_inflight: 0,
+            pending_moves_after_ack: false,
         }
     }
 
@@ -501,16 +506,15 @@ impl Session {
         if self.lanes_up() < n as usize {
             return false;
         }
-        let mut backlog = vec![0u64; self.lanes.len()];
-        for s in self.streams.values() {
-            backlog[s.lane as usize] += s.send.len() as u64;
-        }
+        let backlog = self.lane_backlog();
         let mut best: Option<(Duration, Duration)> = None;
         for (i, l) in self.lanes.iter().enumerate() {
-            let (Some(rtt), Some(bt)) = (l.meter.srtt, l.meter.backlog_time(backlog[i])) else {
+            let (Some(rtt), Some(bt)) = (l.meter.min_rtt, l.meter.backlog_time(backlog[i])) else {
                 return false;
             };
-            let tunnel = adapt::tunnel_added_delay(bt, rtt, loss);
+            // The queue ahead of a new message, beyond the round trip itself.
+            let queued = Duration::from_secs_f64((bt.as_secs_f64() - rtt.as_secs_f64()).max(0.0));
+            let tunnel = adapt::tunnel_added_delay(queued, rtt, loss);
             if best.is_none_or(|(t, _)| tunnel < t) {
                 best = Some((tunnel, adapt::direct_added_delay(rtt, loss)));
             }
@@ -581,7 +585,12 @@ impl Session {
             }
             match l.decoder.next_frame() {
                 Ok(Some(frame)) => self.handle_frame(lane, frame, now),
-                Ok(None) => return,
+                Ok(None) => {
+                    if std::mem::take(&mut self.pending_moves_after_ack) {
+                        self.try_moves(now);
+                    }
+                    return;
+                }
                 Err(e) => {
                     self.protocol_error(lane, &format!("undecodable trunk bytes: {e}"), now);
                     return;
@@ -999,10 +1008,11 @@ impl Session {
     fn set_want(&mut self, want: u16, now: Instant) {
         let before = self.lanes_wanted();
         self.want = want;
-        for l in &mut self.lanes {
-            if matches!(l.state, LaneState::Up) {
-                l.urgent.push_back(Frame::Lanes { want });
-            }
+        // Only on lane 0 (always wanted; re-sent when it comes up): lanes are
+        // independent byte streams, and a stale value overtaking a newer one on
+        // another lane would close a lane still in use.
+        if matches!(self.lanes[0].state, LaneState::Up) {
+            self.lanes[0].urgent.push_back(Frame::Lanes { want });
         }
         self.request_lanes(before, now);
         self.rebalance(now);
@@ -1020,14 +1030,23 @@ impl Session {
         }
     }
 
-    /// One measurement tick: update lane meters, open or give up lanes, move streams.
-    fn adapt(&mut self, now: Instant) {
-        let mut backlog = vec![0u64; self.lanes.len()];
+    /// Per lane: bytes ahead of a newly queued one — stream bytes queued for the lane
+    /// (with credit to send) plus the lane's unacknowledged frames (in the socket, in
+    /// flight, or unread at the peer). The socket holds up to TCP_NOTSENT_LOWAT
+    /// unsent bytes, often more than the session's own queue, so both count.
+    fn lane_backlog(&self) -> Vec<u64> {
+        let mut backlog: Vec<u64> = self.lanes.iter().map(|l| l.replay_bytes as u64).collect();
         for s in self.streams.values() {
             if s.send_credit > 0 {
                 backlog[s.lane as usize] += s.send.len() as u64;
             }
         }
+        backlog
+    }
+
+    /// One measurement tick: update lane meters, open or give up lanes, move streams.
+    fn adapt(&mut self, now: Instant) {
+        let backlog = self.lane_backlog();
         for (l, &b) in self.lanes.iter_mut().zip(&backlog) {
             l.meter.tick(now, b > 0);
         }
@@ -1042,9 +1061,11 @@ impl Session {
         let mut trigger = false;
         let want = self.want as usize;
         for (l, &b) in self.lanes.iter_mut().zip(&backlog).take(want) {
-            let over = match (l.meter.srtt, l.meter.backlog_time(b)) {
-                (Some(srtt), Some(bt)) if matches!(l.state, LaneState::Up) => {
-                    bt.as_secs_f64() > srtt.as_secs_f64() * self.cfg.lane_open_rtts
+            // Delivery delay of a byte queued now (Little's law over everything ahead
+            // of it, in the session and in the socket) beyond one round trip.
+            let over = match (l.meter.min_rtt, l.meter.backlog_time(b)) {
+                (Some(rtt), Some(bt)) if matches!(l.state, LaneState::Up) => {
+                    bt.as_secs_f64() - rtt.as_secs_f64() > rtt.as_secs_f64() * self.cfg.lane_open_rtts
                 }
                 _ => false,
             };
@@ -1054,20 +1075,24 @@ impl Session {
             }
             any_over = true;
             let since = *l.meter.over_since.get_or_insert(now);
-            let srtt = l.meter.srtt.expect("over implies a measured RTT");
-            if now.saturating_since(since).as_secs_f64() >= srtt.as_secs_f64() * self.cfg.lane_sustain_rtts {
+            let rtt = l.meter.min_rtt.expect("over implies a measured RTT");
+            if now.saturating_since(since).as_secs_f64() >= rtt.as_secs_f64() * self.cfg.lane_sustain_rtts {
                 trigger = true;
             }
         }
         let all_up = (0..self.want as usize).all(|i| matches!(self.lanes[i].state, LaneState::Up));
         let base = self.cfg.lanes.max(1);
         if trigger && all_up && self.want < self.lanes.len() as u16 {
-            // One lane per sustained period: the new lane must take its share first.
+            // Double the lanes per sustained period (1, 2, 4, 8: a backlog that grows
+            // for the whole run, as one lossy trunk's does at 300 ms, needs the
+            // capacity within a few periods, not one lane per period); the new lanes
+            // must take their share before the next decision.
             for l in &mut self.lanes {
                 l.meter.over_since = None;
             }
-            self.stats.lanes_opened += 1;
-            self.set_want(self.want + 1, now);
+            let want = (self.want * 2).min(self.lanes.len() as u16);
+            self.stats.lanes_opened += (want - self.want) as u64;
+            self.set_want(want, now);
         } else if !any_over && self.want > base {
             let top = (self.want - 1) as usize;
             if now.saturating_since(self.lanes[top].meter.last_data) >= self.cfg.lane_idle_hold {
@@ -1146,7 +1171,8 @@ impl Session {
     fn make_ready(&mut self, id: StreamId, now: Instant) {
         let (thin_bytes, tau) = (self.cfg.thin_bytes as f64, self.cfg.thin_tau);
         let Some(s) = self.streams.get_mut(&id) else { return };
-        if s.queued {
+        if s.queued || s.target != s.lane {
+            // A stream waiting to move is queued by `try_moves` once it has moved.
             return;
         }
         let has_data = !s.send.is_empty() && s.send_credit > 0;
@@ -1173,13 +1199,19 @@ impl Session {
             let Some(mut s) = self.streams.remove(&id) else { continue };
             s.queued = false;
             let thin = self.is_thin(&mut s, now);
-            if s.target != s.lane && self.movable(&s) {
-                // At a frame boundary with everything it sent here acknowledged.
-                s.lane = s.target;
-                s.last_seq = None;
-                self.stats.stream_moves += 1;
-                self.streams.insert(id, s);
-                self.make_ready(id, now);
+            if s.target != s.lane {
+                if self.movable(&s) {
+                    // At a frame boundary with everything it sent here acknowledged.
+                    s.lane = s.target;
+                    s.last_seq = None;
+                    self.stats.stream_moves += 1;
+                    self.streams.insert(id, s);
+                    self.make_ready(id, now);
+                } else {
+                    // Hold its data until the old lane acknowledges what it has: sending
+                    // more here would push the move back again (`try_moves` resumes it).
+                    self.streams.insert(id, s);
+                }
                 continue;
             }
             if !thin && !bulk_ok {
@@ -1418,8 +1450,10 @@ impl Session {
         self.established = true;
         self.events.push_back(Event::LaneUp { lane, resumed });
         if self.cfg.adaptive() {
-            let want = self.want;
-            self.lanes[lane as usize].urgent.push_back(Frame::Lanes { want });
+            if lane == 0 {
+                let want = self.want;
+                self.lanes[0].urgent.push_back(Frame::Lanes { want });
+            }
             self.rebalance(now);
         }
     }
@@ -1439,6 +1473,10 @@ impl Session {
             bytes += f.len() as u64;
             self.buffered -= f.len();
             l.resend = l.resend.saturating_sub(1);
+        }
+        if bytes > 0 && self.cfg.adaptive() {
+            // Streams waiting for this ack may move now.
+            self.pending_moves_after_ack = true;
         }
         if bytes > 0 {
             // Replayed frames carry their replay time (set on resume), so the sample
