@@ -298,6 +298,8 @@ struct Stream {
     /// Sequence number of its last reliable frame on `lane` ([`PINNED`] before its
     /// `Open` left); it may move once the lane's acks pass it.
     last_seq: Option<u64>,
+    /// Since when the stream has waited to move (its data held, see `try_moves`).
+    move_since: Option<Instant>,
     class: Class,
     meter: RateMeter,
     send: ByteQueue,
@@ -988,6 +990,19 @@ impl Session {
         for id in ids {
             let s = &self.streams[&id];
             if !self.movable(s) {
+                // The old lane's acks travel on its reverse connection, itself a thin
+                // stream that can sit in RTO backoff for seconds on a lossy path: give
+                // the move up after twice the lane's usual ack delay (SRTT: it includes
+                // the socket's queue) and send on the old lane again.
+                let rtt = self.lanes[s.lane as usize].meter.srtt.unwrap_or(Duration::from_millis(100));
+                let give_up = rtt.saturating_mul(2).max(ADAPT_TICK);
+                let s = self.streams.get_mut(&id).expect("listed above");
+                let since = *s.move_since.get_or_insert(now);
+                if now.saturating_since(since) >= give_up {
+                    s.target = s.lane;
+                    s.move_since = None;
+                    self.make_ready(id, now);
+                }
                 continue;
             }
             let old = s.lane;
@@ -998,6 +1013,7 @@ impl Session {
             }
             s.lane = s.target;
             s.last_seq = None;
+            s.move_since = None;
             self.stats.stream_moves += 1;
             self.make_ready(id, now);
         }
@@ -1127,6 +1143,7 @@ impl Session {
             lane,
             target: lane,
             last_seq: None,
+            move_since: None,
             class,
             meter: RateMeter::new(now),
             send: ByteQueue::default(),
@@ -1204,6 +1221,7 @@ impl Session {
                     // At a frame boundary with everything it sent here acknowledged.
                     s.lane = s.target;
                     s.last_seq = None;
+                    s.move_since = None;
                     self.stats.stream_moves += 1;
                     self.streams.insert(id, s);
                     self.make_ready(id, now);
