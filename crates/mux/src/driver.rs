@@ -151,7 +151,7 @@ impl Shared {
         let (tx, rx) = mpsc::unbounded_channel();
         let session = Session::new(role, id, cfg.clone(), clock.now());
         let shared = Arc::new(Shared { inner: Mutex::new(Inner { session }), clock, counters, cmds: tx });
-        let lanes = (0..cfg.lanes.max(1)).map(|_| None).collect();
+        let lanes = (0..cfg.lanes.max(cfg.max_lanes).max(1)).map(|_| None).collect();
         let driver = Driver {
             shared: shared.clone(),
             role,
