@@ -354,3 +354,32 @@ fn bulk_limit_lets_a_thin_frame_pass_a_bulk_backlog() {
     assert!(with < Duration::from_millis(200), "with the limit: {with:?}");
     assert!(without > with.saturating_mul(2), "without {without:?}, with {with:?}");
 }
+
+#[test]
+fn reserved_thin_lane_keeps_bulk_off_lane_0() {
+    // Two fixed lanes; a bulk stream opened first would share lane 0 with thin ones.
+    let cfg = Config { lanes: 2, max_lanes: 2, reserve_thin_lane: true, ..Config::default() };
+    let mut net = Net::new(cfg, 1e6, Duration::from_millis(10), 64 * 1024);
+    let ids = net.open_streams(6);
+    let bulk = ids[0];
+    for &id in &ids {
+        net.core.set_class(id, if id == bulk { Class::Bulk } else { Class::Interactive });
+    }
+    let mut written = HashMap::new();
+    for _ in 0..40 {
+        let at = written.entry(bulk).or_insert(0);
+        *at += net.core.stream_send(bulk, &pattern(bulk, *at, 20_000), net.now).expect("bulk");
+        drive(&mut net, &ids[1..], &mut written, 1, 100);
+    }
+    net.settle(Duration::from_secs(2));
+    assert_ne!(net.core.lane_of(bulk), 0, "bulk moved off the reserved lane");
+    for &id in &ids[1..] {
+        assert_eq!(net.got[&id], pattern(id, 0, written[&id]), "stream {id}");
+    }
+    assert_eq!(net.got[&bulk], pattern(bulk, 0, written[&bulk]));
+    // Without the reservation the bulk stream stays where it was opened.
+    let cfg = Config { lanes: 2, max_lanes: 2, ..Config::default() };
+    let mut net = Net::new(cfg, 1e6, Duration::from_millis(10), 64 * 1024);
+    let ids = net.open_streams(6);
+    assert_eq!(net.core.lane_of(ids[0]), (ids[0] % 2) as u16);
+}
