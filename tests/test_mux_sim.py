@@ -40,7 +40,7 @@ def simulate(scenario: Scenario) -> RunRecords:
 
 def test_grid_file_covers_the_published_grid() -> None:
     sweep = load_sweep(GRID / "grid.toml")
-    assert len(sweep.points) == 2 * 2 * 2 * 3
+    assert len(sweep.points) == 2 * 2 * 2 * 4
     seen = {
         (
             p.scenario.topology.bottleneck_loss,
@@ -49,16 +49,17 @@ def test_grid_file_covers_the_published_grid() -> None:
             p.scenario.topology.bottleneck_jitter_pct,
             p.scenario.mux.mode,
             p.scenario.mux.trunks,
+            p.scenario.mux.lanes,
         )
         for p in sweep.points
     }
-    configs = {("direct", 1), ("mux", 1), ("mux", 4)}
+    configs = {("direct", 1, "fixed"), ("mux", 1, "fixed"), ("mux", 4, "fixed"), ("mux", 1, "adaptive")}
     assert seen == {
-        (loss, loss, delay, jitter, mode, trunks)
+        (loss, loss, delay, jitter, mode, trunks, lanes)
         for loss in (0.01, 0.05)
         for delay in (100.0, 300.0)
         for jitter in (0.0, 10.0)
-        for mode, trunks in configs
+        for mode, trunks, lanes in configs
     }
     base = sweep.points[0].scenario
     assert (base.topology.last_hop_delay_ms, base.topology.last_hop_rate_mbps) == (50.0, 100.0)

@@ -130,7 +130,15 @@ DOCUMENTED_DEFAULTS = {
         "pcap": "none",
         "pcap_conns": (),
     },
-    "mux": {"mode": "direct", "trunks": 1, "frame_payload_bytes": 16384, "notsent_lowat_bytes": 32768},
+    "mux": {
+        "mode": "direct",
+        "trunks": 1,
+        "frame_payload_bytes": 16384,
+        "notsent_lowat_bytes": 32768,
+        "lanes": "fixed",
+        "max_lanes": 8,
+        "bulk_limit": False,
+    },
     "qds": {
         "period_ms": 100.0,
         "alpha": 0.2,
@@ -367,7 +375,7 @@ ADDED_AFTER_OGAWA2011 = {
         "client_delay_min_ms",
         "client_delay_max_ms",
     },
-    "mux": {"mode", "trunks", "frame_payload_bytes", "notsent_lowat_bytes"},
+    "mux": {"mode", "trunks", "frame_payload_bytes", "notsent_lowat_bytes", "lanes", "max_lanes", "bulk_limit"},
     "traffic": {
         "pcap_file",
         "pcap_server_port",

@@ -58,6 +58,23 @@ pub struct RawTrunk {
     pub server_name: Option<String>,
     /// TCP_NOTSENT_LOWAT on trunk sockets, bytes. Default 32768.
     pub notsent_lowat: Option<u32>,
+    /// (edge) "fixed" (default): `connections` lanes; "adaptive": `connections` at
+    /// start, more up to `max_connections` while a lane stays backlogged.
+    pub lanes: Option<String>,
+    /// (edge) Most lanes with `lanes = "adaptive"`. Default 8.
+    pub max_connections: Option<u16>,
+    /// Open a lane when a lane's backlog in time exceeds this many RTTs. Default 1.0.
+    pub lane_open_rtts: Option<f64>,
+    /// … for this many RTTs. Default 4.0.
+    pub lane_sustain_rtts: Option<f64>,
+    /// Give up an extra lane idle for this long, ms. Default 10000.
+    pub lane_idle_hold_ms: Option<u64>,
+    /// Bound unacknowledged bulk bytes (docs/mux.md). Default false.
+    pub bulk_limit: Option<bool>,
+    /// Floor of the bulk-in-flight limit, bytes. Default 65536.
+    pub bulk_floor: Option<usize>,
+    /// Keep lane 0 for thin streams while a bulk stream is present. Default false.
+    pub reserve_thin_lane: Option<bool>,
 }
 
 /// `[auth]`: either `psk`/`psk_file`, or `cert` + `key` + `ca`.
@@ -310,6 +327,14 @@ impl TryFrom<RawConfig> for CoreConfig {
         if raw.trunk.connections.is_some() {
             return Err(ConfigError::new("trunk.connections", "is chosen by the edge"));
         }
+        for (key, set) in [
+            ("trunk.lanes", raw.trunk.lanes.is_some()),
+            ("trunk.max_connections", raw.trunk.max_connections.is_some()),
+        ] {
+            if set {
+                return Err(ConfigError::new(key, "is chosen by the edge"));
+            }
+        }
         if !raw.forward.is_empty() {
             return Err(ConfigError::new("forward", "is an edge setting; the core has [[target]]"));
         }
@@ -375,7 +400,34 @@ impl TryFrom<RawConfig> for EdgeConfig {
                 format!("{server_name:?} is not a valid DNS name or IP"),
             ));
         }
-        let common = common(&raw, lanes)?;
+        let mut common = common(&raw, lanes)?;
+        common.session.max_lanes = match raw.trunk.lanes.as_deref().unwrap_or("fixed") {
+            "fixed" => {
+                if raw.trunk.max_connections.is_some() {
+                    return Err(ConfigError::new(
+                        "trunk.max_connections",
+                        "needs trunk.lanes = \"adaptive\"",
+                    ));
+                }
+                lanes
+            }
+            "adaptive" => {
+                let max = raw.trunk.max_connections.unwrap_or(8);
+                if !(lanes..=64).contains(&max) {
+                    return Err(ConfigError::new(
+                        "trunk.max_connections",
+                        format!("must be between trunk.connections ({lanes}) and 64"),
+                    ));
+                }
+                max
+            }
+            other => {
+                return Err(ConfigError::new(
+                    "trunk.lanes",
+                    format!("{other:?}: expected \"fixed\" or \"adaptive\""),
+                ))
+            }
+        };
         Ok(EdgeConfig { connect, server_name, forwards, common })
     }
 }
@@ -426,8 +478,33 @@ fn common(raw: &RawConfig, lanes: u16) -> Result<Common, ConfigError> {
     if !(1..=1_000_000).contains(&max_handshakes) {
         return Err(ConfigError::new("limits.max_handshakes", "must be between 1 and 1000000"));
     }
+    let tr = &raw.trunk;
+    let positive = |key: &str, v: Option<f64>, default: f64| -> Result<f64, ConfigError> {
+        let v = v.unwrap_or(default);
+        if !(v.is_finite() && v > 0.0) {
+            return Err(ConfigError::new(format!("trunk.{key}"), "must be a positive number"));
+        }
+        Ok(v)
+    };
+    let lane_open_rtts = positive("lane_open_rtts", tr.lane_open_rtts, d.lane_open_rtts)?;
+    let lane_sustain_rtts = positive("lane_sustain_rtts", tr.lane_sustain_rtts, d.lane_sustain_rtts)?;
+    let hold = tr.lane_idle_hold_ms.unwrap_or(d.lane_idle_hold.as_nanos() / 1_000_000);
+    if hold == 0 {
+        return Err(ConfigError::new("trunk.lane_idle_hold_ms", "must be positive"));
+    }
+    let bulk_floor = tr.bulk_floor.unwrap_or(d.bulk_floor);
+    if bulk_floor < max_payload as usize {
+        return Err(ConfigError::new("trunk.bulk_floor", "must be at least limits.max_frame_payload"));
+    }
     let session = SessionConfig {
         lanes,
+        max_lanes: lanes,
+        lane_open_rtts,
+        lane_sustain_rtts,
+        lane_idle_hold: Duration::from_millis(hold),
+        bulk_limit: tr.bulk_limit.unwrap_or(false),
+        bulk_floor,
+        reserve_thin_lane: tr.reserve_thin_lane.unwrap_or(false),
         max_payload,
         stream_window,
         stream_buffer,
@@ -587,6 +664,36 @@ mod tests {
         name = "echo"
         connect = "127.0.0.1:7000"
     "#;
+
+    fn edge(trunk_extra: &str) -> Result<EdgeConfig, ConfigError> {
+        let text = format!(
+            "[trunk]\nconnect = \"127.0.0.1:7400\"\n{trunk_extra}\n[auth]\npsk = \"0123456789abcdef0123\"\n\
+             [[forward]]\nname = \"echo\"\nlisten = \"127.0.0.1:7001\"\n"
+        );
+        EdgeConfig::try_from(parse(&text)?)
+    }
+
+    #[test]
+    fn adaptive_lane_keys_parse_and_bad_ones_name_their_key() {
+        let e = edge("").unwrap();
+        assert!(!e.common.session.adaptive());
+        let e = edge("lanes = \"adaptive\"\nmax_connections = 6\nbulk_limit = true").unwrap();
+        assert_eq!((e.common.session.lanes, e.common.session.max_lanes), (1, 6));
+        assert!(e.common.session.adaptive() && e.common.session.bulk_limit);
+        for (extra, key) in [
+            ("lanes = \"elastic\"", "trunk.lanes"),
+            ("max_connections = 4", "trunk.max_connections"),
+            ("connections = 4\nlanes = \"adaptive\"\nmax_connections = 2", "trunk.max_connections"),
+            ("lane_open_rtts = 0.0", "trunk.lane_open_rtts"),
+            ("lane_sustain_rtts = -1.0", "trunk.lane_sustain_rtts"),
+            ("lane_idle_hold_ms = 0", "trunk.lane_idle_hold_ms"),
+            ("bulk_floor = 100", "trunk.bulk_floor"),
+        ] {
+            assert_eq!(edge(extra).unwrap_err().key, key, "{extra}");
+        }
+        let core = CORE.replace("[trunk]", "[trunk]\nlanes = \"adaptive\"");
+        assert_eq!(CoreConfig::try_from(parse(&core).unwrap()).unwrap_err().key, "trunk.lanes");
+    }
 
     #[test]
     fn core_ok() {

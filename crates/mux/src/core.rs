@@ -7,7 +7,7 @@ use std::io;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 
-use thinwan_proto::mux::frame::{FLAG_NEW, MAX_REASON_TEXT};
+use thinwan_proto::mux::frame::{FLAG_ADAPTIVE, FLAG_NEW, MAX_REASON_TEXT};
 use thinwan_proto::mux::session::{peek_hello, unknown_session_reply};
 use thinwan_proto::mux::{ResetCode, Role};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -160,7 +160,15 @@ async fn serve_trunk(
             Some(s) => Some(s.clone()),
             None if hello.flags & FLAG_NEW != 0 && hello.lanes <= 64 => {
                 let mut scfg = cfg.common.session.clone();
-                scfg.lanes = hello.lanes;
+                // The edge chooses the lanes: fixed, or adaptive up to `hello.lanes`
+                // (then only the lanes either side wants are kept connected).
+                if hello.flags & FLAG_ADAPTIVE != 0 {
+                    scfg.lanes = 1;
+                    scfg.max_lanes = hello.lanes;
+                } else {
+                    scfg.lanes = hello.lanes;
+                    scfg.max_lanes = hello.lanes;
+                }
                 let (tx, rx) = mpsc::unbounded_channel();
                 let (s, driver) = Shared::spawn(Role::Core, hello.session, scfg, counters.clone(), Some(tx));
                 reg.insert(hello.session, s.clone());

@@ -151,7 +151,7 @@ impl Shared {
         let (tx, rx) = mpsc::unbounded_channel();
         let session = Session::new(role, id, cfg.clone(), clock.now());
         let shared = Arc::new(Shared { inner: Mutex::new(Inner { session }), clock, counters, cmds: tx });
-        let lanes = (0..cfg.lanes.max(1)).map(|_| None).collect();
+        let lanes = (0..cfg.lanes.max(cfg.max_lanes).max(1)).map(|_| None).collect();
         let driver = Driver {
             shared: shared.clone(),
             role,
@@ -427,6 +427,13 @@ impl Driver {
                 Event::LaneDead { lane, reason } => {
                     tracing::warn!(session = s.id(), lane, %reason, "trunk lane dead");
                     self.close_lane(s, lane as usize, Err(io::Error::new(io::ErrorKind::TimedOut, reason)));
+                }
+                // Adaptive lanes: the edge's lane task for `lane` dials once the session
+                // wants it (`Session::lane_wanted`); closed lanes end here.
+                Event::ConnectLane { lane } => tracing::info!(session = s.id(), lane, "trunk lane wanted"),
+                Event::LaneClosed { lane } => {
+                    tracing::info!(session = s.id(), lane, "idle trunk lane closed");
+                    self.close_lane(s, lane as usize, Ok(()));
                 }
                 Event::GoAway => tracing::info!(session = s.id(), "peer is going away"),
                 Event::SessionLost { reason } => {

@@ -38,7 +38,8 @@ impl Edge {
             let _ = tx.send(shared.clone());
         }
         let mut tasks = tokio::task::JoinSet::new();
-        for lane in 0..cfg.common.session.lanes {
+        let all_lanes = cfg.common.session.lanes.max(cfg.common.session.max_lanes);
+        for lane in 0..all_lanes {
             tasks.spawn(lane_loop(shared.clone(), lane, connector.clone(), cfg.clone(), shutdown.clone()));
         }
         let mut all_warnings = Vec::new();
@@ -93,6 +94,15 @@ async fn lane_loop(
         let stopping = *stop.borrow();
         if stopping {
             return;
+        }
+        // Adaptive lanes: dial only while the session wants this lane. Checked every
+        // 50 ms — short against the several RTTs of backlog that ask for a lane.
+        if !shared.lock().session.lane_wanted(lane) {
+            tokio::select! {
+                _ = tokio::time::sleep(std::time::Duration::from_millis(50)) => {}
+                _ = stop.changed() => {}
+            }
+            continue;
         }
         let attempt = async {
             let tcp = tokio::time::timeout(cfg.common.connect_timeout, TcpStream::connect(cfg.connect))

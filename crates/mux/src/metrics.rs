@@ -20,18 +20,19 @@ use crate::guard::{flush_every_window, HandshakeGate, Warnings, ACCEPT_ERROR_PAU
 /// Where a scrape finds the sessions.
 pub type Sessions = Arc<dyn Fn() -> Vec<Arc<Shared>> + Send + Sync>;
 
-const FRAME_TYPES: [&str; 10] =
-    ["", "open", "data", "close", "reset", "credit", "ack", "ping", "hello", "goaway"];
+const FRAME_TYPES: [&str; 11] =
+    ["", "open", "data", "close", "reset", "credit", "ack", "ping", "hello", "goaway", "lanes"];
 
 /// Render all metrics.
 pub fn render(role: &str, counters: &Counters, sessions: &[Arc<Shared>]) -> String {
     let mut st = Stats::default();
     let (mut streams, mut buffered, mut thin_q, mut bulk_q, mut replay, mut lanes_up) = (0, 0, 0, 0, 0, 0);
     let mut rtt = None;
+    let (mut lanes_wanted, mut bulk_inflight) = (0, 0);
     for s in sessions {
         let g = s.lock();
         let ss = g.session.stats();
-        for i in 0..10 {
+        for i in 0..FRAME_TYPES.len() {
             st.frames_tx[i] += ss.frames_tx[i];
             st.frames_rx[i] += ss.frames_rx[i];
         }
@@ -44,6 +45,11 @@ pub fn render(role: &str, counters: &Counters, sessions: &[Arc<Shared>]) -> Stri
         st.frames_replayed += ss.frames_replayed;
         st.resumes += ss.resumes;
         st.lane_drops += ss.lane_drops;
+        st.lanes_opened += ss.lanes_opened;
+        st.lanes_closed += ss.lanes_closed;
+        st.stream_moves += ss.stream_moves;
+        lanes_wanted += g.session.lanes_wanted() as usize;
+        bulk_inflight += g.session.bulk_inflight();
         st.delay_thin.merge(&ss.delay_thin);
         st.delay_bulk.merge(&ss.delay_bulk);
         rtt = rtt.or(ss.rtt);
@@ -64,6 +70,13 @@ pub fn render(role: &str, counters: &Counters, sessions: &[Arc<Shared>]) -> Stri
     gauge(&mut o, "buffered_bytes", "Bytes in stream send queues and replay buffers.", buffered as f64);
     gauge(&mut o, "replay_frames", "Reliable frames kept for replay (unacknowledged).", replay as f64);
     gauge(&mut o, "lanes_up", "Trunk lanes up.", lanes_up as f64);
+    gauge(
+        &mut o,
+        "lanes_wanted",
+        "Trunk lanes either side wants open (adaptive lanes).",
+        lanes_wanted as f64,
+    );
+    gauge(&mut o, "bulk_inflight_bytes", "Unacknowledged bulk data bytes.", bulk_inflight as f64);
     gauge(&mut o, "rtt_seconds", "Last trunk ping round trip.", rtt.map_or(0.0, |d| d.as_secs_f64()));
     let _ = writeln!(o, "# HELP thinwan_mux_queue_streams Streams waiting in the scheduler.\n# TYPE thinwan_mux_queue_streams gauge");
     let _ = writeln!(o, "thinwan_mux_queue_streams{{role=\"{role}\",class=\"thin\"}} {thin_q}");
@@ -77,6 +90,14 @@ pub fn render(role: &str, counters: &Counters, sessions: &[Arc<Shared>]) -> Stri
     counter(&mut o, "frames_replayed_total", "Reliable frames re-sent after reconnects.", st.frames_replayed);
     counter(&mut o, "resumes_total", "Trunk lane resumptions.", st.resumes);
     counter(&mut o, "lane_drops_total", "Trunk lane disconnects.", st.lane_drops);
+    counter(
+        &mut o,
+        "lanes_opened_total",
+        "Extra lanes this side asked for (adaptive lanes).",
+        st.lanes_opened,
+    );
+    counter(&mut o, "lanes_closed_total", "Extra lanes given up after the idle hold.", st.lanes_closed);
+    counter(&mut o, "stream_moves_total", "Streams moved between lanes.", st.stream_moves);
     counter(&mut o, "reconnects_total", "Trunk connections established.", c(&counters.trunk_connects));
     counter(
         &mut o,

@@ -114,6 +114,17 @@ struct Harness {
 /// Start echo server, core, chaos proxy and edge. `core_auth`/`edge_auth` are TOML
 /// `[auth]` bodies; `forwards` names the edge's targets (the core has only "echo").
 async fn start(core_auth: &str, edge_auth: &str, forwards: &[&str], extra: &str) -> Harness {
+    start_with(core_auth, edge_auth, forwards, extra, "").await
+}
+
+/// [`start`] with extra `[trunk]` keys for the edge.
+async fn start_with(
+    core_auth: &str,
+    edge_auth: &str,
+    forwards: &[&str],
+    extra: &str,
+    edge_trunk: &str,
+) -> Harness {
     let (echo, echo_conns) = echo_server().await;
     let core_l = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let core_addr = core_l.local_addr().unwrap();
@@ -141,7 +152,7 @@ async fn start(core_auth: &str, edge_auth: &str, forwards: &[&str], extra: &str)
     }
     let edge_cfg = EdgeConfig::try_from(
         parse(&format!(
-            "[trunk]\nconnect = \"{chaos_addr}\"\nconnections = 2\n[auth]\n{edge_auth}\n{extra}\n{fwd}"
+            "[trunk]\nconnect = \"{chaos_addr}\"\nconnections = 2\n{edge_trunk}\n[auth]\n{edge_auth}\n{extra}\n{fwd}"
         ))
         .unwrap(),
     )
@@ -279,4 +290,39 @@ async fn certificates_mutual_auth() {
     assert_eq!(h.core_counters.trunk_connects.load(Ordering::SeqCst), 0);
     let _ = h.stop.send(true);
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Adaptive lanes (issue 20) between the real daemons: the edge announces them in its
+/// `Hello`, the core follows; lanes nobody wants stay undialed without failing the
+/// session at the resume timeout, and trunk resets still lose nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn adaptive_lanes_carry_streams_and_survive_resets() {
+    let extra = "[timeouts]\nresume_timeout_ms = 1500";
+    let trunk = "lanes = \"adaptive\"\nmax_connections = 4\nbulk_limit = true";
+    let h = start_with(&psk(), &psk(), &["echo"], extra, trunk).await;
+    for round in 0..2u64 {
+        let mut tasks = Vec::new();
+        for i in 0..20u64 {
+            let a = h.client_addrs[0];
+            let n = if i % 5 == 0 { 1_000_000 } else { 1 + (i as usize * 997) % 20_000 };
+            tasks.push(tokio::spawn(async move { echo_roundtrip(a, 1000 * round + i, n, 3000).await }));
+        }
+        if round == 1 {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            h.chaos.cut();
+        }
+        for t in tasks {
+            t.await.unwrap().unwrap();
+        }
+        // Longer than the resume timeout: undialed extra lanes must not fail the session.
+        tokio::time::sleep(Duration::from_millis(2000)).await;
+    }
+    assert_eq!(h.edge_counters.sessions_lost.load(Ordering::SeqCst), 0);
+    assert_eq!(h.core_counters.sessions_lost.load(Ordering::SeqCst), 0);
+    let g = h.edge.lock();
+    assert!(g.session.config().adaptive());
+    assert!(g.session.lanes_up() >= 2, "the two base lanes are up");
+    assert_eq!(g.session.bulk_inflight(), 0);
+    drop(g);
+    let _ = h.stop.send(true);
 }

@@ -151,6 +151,7 @@ fn arb_frame() -> impl Strategy<Value = Frame> {
             }
         ),
         arb_code().prop_map(|code| Frame::GoAway { code }),
+        (1u16..).prop_map(|want| Frame::Lanes { want }),
     ]
 }
 

@@ -48,6 +48,22 @@ pub struct MuxSec {
     pub frame_payload_bytes: u32,
     /// TCP_NOTSENT_LOWAT of the trunk sockets (the daemons' `trunk.notsent_lowat`).
     pub notsent_lowat_bytes: u32,
+    /// `trunks` lanes always (fixed), or opened on demand up to `max_lanes` (adaptive).
+    pub lanes: MuxLanes,
+    /// Most lanes with `lanes = "adaptive"`.
+    pub max_lanes: u32,
+    /// Keep unacknowledged bulk bytes below the bulk-in-flight limit (docs/mux.md).
+    pub bulk_limit: bool,
+}
+
+/// `mux.lanes`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum MuxLanes {
+    /// `mux.trunks` lanes for the whole run.
+    Fixed,
+    /// `mux.trunks` lanes at start, more (up to `mux.max_lanes`) when backlogged.
+    Adaptive,
 }
 
 /// `[scenario]`
@@ -311,6 +327,11 @@ impl Config {
             }
             if self.mux.notsent_lowat_bytes == 0 {
                 return bad("mux.notsent_lowat_bytes", "must be ≥ 1");
+            }
+            if self.mux.lanes == MuxLanes::Adaptive
+                && !(self.mux.trunks..=u16::MAX as u32).contains(&self.mux.max_lanes)
+            {
+                return bad("mux.max_lanes", "must be in [mux.trunks, 65535]");
             }
             if self.traffic.separate_connections || self.traffic.model == Model::Bulk {
                 return bad(

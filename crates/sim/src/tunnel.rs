@@ -18,6 +18,14 @@
 //! sits beside R1 and the server's writes reach its session at once), and stream
 //! set-up: lanes and streams are established before time 0, as the direct
 //! connections are, so both configurations start with open connections.
+//!
+//! Adaptive lanes (`mux.lanes = "adaptive"`): the sessions decide as the daemons'
+//! do; every lane up to `mux.max_lanes` has its simulated TCP connections from time 0
+//! (idle until used), and "dialing" a lane connects both sessions' ends at once, so a
+//! new lane costs its `Hello` round trip over the simulated trunk but not the TCP and
+//! TLS handshakes (2 RTTs more in the daemons). Lanes are never given up in a run
+//! (`lane_idle_hold` is off): a pipe's bytes from a closed connection would reach the
+//! next one, and the grid's streams never go quiet for long.
 
 use std::collections::{HashMap, VecDeque};
 
@@ -26,7 +34,7 @@ use thinwan_proto::mux::sched::Class;
 use thinwan_proto::mux::session::{Config as SessionConfig, Event, Role, Session};
 use thinwan_proto::{Duration, Instant};
 
-use crate::config::MuxSec;
+use crate::config::{MuxLanes, MuxSec};
 
 /// The target name every stream opens (the core has one: the server beside it).
 const TARGET: &str = "server";
@@ -90,9 +98,18 @@ impl Tunnel {
     /// frames directly (before time 0). Forward trunks get connection ids from
     /// `first_trunk` on.
     pub fn establish(mux: &MuxSec, pairs: u32, first_trunk: u32, session_id: u64) -> Result<Tunnel, String> {
-        let lanes = u16::try_from(mux.trunks).map_err(|_| "mux.trunks: at most 65535".to_string())?;
+        let base = u16::try_from(mux.trunks).map_err(|_| "mux.trunks: at most 65535".to_string())?;
+        let lanes = match mux.lanes {
+            MuxLanes::Fixed => base,
+            MuxLanes::Adaptive => u16::try_from(mux.max_lanes.max(mux.trunks))
+                .map_err(|_| "mux.max_lanes: at most 65535".to_string())?,
+        };
         let cfg = SessionConfig {
-            lanes,
+            lanes: base,
+            max_lanes: lanes,
+            bulk_limit: mux.bulk_limit,
+            // See the module documentation: the simulator never gives lanes up.
+            lane_idle_hold: Duration::from_millis(1_000_000_000),
             max_payload: mux.frame_payload_bytes,
             max_streams: pairs as usize,
             // The simulated path never breaks: no liveness or resume deadline.
@@ -103,8 +120,10 @@ impl Tunnel {
         let t0 = Instant::ZERO;
         let mut edge = Session::new(Role::Edge, session_id, cfg.clone(), t0);
         let mut core = Session::new(Role::Core, session_id, cfg, t0);
-        let ge: Vec<u64> = (0..lanes).map(|l| edge.lane_connected(l, t0)).collect();
-        let gc: Vec<u64> = (0..lanes).map(|l| core.lane_connected(l, t0)).collect();
+        let ge: Vec<u64> =
+            (0..lanes).map(|l| if l < base { edge.lane_connected(l, t0) } else { 0 }).collect();
+        let gc: Vec<u64> =
+            (0..lanes).map(|l| if l < base { core.lane_connected(l, t0) } else { 0 }).collect();
         exchange(&mut edge, &ge, &mut core, &gc);
         let mut stream = Vec::with_capacity(pairs as usize);
         for _ in 0..pairs {
@@ -158,6 +177,14 @@ impl Tunnel {
     /// The trunk connection on which `edge` (or the core) sends on `lane`.
     pub fn conn_of(&self, edge: bool, lane: u16) -> u32 {
         self.first_trunk + edge as u32 * self.lanes + lane as u32
+    }
+
+    /// The edge dials `lane` (adaptive lanes): both ends get a new connection at once;
+    /// the `Hello`s then cross the simulated trunk.
+    pub fn connect_lane(&mut self, lane: u16, now: Instant) {
+        for end in [&mut self.edge, &mut self.core] {
+            end.generation[lane as usize] = end.session.lane_connected(lane, now);
+        }
     }
 
     pub fn end(&mut self, edge: bool) -> &mut End {

@@ -383,6 +383,18 @@ class MuxSection(_Section):
     frame_payload_bytes: int = Field(MUX_FRAME_PAYLOAD_BYTES, ge=512, le=1 << 20)
     # The daemons' `trunk.notsent_lowat` default (crates/mux/src/config.rs).
     notsent_lowat_bytes: int = Field(32768, ge=1, le=U32_MAX)
+    # "fixed": `trunks` lanes all run; "adaptive": `trunks` at start, another lane (up to
+    # `max_lanes`) while a lane's backlog stays above one RTT (docs/mux.md "Adaptive lanes").
+    lanes: Literal["fixed", "adaptive"] = "fixed"
+    max_lanes: int = Field(8, ge=1, le=65535)
+    # Unacknowledged bulk bytes ≤ max(64 KiB, 2 × delivery rate × min RTT) (docs/mux.md).
+    bulk_limit: bool = False
+
+    @model_validator(mode="after")
+    def _max_lanes(self) -> MuxSection:
+        if self.lanes == "adaptive" and self.max_lanes < self.trunks:
+            raise ValueError(f"max_lanes ({self.max_lanes}) must be ≥ trunks ({self.trunks})")
+        return self
 
 
 class QdsSection(_Section):

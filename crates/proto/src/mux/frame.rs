@@ -19,8 +19,9 @@
 //! | `Credit` (5) | id     | `u32` window increment (bytes) |
 //! | `Ack` (6)    | 0      | `u64` next reliable frame sequence number expected (cumulative) |
 //! | `Ping` (7)   | 0      | `u64` opaque; flag [`FLAG_PONG`] marks the answer |
-//! | `Hello` (8)  | 0      | `u32` magic, `u8` version, `u64` session, `u16` lane, `u16` lanes, `u64` next seq expected, `u32` initial stream window; flags [`FLAG_NEW`], [`FLAG_UNKNOWN_SESSION`] |
+//! | `Hello` (8)  | 0      | `u32` magic, `u8` version, `u64` session, `u16` lane, `u16` lanes, `u64` next seq expected, `u32` initial stream window; flags [`FLAG_NEW`], [`FLAG_UNKNOWN_SESSION`], [`FLAG_ADAPTIVE`] |
 //! | `GoAway` (9) | 0      | `u16` reason code: the sender opens no more streams (graceful shutdown) |
+//! | `Lanes` (10) | 0      | `u16` lanes the sender wants open (adaptive lanes, version 2); per connection, not replayed |
 //!
 //! The decoder never panics and never allocates more than the announced body, which it
 //! checks against a caller-given bound first ([`DecodeError::FrameTooLarge`]).
@@ -36,7 +37,11 @@ pub const MAX_REASON_TEXT: usize = 1024;
 /// `Hello` magic: ASCII "TWMX".
 pub const HELLO_MAGIC: u32 = 0x5457_4d58;
 /// Wire-format version carried in `Hello`.
-pub const VERSION: u8 = 1;
+///
+/// 2: adds the `Lanes` frame (adaptive lanes) and lets a stream's frames arrive on
+/// any lane (a sender moves a stream only once the old lane acknowledged all of it).
+/// A version-1 peer is refused at the handshake ("unsupported protocol version").
+pub const VERSION: u8 = 2;
 /// `Hello` body: magic, version, session, lane, lanes, next expected, window.
 const HELLO_BODY: usize = 4 + 1 + 8 + 2 + 2 + 8 + 4;
 /// `Ping` flag: this is the answer to a ping.
@@ -46,6 +51,8 @@ pub const FLAG_NEW: u8 = 0x01;
 /// `Hello` flag (core → edge): the session asked for is not known here (the core lost
 /// its state, or the session timed out); the edge must fail its streams and start anew.
 pub const FLAG_UNKNOWN_SESSION: u8 = 0x02;
+/// `Hello` flag (edge → core): the edge's lanes are adaptive; `lanes` is their maximum.
+pub const FLAG_ADAPTIVE: u8 = 0x04;
 
 /// A stream identifier. Zero is the connection itself (ack, ping, hello, go-away).
 pub type StreamId = u32;
@@ -72,6 +79,8 @@ pub enum FrameType {
     Hello = 8,
     /// No more new streams.
     GoAway = 9,
+    /// How many lanes the sender wants open (adaptive lanes).
+    Lanes = 10,
 }
 
 impl FrameType {
@@ -103,6 +112,7 @@ impl TryFrom<u8> for FrameType {
             7 => FrameType::Ping,
             8 => FrameType::Hello,
             9 => FrameType::GoAway,
+            10 => FrameType::Lanes,
             other => return Err(DecodeError::UnknownType(other)),
         })
     }
@@ -143,8 +153,10 @@ impl Header {
         if len > max_body {
             return Err(DecodeError::FrameTooLarge { len, max: max_body });
         }
-        let conn_level =
-            matches!(kind, FrameType::Ack | FrameType::Ping | FrameType::Hello | FrameType::GoAway);
+        let conn_level = matches!(
+            kind,
+            FrameType::Ack | FrameType::Ping | FrameType::Hello | FrameType::GoAway | FrameType::Lanes
+        );
         if conn_level != (stream == 0) {
             return Err(DecodeError::Malformed("stream id 0 used for a stream frame or vice versa"));
         }
@@ -303,6 +315,11 @@ pub enum Frame {
         /// Why.
         code: ResetCode,
     },
+    /// The sender wants this many lanes open (adaptive lanes; the edge dials them).
+    Lanes {
+        /// Wanted lanes, ≥ 1.
+        want: u16,
+    },
 }
 
 /// Why bytes could not be decoded.
@@ -348,6 +365,7 @@ impl Frame {
             Frame::Ping { .. } => FrameType::Ping,
             Frame::Hello(_) => FrameType::Hello,
             Frame::GoAway { .. } => FrameType::GoAway,
+            Frame::Lanes { .. } => FrameType::Lanes,
         }
     }
 
@@ -377,7 +395,7 @@ impl Frame {
             Frame::Credit { .. } => 4,
             Frame::Ack { .. } | Frame::Ping { .. } => 8,
             Frame::Hello(_) => HELLO_BODY,
-            Frame::GoAway { .. } => 2,
+            Frame::GoAway { .. } | Frame::Lanes { .. } => 2,
         }
     }
 
@@ -417,6 +435,7 @@ impl Frame {
                 out.extend_from_slice(&h.window.to_be_bytes());
             }
             Frame::GoAway { code } => out.extend_from_slice(&code.to_u16().to_be_bytes()),
+            Frame::Lanes { want } => out.extend_from_slice(&want.to_be_bytes()),
         }
     }
 
@@ -513,6 +532,14 @@ impl Frame {
             FrameType::GoAway => {
                 fixed(2)?;
                 Frame::GoAway { code: ResetCode::from_u16(u16::from_be_bytes([body[0], body[1]])) }
+            }
+            FrameType::Lanes => {
+                fixed(2)?;
+                let want = u16::from_be_bytes([body[0], body[1]]);
+                if want == 0 {
+                    return Err(DecodeError::Malformed("zero lanes wanted"));
+                }
+                Frame::Lanes { want }
             }
         })
     }
@@ -616,12 +643,13 @@ mod tests {
                 }
             ),
             arb_code().prop_map(|code| Frame::GoAway { code }),
+            (1u16..).prop_map(|want| Frame::Lanes { want }),
         ]
     }
 
     proptest! {
         #[test]
-        fn header_round_trip(kind in 1u8..=9, flags: u8, stream: u32, len in 0u32..=MAX) {
+        fn header_round_trip(kind in 1u8..=10, flags: u8, stream: u32, len in 0u32..=MAX) {
             let kind = FrameType::try_from(kind).unwrap();
             let h = Header { kind, flags, stream, len };
             let mut b = [0u8; HEADER_LEN];
@@ -665,7 +693,7 @@ mod tests {
 
         /// Fuzz with valid-looking headers so bodies are actually parsed.
         #[test]
-        fn decode_arbitrary_bodies(kind in 0u8..12, flags: u8, stream in 0u32..4, body in proptest::collection::vec(any::<u8>(), 0..64)) {
+        fn decode_arbitrary_bodies(kind in 0u8..13, flags: u8, stream in 0u32..4, body in proptest::collection::vec(any::<u8>(), 0..64)) {
             let mut wire = vec![kind, flags, 0, 0];
             wire.extend_from_slice(&stream.to_be_bytes());
             wire.extend_from_slice(&(body.len() as u32).to_be_bytes());

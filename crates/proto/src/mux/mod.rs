@@ -5,8 +5,11 @@
 //! - [`sched`]: thin-first / bulk round-robin scheduler and the thin-stream rate meter;
 //! - [`session`]: streams with credit-based flow control, per-lane replay buffers and
 //!   the resume handshake, driven by `handle_*(now)` / `poll_*()`;
-//! - [`stats`]: counters and delay histograms.
+//! - [`stats`]: counters and delay histograms;
+//! - [`adapt`]: lane measurements (ack RTT, delivery rate) behind adaptive lanes, the
+//!   bulk-in-flight limit and the shedding estimate.
 
+pub mod adapt;
 pub mod frame;
 pub mod sched;
 pub mod session;
@@ -16,5 +19,7 @@ pub use frame::{DecodeError, Frame, FrameDecoder, FrameType, Header, Hello, Rese
 pub use sched::{Class, Scheduler};
 pub use session::{Config, Event, OpenError, Role, Session, StreamError};
 
+#[cfg(test)]
+mod adapt_tests;
 #[cfg(test)]
 mod tests;

@@ -68,6 +68,23 @@ impl Scheduler {
         self.thin.pop_front().or_else(|| self.bulk.pop_front())
     }
 
+    /// The oldest thin stream only (bulk streams wait: the bulk-in-flight limit).
+    pub fn pop_thin(&mut self) -> Option<StreamId> {
+        self.thin.pop_front()
+    }
+
+    /// Take `id` out of whichever queue holds it (a stream moving to another lane).
+    /// Returns whether it was queued.
+    pub fn remove(&mut self, id: StreamId) -> bool {
+        for q in [&mut self.thin, &mut self.bulk] {
+            if let Some(i) = q.iter().position(|&x| x == id) {
+                q.remove(i);
+                return true;
+            }
+        }
+        false
+    }
+
     /// Streams waiting (thin, bulk).
     pub fn depth(&self) -> (usize, usize) {
         (self.thin.len(), self.bulk.len())

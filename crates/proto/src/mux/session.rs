@@ -25,12 +25,35 @@
 //! that does not know the session, or a lane that stays down longer than the resume
 //! timeout, fails the session: every stream gets a `Reset` event with
 //! [`ResetCode::ResumeFailed`].
+//!
+//! # Adaptive lanes (issue 20; off while `max_lanes == lanes`)
+//! Every [`ADAPT_TICK`] each side measures its lanes ([`super::adapt::LaneMeter`]). When
+//! a lane's backlog in time — (bytes queued for it + its unacknowledged bytes) ÷
+//! delivery rate, minus one round trip — stays above `lane_open_rtts` × its minimum
+//! RTT for `lane_sustain_rtts` × that RTT, the side doubles its lanes (up to
+//! `max_lanes`) and says so in a `Lanes` frame (on lane 0 only, so
+//! values cannot overtake each other); the edge dials every lane
+//! either side wants. When a lane comes up, streams are rebalanced so each open lane
+//! carries about as many streams. A stream **moves only at a frame boundary and only
+//! once the peer acknowledged every reliable frame it sent on its old lane**: the
+//! peer then has processed all of it, so nothing sent on the new lane can overtake
+//! it, and no sequence numbers or reordering buffer are needed at the receiver (a
+//! handover marker would move sooner but needs both). The cost: a stream with bytes
+//! in flight moves up to one RTT later. The top extra lane, once it carried no stream
+//! data for `lane_idle_hold` while no lane was backlogged, is given up: its streams
+//! are moved down, and the edge closes the connection when neither side wants it.
+//!
+//! # Bulk in flight (`bulk_limit`)
+//! Unacknowledged bulk data bytes (summed over lanes) are kept below
+//! [`super::adapt::bulk_inflight_limit`]; past it only thin streams send, so a thin
+//! frame waits behind at most that much bulk data (plus one frame) in the trunk.
 
 use std::collections::{HashMap, VecDeque};
 
+use super::adapt::{self, LaneMeter};
 use super::frame::{
-    DecodeError, Frame, FrameDecoder, FrameType, Hello, ResetCode, StreamId, FLAG_NEW, FLAG_UNKNOWN_SESSION,
-    HEADER_LEN,
+    DecodeError, Frame, FrameDecoder, FrameType, Hello, ResetCode, StreamId, FLAG_ADAPTIVE, FLAG_NEW,
+    FLAG_UNKNOWN_SESSION, HEADER_LEN,
 };
 use super::sched::{Class, RateMeter, Scheduler};
 use super::stats::Stats;
@@ -74,7 +97,30 @@ pub struct Config {
     pub ack_delay: Duration,
     /// Acknowledge at once after this many reliable frames.
     pub ack_every: u64,
+    /// Most lanes (adaptive lanes): `lanes` are always open, up to `max_lanes` are
+    /// opened on demand. `max_lanes <= lanes` turns adaptation off.
+    pub max_lanes: u16,
+    /// Open a lane when a lane's backlog in time exceeds this many of its RTTs …
+    pub lane_open_rtts: f64,
+    /// … for this many of its RTTs.
+    pub lane_sustain_rtts: f64,
+    /// An extra lane that carried no stream data for this long is closed.
+    pub lane_idle_hold: Duration,
+    /// Keep unacknowledged bulk bytes below the bulk-in-flight limit.
+    pub bulk_limit: bool,
+    /// Floor of the bulk-in-flight limit, bytes.
+    pub bulk_floor: usize,
+    /// With two or more lanes open and a bulk stream present, keep lane 0 for thin
+    /// streams.
+    pub reserve_thin_lane: bool,
 }
+
+/// How often the adaptive-lane and bulk-limit measurements run (when either is on).
+/// Short against the paths' RTTs (tens to hundreds of ms), long against a frame.
+pub const ADAPT_TICK: Duration = Duration::from_millis(20);
+
+/// A stream's `last_seq` while its `Open` has not been sent: it cannot move.
+const PINNED: u64 = u64::MAX;
 
 impl Default for Config {
     /// - one lane; 16 KiB frames (bounds the wait of a thin frame behind a bulk one);
@@ -82,7 +128,10 @@ impl Default for Config {
     ///   buffer, 256 MiB total, 4096 streams;
     /// - thin below 32 KiB per 100 ms (≈ 2.6 Mbit/s);
     /// - ping every 1 s, dead after 5 s silence, resume within 30 s;
-    /// - ack after 5 ms or 64 frames.
+    /// - ack after 5 ms or 64 frames;
+    /// - adaptive lanes off (`max_lanes = 1`); when on: open above 1 RTT of backlog
+    ///   held for 4 RTTs, close an extra lane idle for 10 s;
+    /// - bulk-in-flight limit off (floor 64 KiB when on); no reserved thin lane.
     fn default() -> Self {
         Config {
             lanes: 1,
@@ -98,7 +147,21 @@ impl Default for Config {
             resume_timeout: Duration::from_secs(30),
             ack_delay: Duration::from_millis(5),
             ack_every: 64,
+            max_lanes: 1,
+            lane_open_rtts: 1.0,
+            lane_sustain_rtts: 4.0,
+            lane_idle_hold: Duration::from_secs(10),
+            bulk_limit: false,
+            bulk_floor: 64 * 1024,
+            reserve_thin_lane: false,
         }
+    }
+}
+
+impl Config {
+    /// Lanes are opened and closed on demand.
+    pub fn adaptive(&self) -> bool {
+        self.max_lanes > self.lanes.max(1)
     }
 }
 
@@ -155,6 +218,16 @@ pub enum Event {
         /// Why.
         reason: String,
     },
+    /// (edge) Lane `lane` is wanted and down: dial it (adaptive lanes).
+    ConnectLane {
+        /// Lane index.
+        lane: u16,
+    },
+    /// An extra lane is no longer wanted by either side; its connection was given up.
+    LaneClosed {
+        /// Lane index.
+        lane: u16,
+    },
     /// The peer is shutting down and will open no more streams.
     GoAway,
     /// The session cannot continue; all its streams were reset. Start a new one.
@@ -205,11 +278,28 @@ pub struct Session {
     buffered: usize,
     total_blocked: bool,
     stats: Stats,
+    /// Lanes this side wants open (adaptive lanes; `cfg.lanes` otherwise).
+    want: u16,
+    /// Lanes the peer wants open (from its `Lanes` frames).
+    peer_want: u16,
+    /// Next measurement tick (adaptive lanes or bulk limit on).
+    next_tick: Option<Instant>,
+    /// Unacknowledged bulk data frame bytes, all lanes.
+    bulk_inflight: usize,
+    /// An ack arrived while adaptive: try pending moves (see `handle_bytes`).
+    pending_moves_after_ack: bool,
 }
 
 #[derive(Debug)]
 struct Stream {
     lane: u16,
+    /// Lane the stream should move to (== `lane` when it stays).
+    target: u16,
+    /// Sequence number of its last reliable frame on `lane` ([`PINNED`] before its
+    /// `Open` left); it may move once the lane's acks pass it.
+    last_seq: Option<u64>,
+    /// Since when the stream has waited to move (its data held, see `try_moves`).
+    move_since: Option<Instant>,
     class: Class,
     meter: RateMeter,
     send: ByteQueue,
@@ -247,6 +337,8 @@ struct Lane {
     tx_seq: u64,
     /// Encoded reliable frames not yet acknowledged; the front has `replay_base`.
     replay: VecDeque<Vec<u8>>,
+    /// Per replay entry: when it was first sent and its bulk data bytes.
+    replay_meta: VecDeque<(Instant, u32)>,
     replay_base: u64,
     replay_bytes: usize,
     /// Index into `replay` of the next frame to re-send after a resume.
@@ -268,19 +360,23 @@ struct Lane {
     /// When the lane last stopped being up (None while up). Connection attempts that
     /// fail before the handshake completes do not restart the resume timeout.
     down_since: Option<Instant>,
+    meter: LaneMeter,
 }
 
 impl Session {
     /// A new session. The edge picks a random `id`; the core uses the id from the
     /// edge's first `Hello`. Lanes start down at `now` (the resume timeout applies).
     pub fn new(role: Role, id: u64, cfg: Config, now: Instant) -> Session {
-        let lanes = (0..cfg.lanes.max(1))
-            .map(|_| Lane {
+        let n = cfg.lanes.max(cfg.max_lanes).max(1);
+        let base = cfg.lanes.max(1);
+        let lanes = (0..n)
+            .map(|i| Lane {
                 state: LaneState::Down,
                 generation: 0,
                 decoder: FrameDecoder::new(cfg.max_payload.max(2 + super::frame::MAX_REASON_TEXT as u32)),
                 tx_seq: 0,
                 replay: VecDeque::new(),
+                replay_meta: VecDeque::new(),
                 replay_base: 0,
                 replay_bytes: 0,
                 resend: 0,
@@ -294,9 +390,12 @@ impl Session {
                 next_ping: now,
                 hello_sent: false,
                 handshakes: 0,
-                down_since: Some(now),
+                // Extra lanes start closed: no resume deadline until wanted.
+                down_since: (i < base).then_some(now),
+                meter: LaneMeter::new(now),
             })
             .collect();
+        let ticking = cfg.adaptive() || cfg.bulk_limit || cfg.reserve_thin_lane;
         Session {
             role,
             id,
@@ -313,6 +412,11 @@ impl Session {
             buffered: 0,
             total_blocked: false,
             stats: Stats::default(),
+            want: base,
+            peer_want: base,
+            next_tick: ticking.then(|| now + ADAPT_TICK),
+            bulk_inflight: 0,
+            pending_moves_after_ack: false,
         }
     }
 
@@ -363,9 +467,61 @@ impl Session {
     pub fn is_going_away(&self) -> bool {
         self.going_away || self.peer_going_away
     }
-    /// The lane that carries `stream` (stream-to-trunk affinity).
+    /// The lane that carries `stream` from this side: `id % lanes` with fixed lanes,
+    /// the stream's current lane with adaptive ones.
     pub fn lane_of(&self, stream: StreamId) -> u16 {
-        (stream % self.lanes.len() as u32) as u16
+        match self.streams.get(&stream) {
+            Some(s) if self.cfg.adaptive() || self.cfg.reserve_thin_lane => s.lane,
+            _ => (stream % self.lanes.len() as u32) as u16,
+        }
+    }
+    /// Lanes either side wants open (the edge keeps these connected).
+    pub fn lanes_wanted(&self) -> u16 {
+        self.want.max(self.peer_want).max(self.cfg.lanes.max(1)).min(self.lanes.len() as u16)
+    }
+    /// Whether the edge should keep `lane` connected.
+    pub fn lane_wanted(&self, lane: u16) -> bool {
+        lane < self.lanes_wanted() || self.lanes.get(lane as usize).is_some_and(|l| !l.replay.is_empty())
+    }
+    /// Unacknowledged bulk data bytes (all lanes).
+    pub fn bulk_inflight(&self) -> usize {
+        self.bulk_inflight
+    }
+    /// The bulk-in-flight limit now (bytes), from the lanes' measurements.
+    pub fn bulk_limit(&self) -> usize {
+        let rate: f64 = self.lanes.iter().filter_map(|l| l.meter.rate).sum();
+        let min_rtt = self.lanes.iter().filter_map(|l| l.meter.min_rtt).min();
+        adapt::bulk_inflight_limit(rate, min_rtt, self.cfg.bulk_floor)
+    }
+    /// Smoothed ack RTT of `lane`, if measured.
+    pub fn lane_srtt(&self, lane: u16) -> Option<Duration> {
+        self.lanes.get(lane as usize)?.meter.srtt
+    }
+    /// Shedding (issue 20): true when every lane this session may open is open and even
+    /// its best lane's expected added delay (backlog in time + `loss` × RTT,
+    /// [`adapt::tunnel_added_delay`]) exceeds a direct connection's
+    /// ([`adapt::direct_added_delay`]: `loss` × (RTT + 200 ms)) by more than `slack`.
+    /// `loss` is the trunk's packet loss as the shell measures it (e.g. `tcp_info`
+    /// retransmissions ÷ segments). The edge then hands new streams to a direct path.
+    pub fn should_shed(&self, loss: f64, slack: Duration) -> bool {
+        let n = self.lanes.len() as u16;
+        if self.lanes_up() < n as usize {
+            return false;
+        }
+        let backlog = self.lane_backlog();
+        let mut best: Option<(Duration, Duration)> = None;
+        for (i, l) in self.lanes.iter().enumerate() {
+            let (Some(rtt), Some(bt)) = (l.meter.min_rtt, l.meter.backlog_time(backlog[i])) else {
+                return false;
+            };
+            // The queue ahead of a new message, beyond the round trip itself.
+            let queued = Duration::from_secs_f64((bt.as_secs_f64() - rtt.as_secs_f64()).max(0.0));
+            let tunnel = adapt::tunnel_added_delay(queued, rtt, loss);
+            if best.is_none_or(|(t, _)| tunnel < t) {
+                best = Some((tunnel, adapt::direct_added_delay(rtt, loss)));
+            }
+        }
+        best.is_some_and(|(tunnel, direct)| tunnel > direct + slack)
     }
     /// Number of lanes.
     pub fn lane_count(&self) -> u16 {
@@ -431,7 +587,12 @@ impl Session {
             }
             match l.decoder.next_frame() {
                 Ok(Some(frame)) => self.handle_frame(lane, frame, now),
-                Ok(None) => return,
+                Ok(None) => {
+                    if std::mem::take(&mut self.pending_moves_after_ack) {
+                        self.try_moves(now);
+                    }
+                    return;
+                }
                 Err(e) => {
                     self.protocol_error(lane, &format!("undecodable trunk bytes: {e}"), now);
                     return;
@@ -474,7 +635,13 @@ impl Session {
         while out.len() < max {
             let l = &mut self.lanes[lane as usize];
             if let Some(f) = l.ctrl.pop_front() {
-                self.send_reliable(lane, &f, out);
+                let seq = self.send_reliable(lane, &f, out, 0, now);
+                if let Frame::Open { stream, .. } = f {
+                    // The stream may move once its Open is acknowledged.
+                    if let Some(s) = self.streams.get_mut(&stream) {
+                        s.last_seq = Some(seq);
+                    }
+                }
                 continue;
             }
             if !self.send_next_stream_frame(lane, out, now) {
@@ -501,7 +668,10 @@ impl Session {
         }
         !l.urgent.is_empty()
             || (matches!(l.state, LaneState::Up)
-                && (l.resend < l.replay.len() || !l.ctrl.is_empty() || l.sched.depth() != (0, 0)))
+                && (l.resend < l.replay.len() || !l.ctrl.is_empty() || {
+                    let (thin, bulk) = l.sched.depth();
+                    thin > 0 || (bulk > 0 && self.bulk_ok())
+                }))
     }
 
     /// When [`Session::handle_timeout`] must next be called.
@@ -511,6 +681,9 @@ impl Session {
         }
         let mut t: Option<Instant> = None;
         let mut min = |x: Instant| t = Some(t.map_or(x, |y| y.min(x)));
+        if let Some(x) = self.next_tick {
+            min(x);
+        }
         for l in &self.lanes {
             if let Some(d) = l.down_since {
                 min(d + self.cfg.resume_timeout);
@@ -535,9 +708,22 @@ impl Session {
         if self.lost {
             return;
         }
+        if self.next_tick.is_some_and(|x| now >= x) {
+            self.next_tick = Some(now + ADAPT_TICK);
+            self.adapt(now);
+        }
         for i in 0..self.lanes.len() {
+            // Only lanes someone wants (or that hold frames) have a resume deadline.
+            let needed = self.lane_wanted(i as u16);
             let lane = i as u16;
             let l = &mut self.lanes[i];
+            if matches!(l.state, LaneState::Down) {
+                if !needed {
+                    l.down_since = None;
+                } else if l.down_since.is_none() {
+                    l.down_since = Some(now);
+                }
+            }
             if l.down_since.is_some_and(|d| now >= d + self.cfg.resume_timeout) {
                 let msg = format!("trunk lane {lane} down longer than the resume timeout");
                 self.fail(&msg, now);
@@ -592,8 +778,13 @@ impl Session {
         }
         let id = self.next_stream;
         self.next_stream = self.next_stream.wrapping_add(1).max(1);
-        let lane = self.lane_of(id);
-        let stream = self.new_stream(lane, class, now);
+        let lane = if self.cfg.adaptive() || self.cfg.reserve_thin_lane {
+            self.least_loaded_lane()
+        } else {
+            self.lane_of(id)
+        };
+        let mut stream = self.new_stream(lane, class, now);
+        stream.last_seq = Some(PINNED);
         self.streams.insert(id, stream);
         self.lanes[lane as usize].ctrl.push_back(Frame::Open { stream: id, target: target.to_owned() });
         self.stats.streams_opened += 1;
@@ -701,9 +892,258 @@ impl Session {
 
     // ----- internals ---------------------------------------------------------------
 
+    /// Bulk frames may be sent (the bulk-in-flight limit is off or not reached).
+    fn bulk_ok(&self) -> bool {
+        !self.cfg.bulk_limit || self.bulk_inflight < self.bulk_limit()
+    }
+
+    /// Everything `s` sent on its lane is acknowledged (and its Open has left).
+    fn movable(&self, s: &Stream) -> bool {
+        match s.last_seq {
+            None => true,
+            Some(PINNED) => false,
+            Some(q) => q < self.lanes[s.lane as usize].replay_base,
+        }
+    }
+
+    /// Lanes streams may be assigned to: wanted by this side and up (lane 0 if none).
+    fn active_lanes(&self) -> Vec<u16> {
+        let n = if self.cfg.adaptive() { self.want } else { self.lanes.len() as u16 };
+        let v: Vec<u16> = (0..n).filter(|&i| matches!(self.lanes[i as usize].state, LaneState::Up)).collect();
+        if v.is_empty() {
+            vec![0]
+        } else {
+            v
+        }
+    }
+
+    /// Streams whose target is each lane.
+    fn target_counts(&self) -> Vec<usize> {
+        let mut c = vec![0; self.lanes.len()];
+        for s in self.streams.values() {
+            c[s.target as usize] += 1;
+        }
+        c
+    }
+
+    /// Lane for a new stream: the active lane with the fewest streams (lowest index on
+    /// ties), skipping a reserved thin lane only for streams declared bulk later.
+    fn least_loaded_lane(&self) -> u16 {
+        let c = self.target_counts();
+        let active = self.active_lanes();
+        *active.iter().min_by_key(|&&i| (c[i as usize], i)).unwrap_or(&0)
+    }
+
+    /// Give every stream a target lane among the active ones so each carries about as
+    /// many streams, moving as few as possible (deterministic: by stream id). With
+    /// `reserve_thin_lane`, bulk streams avoid lane 0 while another lane is active.
+    fn rebalance(&mut self, now: Instant) {
+        let active = self.active_lanes();
+        let mut ids: Vec<StreamId> = self.streams.keys().copied().collect();
+        ids.sort_unstable();
+        let mut bulk = HashMap::new();
+        for &id in &ids {
+            let mut s = self.streams.remove(&id).expect("listed above");
+            bulk.insert(id, !self.is_thin(&mut s, now));
+            self.streams.insert(id, s);
+        }
+        let reserve = self.cfg.reserve_thin_lane && active.len() >= 2 && bulk.values().any(|&b| b);
+        let allowed =
+            |id: StreamId, lane: u16| active.contains(&lane) && !(reserve && lane == 0 && bulk[&id]);
+        let mut per_lane: Vec<Vec<StreamId>> = vec![Vec::new(); self.lanes.len()];
+        let mut pool = Vec::new();
+        for &id in &ids {
+            let t = self.streams[&id].target;
+            if allowed(id, t) {
+                per_lane[t as usize].push(id);
+            } else {
+                pool.push(id);
+            }
+        }
+        let quota = ids.len().div_ceil(active.len());
+        for &l in &active {
+            while per_lane[l as usize].len() > quota {
+                pool.push(per_lane[l as usize].pop().expect("over quota"));
+            }
+        }
+        pool.sort_unstable();
+        for id in pool {
+            let best = active
+                .iter()
+                .copied()
+                .filter(|&l| allowed(id, l))
+                .min_by_key(|&l| (per_lane[l as usize].len(), l))
+                .unwrap_or(active[0]);
+            per_lane[best as usize].push(id);
+            if let Some(s) = self.streams.get_mut(&id) {
+                s.target = best;
+            }
+        }
+        self.try_moves(now);
+    }
+
+    /// Move every stream whose target differs from its lane and that may move now.
+    fn try_moves(&mut self, now: Instant) {
+        let mut ids: Vec<StreamId> =
+            self.streams.iter().filter(|(_, s)| s.target != s.lane).map(|(&id, _)| id).collect();
+        ids.sort_unstable();
+        for id in ids {
+            let s = &self.streams[&id];
+            if !self.movable(s) {
+                // The old lane's acks travel on its reverse connection, itself a thin
+                // stream that can sit in RTO backoff for seconds on a lossy path: give
+                // the move up after twice the lane's usual ack delay (SRTT: it includes
+                // the socket's queue) and send on the old lane again.
+                let rtt = self.lanes[s.lane as usize].meter.srtt.unwrap_or(Duration::from_millis(100));
+                let give_up = rtt.saturating_mul(2).max(ADAPT_TICK);
+                let s = self.streams.get_mut(&id).expect("listed above");
+                let since = *s.move_since.get_or_insert(now);
+                if now.saturating_since(since) >= give_up {
+                    s.target = s.lane;
+                    s.move_since = None;
+                    self.make_ready(id, now);
+                }
+                continue;
+            }
+            let old = s.lane;
+            let s = self.streams.get_mut(&id).expect("listed above");
+            if s.queued {
+                self.lanes[old as usize].sched.remove(id);
+                s.queued = false;
+            }
+            s.lane = s.target;
+            s.last_seq = None;
+            s.move_since = None;
+            self.stats.stream_moves += 1;
+            self.make_ready(id, now);
+        }
+    }
+
+    /// This side's wanted lane count changed (or the peer's): tell the peer, dial
+    /// newly wanted lanes (edge), and rebalance.
+    fn set_want(&mut self, want: u16, now: Instant) {
+        let before = self.lanes_wanted();
+        self.want = want;
+        // Only on lane 0 (always wanted; re-sent when it comes up): lanes are
+        // independent byte streams, and a stale value overtaking a newer one on
+        // another lane would close a lane still in use.
+        if matches!(self.lanes[0].state, LaneState::Up) {
+            self.lanes[0].urgent.push_back(Frame::Lanes { want });
+        }
+        self.request_lanes(before, now);
+        self.rebalance(now);
+    }
+
+    /// (edge) Ask the driver to dial lanes wanted now that were not before.
+    fn request_lanes(&mut self, before: u16, now: Instant) {
+        let after = self.lanes_wanted();
+        for lane in before..after {
+            let l = &mut self.lanes[lane as usize];
+            l.meter.last_data = now;
+            if matches!(l.state, LaneState::Down) && self.role == Role::Edge {
+                self.events.push_back(Event::ConnectLane { lane });
+            }
+        }
+    }
+
+    /// Per lane: bytes ahead of a newly queued one — stream bytes queued for the lane
+    /// (with credit to send) plus the lane's unacknowledged frames (in the socket, in
+    /// flight, or unread at the peer). The socket holds up to TCP_NOTSENT_LOWAT
+    /// unsent bytes, often more than the session's own queue, so both count.
+    fn lane_backlog(&self) -> Vec<u64> {
+        let mut backlog: Vec<u64> = self.lanes.iter().map(|l| l.replay_bytes as u64).collect();
+        for s in self.streams.values() {
+            if s.send_credit > 0 {
+                backlog[s.lane as usize] += s.send.len() as u64;
+            }
+        }
+        backlog
+    }
+
+    /// One measurement tick: update lane meters, open or give up lanes, move streams.
+    fn adapt(&mut self, now: Instant) {
+        let backlog = self.lane_backlog();
+        for (l, &b) in self.lanes.iter_mut().zip(&backlog) {
+            l.meter.tick(now, b > 0);
+        }
+        if !self.cfg.adaptive() {
+            if self.cfg.reserve_thin_lane {
+                self.rebalance(now);
+            }
+            return;
+        }
+        // Which wanted lanes have been backlogged past the threshold long enough?
+        let mut any_over = false;
+        let mut trigger = false;
+        let want = self.want as usize;
+        for (l, &b) in self.lanes.iter_mut().zip(&backlog).take(want) {
+            // Delivery delay of a byte queued now (Little's law over everything ahead
+            // of it, in the session and in the socket) beyond one round trip.
+            let over = match (l.meter.min_rtt, l.meter.backlog_time(b)) {
+                (Some(rtt), Some(bt)) if matches!(l.state, LaneState::Up) => {
+                    bt.as_secs_f64() - rtt.as_secs_f64() > rtt.as_secs_f64() * self.cfg.lane_open_rtts
+                }
+                _ => false,
+            };
+            if !over {
+                l.meter.over_since = None;
+                continue;
+            }
+            any_over = true;
+            let since = *l.meter.over_since.get_or_insert(now);
+            let rtt = l.meter.min_rtt.expect("over implies a measured RTT");
+            if now.saturating_since(since).as_secs_f64() >= rtt.as_secs_f64() * self.cfg.lane_sustain_rtts {
+                trigger = true;
+            }
+        }
+        let all_up = (0..self.want as usize).all(|i| matches!(self.lanes[i].state, LaneState::Up));
+        let base = self.cfg.lanes.max(1);
+        if trigger && all_up && self.want < self.lanes.len() as u16 {
+            // Double the lanes per sustained period (1, 2, 4, 8: a backlog that grows
+            // for the whole run, as one lossy trunk's does at 300 ms, needs the
+            // capacity within a few periods, not one lane per period); the new lanes
+            // must take their share before the next decision.
+            for l in &mut self.lanes {
+                l.meter.over_since = None;
+            }
+            let want = (self.want * 2).min(self.lanes.len() as u16);
+            self.stats.lanes_opened += (want - self.want) as u64;
+            self.set_want(want, now);
+        } else if !any_over && self.want > base {
+            let top = (self.want - 1) as usize;
+            if now.saturating_since(self.lanes[top].meter.last_data) >= self.cfg.lane_idle_hold {
+                self.stats.lanes_closed += 1;
+                self.set_want(self.want - 1, now);
+            }
+        }
+        self.try_moves(now);
+        if self.role == Role::Edge {
+            self.close_unwanted_lanes(now);
+        }
+    }
+
+    /// (edge) Give up extra lanes neither side wants once nothing is left on them.
+    fn close_unwanted_lanes(&mut self, _now: Instant) {
+        let wanted = self.lanes_wanted() as usize;
+        for i in wanted..self.lanes.len() {
+            let on_it = self.streams.values().any(|s| s.lane as usize == i || s.target as usize == i);
+            let l = &mut self.lanes[i];
+            let idle = l.replay.is_empty() && l.ctrl.is_empty() && l.sched.depth() == (0, 0);
+            if matches!(l.state, LaneState::Up | LaneState::Handshake) && idle && !on_it {
+                l.state = LaneState::Down;
+                l.down_since = None;
+                l.urgent.clear();
+                self.events.push_back(Event::LaneClosed { lane: i as u16 });
+            }
+        }
+    }
+
     fn new_stream(&self, lane: u16, class: Class, now: Instant) -> Stream {
         Stream {
             lane,
+            target: lane,
+            last_seq: None,
+            move_since: None,
             class,
             meter: RateMeter::new(now),
             send: ByteQueue::default(),
@@ -730,7 +1170,9 @@ impl Session {
             lanes: self.lanes.len() as u16,
             next_expected: l.rx_next,
             window: self.cfg.stream_window,
-            flags: if new { FLAG_NEW } else { 0 } | extra_flags,
+            flags: if new { FLAG_NEW } else { 0 }
+                | if self.role == Role::Edge && self.cfg.adaptive() { FLAG_ADAPTIVE } else { 0 }
+                | extra_flags,
         })
     }
 
@@ -746,7 +1188,8 @@ impl Session {
     fn make_ready(&mut self, id: StreamId, now: Instant) {
         let (thin_bytes, tau) = (self.cfg.thin_bytes as f64, self.cfg.thin_tau);
         let Some(s) = self.streams.get_mut(&id) else { return };
-        if s.queued {
+        if s.queued || s.target != s.lane {
+            // A stream waiting to move is queued by `try_moves` once it has moved.
             return;
         }
         let has_data = !s.send.is_empty() && s.send_credit > 0;
@@ -766,11 +1209,36 @@ impl Session {
     /// Emit one data (or close) frame of the next scheduled stream. False if none.
     fn send_next_stream_frame(&mut self, lane: u16, out: &mut Vec<u8>, now: Instant) -> bool {
         loop {
-            let Some(id) = self.lanes[lane as usize].sched.pop() else { return false };
+            let bulk_ok = self.bulk_ok();
+            let sched = &mut self.lanes[lane as usize].sched;
+            let Some(id) = (if bulk_ok { sched.pop() } else { sched.pop_thin() }) else { return false };
             let max_payload = self.cfg.max_payload as usize;
             let Some(mut s) = self.streams.remove(&id) else { continue };
             s.queued = false;
             let thin = self.is_thin(&mut s, now);
+            if s.target != s.lane {
+                if self.movable(&s) {
+                    // At a frame boundary with everything it sent here acknowledged.
+                    s.lane = s.target;
+                    s.last_seq = None;
+                    s.move_since = None;
+                    self.stats.stream_moves += 1;
+                    self.streams.insert(id, s);
+                    self.make_ready(id, now);
+                } else {
+                    // Hold its data until the old lane acknowledges what it has: sending
+                    // more here would push the move back again (`try_moves` resumes it).
+                    self.streams.insert(id, s);
+                }
+                continue;
+            }
+            if !thin && !bulk_ok {
+                // Became bulk while queued as thin: wait in the bulk queue.
+                s.queued = true;
+                self.lanes[lane as usize].sched.push(id, false);
+                self.streams.insert(id, s);
+                continue;
+            }
             let frame = if !s.send.is_empty() && s.send_credit > 0 {
                 let n = s.send.len().min(max_payload).min(s.send_credit as usize);
                 // Queueing delay of the frame's first byte.
@@ -800,6 +1268,14 @@ impl Session {
                 s.blocked = false;
             }
             let done = s.fin_sent && s.fin_received;
+            let bulk = match &frame {
+                Some(Frame::Data { payload, .. }) if !thin => payload.len() as u32,
+                _ => 0,
+            };
+            if let Some(f) = &frame {
+                let seq = self.send_reliable(lane, f, out, bulk, now);
+                s.last_seq = Some(seq);
+            }
             if !done {
                 self.streams.insert(id, s);
                 self.make_ready(id, now);
@@ -807,25 +1283,32 @@ impl Session {
             if writable {
                 self.events.push_back(Event::Writable { id });
             }
-            if let Some(f) = frame {
-                self.send_reliable(lane, &f, out);
+            if frame.is_some() {
                 return true;
             }
         }
     }
 
-    /// Encode a reliable frame, keep it for replay, append it to `out`.
-    fn send_reliable(&mut self, lane: u16, f: &Frame, out: &mut Vec<u8>) {
+    /// Encode a reliable frame, keep it for replay, append it to `out`. `bulk`: payload
+    /// bytes that count against the bulk-in-flight limit. Returns its sequence number.
+    fn send_reliable(&mut self, lane: u16, f: &Frame, out: &mut Vec<u8>, bulk: u32, now: Instant) -> u64 {
         let mut enc = Vec::with_capacity(f.encoded_len());
         f.encode(&mut enc);
         out.extend_from_slice(&enc);
         self.stats.frames_tx[f.kind() as usize] += 1;
+        self.bulk_inflight += bulk as usize;
         let l = &mut self.lanes[lane as usize];
+        let seq = l.tx_seq;
+        l.replay_meta.push_back((now, bulk));
+        if matches!(f, Frame::Data { .. }) {
+            l.meter.last_data = now;
+        }
         l.tx_seq += 1;
         l.replay_bytes += enc.len();
         self.buffered += enc.len();
         l.replay.push_back(enc);
         l.resend = l.replay.len();
+        seq
     }
 
     fn handle_frame(&mut self, lane: u16, frame: Frame, now: Instant) {
@@ -856,7 +1339,8 @@ impl Session {
                     self.protocol_error(lane, "unexpected open", now);
                     return;
                 }
-                if self.lane_of(stream) != lane {
+                let fixed = !(self.cfg.adaptive() || self.cfg.reserve_thin_lane);
+                if fixed && (stream % self.lanes.len() as u32) as u16 != lane {
                     self.protocol_error(lane, "stream opened on the wrong lane", now);
                     return;
                 }
@@ -920,13 +1404,18 @@ impl Session {
                     self.protocol_error(lane, "ack beyond what was sent", now);
                     return;
                 }
-                self.release_replay(lane, next_expected);
+                self.release_replay(lane, next_expected, now);
             }
             Frame::Ping { pong: false, opaque } => {
                 self.lanes[lane as usize].urgent.push_back(Frame::Ping { pong: true, opaque });
             }
             Frame::Ping { pong: true, opaque } => {
                 self.stats.rtt = Some(now.saturating_since(Instant::from_nanos(opaque)));
+            }
+            Frame::Lanes { want } => {
+                let before = self.lanes_wanted();
+                self.peer_want = want.min(self.lanes.len() as u16).max(1);
+                self.request_lanes(before, now);
             }
             // Handled above; a second Hello on an up lane is ignored.
             Frame::Hello(_) => {}
@@ -957,7 +1446,7 @@ impl Session {
             return;
         }
         self.peer_window = h.window;
-        self.release_replay(lane, h.next_expected);
+        self.release_replay(lane, h.next_expected, now);
         // A lane's first handshake is not a resumption, even when other lanes are up.
         let resumed = self.lanes[lane as usize].handshakes > 0;
         if self.role == Role::Core {
@@ -965,6 +1454,9 @@ impl Session {
             self.lanes[lane as usize].urgent.push_back(hello);
         }
         let l = &mut self.lanes[lane as usize];
+        for m in l.replay_meta.iter_mut() {
+            m.0 = now;
+        }
         l.resend = 0;
         l.state = LaneState::Up;
         l.down_since = None;
@@ -975,17 +1467,40 @@ impl Session {
         }
         self.established = true;
         self.events.push_back(Event::LaneUp { lane, resumed });
+        if self.cfg.adaptive() {
+            if lane == 0 {
+                let want = self.want;
+                self.lanes[0].urgent.push_back(Frame::Lanes { want });
+            }
+            self.rebalance(now);
+        }
     }
 
     /// Drop replay entries the peer has (sequence numbers below `next_expected`).
-    fn release_replay(&mut self, lane: u16, next_expected: u64) {
+    fn release_replay(&mut self, lane: u16, next_expected: u64, now: Instant) {
         let l = &mut self.lanes[lane as usize];
+        let (mut bytes, mut newest) = (0u64, None);
         while l.replay_base < next_expected {
             let Some(f) = l.replay.pop_front() else { break };
+            if let Some((sent, bulk)) = l.replay_meta.pop_front() {
+                self.bulk_inflight -= bulk as usize;
+                newest = Some(sent);
+            }
             l.replay_base += 1;
             l.replay_bytes -= f.len();
+            bytes += f.len() as u64;
             self.buffered -= f.len();
             l.resend = l.resend.saturating_sub(1);
+        }
+        if bytes > 0 && self.cfg.adaptive() {
+            // Streams waiting for this ack may move now.
+            self.pending_moves_after_ack = true;
+        }
+        if bytes > 0 {
+            // Replayed frames carry their replay time (set on resume), so the sample
+            // is the delivery delay of the replay, not of the lost connection.
+            let rtt = newest.map(|t| now.saturating_since(t));
+            l.meter.on_ack(bytes, rtt);
         }
         if self.total_blocked && self.buffered < self.cfg.total_buffer {
             self.total_blocked = false;
@@ -1038,10 +1553,12 @@ impl Session {
         for l in &mut self.lanes {
             l.sched.clear();
             l.replay.clear();
+            l.replay_meta.clear();
             l.ctrl.clear();
             l.urgent.clear();
         }
         self.buffered = 0;
+        self.bulk_inflight = 0;
         self.events.push_back(Event::SessionLost { reason: reason.to_owned() });
     }
 }

@@ -44,9 +44,9 @@ impl Histogram {
 #[derive(Clone, Debug, Default)]
 pub struct Stats {
     /// Frames sent, by frame type byte (index = type).
-    pub frames_tx: [u64; 10],
+    pub frames_tx: [u64; 11],
     /// Frames received, by frame type byte.
-    pub frames_rx: [u64; 10],
+    pub frames_rx: [u64; 11],
     /// Trunk bytes sent (including replays).
     pub trunk_bytes_tx: u64,
     /// Trunk bytes received.
@@ -65,6 +65,12 @@ pub struct Stats {
     pub resumes: u64,
     /// Lane disconnects seen.
     pub lane_drops: u64,
+    /// Extra lanes this side asked for (adaptive lanes).
+    pub lanes_opened: u64,
+    /// Extra lanes this side gave up after they were idle for the hold time.
+    pub lanes_closed: u64,
+    /// Streams moved from one lane to another.
+    pub stream_moves: u64,
     /// Time a data frame's first byte waited in the mux before going on the trunk,
     /// for streams scheduled as thin.
     pub delay_thin: Histogram,

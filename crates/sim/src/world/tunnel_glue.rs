@@ -106,6 +106,11 @@ impl World {
                     }
                 }
                 MuxEvent::LaneUp { .. } => {}
+                // Adaptive lanes: the edge dials a lane either side wants; the core's
+                // end answers the Hello when it crosses the trunk (this pump writes the edge's).
+                MuxEvent::ConnectLane { lane } => {
+                    tn.connect_lane(lane, now);
+                }
                 // Simulated trunks never fail and streams never close during a run.
                 other => panic!("tunnel: unexpected session event {other:?}"),
             }

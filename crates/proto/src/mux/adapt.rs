@@ -1,0 +1,174 @@
+//! Measurements and decisions behind adaptive trunk lanes, the bulk-in-flight limit
+//! and shedding (issue 20). Sans-IO: every input carries its `now`.
+//!
+//! Per lane, from the session's own cumulative `Ack`s (which already say how many of
+//! the lane's reliable frames the peer *processed*; the sender keeps each frame's
+//! encoded bytes and send time, so an ack is also an acknowledgement by byte count):
+//! - **RTT**: send time of the newest frame an ack releases → ack arrival. This is the
+//!   lane's delivery delay (TCP queueing and recovery included, plus at most the peer's
+//!   `ack_delay`). Smoothed as RFC 6298 §2.3 smooths SRTT (gain 1/8); `min_rtt` is the
+//!   smallest sample seen (paths in the grid do not change their base delay; a
+//!   windowed minimum as BBR's would be the refinement for paths that do).
+//! - **Delivery rate**: bytes acknowledged per interval of at least one minimum RTT, counted
+//!   only over intervals in which the lane had a backlog the whole time (an idle lane
+//!   says nothing about its capacity), smoothed with gain 1/4.
+//! - **Backlog in time**: bytes queued in the session for the lane ÷ delivery rate.
+
+use crate::time::{Duration, Instant};
+
+/// What a session knows about one lane's path.
+#[derive(Clone, Debug)]
+pub struct LaneMeter {
+    /// Smoothed ack RTT.
+    pub srtt: Option<Duration>,
+    /// Smallest ack RTT seen.
+    pub min_rtt: Option<Duration>,
+    /// Delivery rate while backlogged, bytes per second.
+    pub rate: Option<f64>,
+    acked: u64,
+    mark_at: Instant,
+    mark_acked: u64,
+    /// The lane had a backlog at every tick since `mark_at`.
+    busy: bool,
+    /// Since when the backlog in time has exceeded the open threshold.
+    pub over_since: Option<Instant>,
+    /// When the lane last carried a stream data frame.
+    pub last_data: Instant,
+}
+
+impl LaneMeter {
+    /// A lane with no measurements yet.
+    pub fn new(now: Instant) -> Self {
+        LaneMeter {
+            srtt: None,
+            min_rtt: None,
+            rate: None,
+            acked: 0,
+            mark_at: now,
+            mark_acked: 0,
+            // Cleared by the first tick without a backlog.
+            busy: true,
+            over_since: None,
+            last_data: now,
+        }
+    }
+
+    /// An ack released `bytes` of frames, the newest sent `rtt` ago.
+    pub fn on_ack(&mut self, bytes: u64, rtt: Option<Duration>) {
+        self.acked += bytes;
+        if let Some(r) = rtt {
+            // RFC 6298 §2.3: SRTT <- 7/8 SRTT + 1/8 R'.
+            self.srtt = Some(match self.srtt {
+                None => r,
+                Some(s) => Duration::from_nanos((s.as_nanos() * 7 + r.as_nanos()) / 8),
+            });
+            self.min_rtt = Some(self.min_rtt.map_or(r, |m| m.min(r)));
+        }
+    }
+
+    /// Periodic sample: `backlogged` says whether the lane has bytes queued now.
+    pub fn tick(&mut self, now: Instant, backlogged: bool) {
+        let interval = now.saturating_since(self.mark_at);
+        // One path round trip (the minimum: SRTT includes the socket's queue, which can
+        // be seconds on a backlogged lane and would delay the first sample as long).
+        let min_interval = self.min_rtt.unwrap_or(Duration::from_millis(100));
+        if interval >= min_interval && interval > Duration::ZERO {
+            if self.busy && backlogged {
+                let sample = (self.acked - self.mark_acked) as f64 / interval.as_secs_f64();
+                self.rate = Some(match self.rate {
+                    None => sample,
+                    Some(r) => 0.75 * r + 0.25 * sample,
+                });
+            }
+            self.mark_at = now;
+            self.mark_acked = self.acked;
+            self.busy = backlogged;
+        } else {
+            self.busy &= backlogged;
+        }
+    }
+
+    /// Time to deliver `bytes` at the measured rate; `None` while the rate is unknown.
+    pub fn backlog_time(&self, bytes: u64) -> Option<Duration> {
+        if bytes == 0 {
+            return Some(Duration::ZERO);
+        }
+        let r = self.rate?;
+        if r <= 0.0 {
+            return Some(Duration::MAX);
+        }
+        Some(Duration::from_secs_f64((bytes as f64 / r).min(1e6)))
+    }
+}
+
+/// The bulk-in-flight limit: `max(floor, 2 × Σ lane rates × min RTT)` bytes.
+///
+/// One bandwidth-delay product keeps a backlogged trunk busy; the factor 2 is BBR's
+/// `cwnd_gain` (Cardwell et al., draft-cardwell-iccrg-bbr-congestion-control §4.6.4),
+/// which leaves room to measure a higher rate — with a gain of 1 the limit would cap
+/// the rate it is measured from and could never grow past the floor.
+pub fn bulk_inflight_limit(rate_sum: f64, min_rtt: Option<Duration>, floor: usize) -> usize {
+    match min_rtt {
+        Some(r) if rate_sum > 0.0 => floor.max((2.0 * rate_sum * r.as_secs_f64()) as usize),
+        _ => floor,
+    }
+}
+
+/// Expected added delay of a thin message on a direct TCP connection over a path with
+/// round-trip time `rtt` and packet loss `loss` (both from the trunk lanes).
+///
+/// A thin stream rarely has the three packets in flight that fast retransmit needs
+/// (docs/sources.md, Carlmar 2011), so a lost message waits a retransmission timeout;
+/// Linux's RTO is `srtt + max(4·rttvar, 200 ms)` (`tcp_rto_min`), taken here as
+/// `rtt + 200 ms`. Expected cost per message: `loss × (rtt + 200 ms)`.
+pub fn direct_added_delay(rtt: Duration, loss: f64) -> Duration {
+    Duration::from_secs_f64(loss.clamp(0.0, 1.0) * (rtt.as_secs_f64() + 0.2))
+}
+
+/// Expected added delay of a thin message through the tunnel: the lane's backlog in
+/// time, plus `loss × rtt` (on a thick trunk a loss is repaired by fast retransmit
+/// after about one round trip).
+pub fn tunnel_added_delay(backlog: Duration, rtt: Duration, loss: f64) -> Duration {
+    backlog + Duration::from_secs_f64(loss.clamp(0.0, 1.0) * rtt.as_secs_f64())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ms(x: u64) -> Duration {
+        Duration::from_millis(x)
+    }
+
+    #[test]
+    fn rate_counts_only_busy_intervals() {
+        let t0 = Instant::ZERO;
+        let mut m = LaneMeter::new(t0);
+        m.on_ack(0, Some(ms(100)));
+        // 10 kB acked over 100 ms while busy: 100 kB/s.
+        m.on_ack(10_000, Some(ms(100)));
+        m.tick(t0 + ms(100), true);
+        assert_eq!(m.rate.map(|r| r.round()), Some(100_000.0));
+        // An idle interval leaves the rate alone.
+        m.on_ack(1_000, None);
+        m.tick(t0 + ms(150), false);
+        m.tick(t0 + ms(250), false);
+        assert_eq!(m.rate.map(|r| r.round()), Some(100_000.0));
+        assert_eq!(m.backlog_time(50_000), Some(ms(500)));
+    }
+
+    #[test]
+    fn limit_has_a_floor_and_grows_with_the_rate() {
+        assert_eq!(bulk_inflight_limit(0.0, None, 65_536), 65_536);
+        assert_eq!(bulk_inflight_limit(1e6, Some(ms(100)), 65_536), 200_000);
+    }
+
+    #[test]
+    fn tunnel_beats_direct_only_with_a_short_backlog() {
+        let (rtt, loss) = (ms(200), 0.05);
+        let direct = direct_added_delay(rtt, loss); // 20 ms
+        assert_eq!(direct, ms(20));
+        assert!(tunnel_added_delay(ms(5), rtt, loss) < direct);
+        assert!(tunnel_added_delay(ms(50), rtt, loss) > direct);
+    }
+}

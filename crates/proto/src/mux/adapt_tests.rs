@@ -1,0 +1,385 @@
+//! Adaptive lanes and the bulk-in-flight limit on virtual time (issue 20): two
+//! sessions joined by lanes that each carry a fixed rate with a fixed one-way delay
+//! (a crude trunk: a FIFO at `rate` bytes/s, at most `window` bytes unacknowledged by
+//! the "socket", which stands in for TCP's window plus TCP_NOTSENT_LOWAT).
+
+use std::collections::{HashMap, VecDeque};
+
+use proptest::prelude::*;
+
+use super::*;
+use crate::time::{Duration, Instant};
+
+/// One direction of one lane.
+#[derive(Default)]
+struct Pipe {
+    /// (arrival time, bytes), in order.
+    flight: VecDeque<(Instant, Vec<u8>)>,
+    bytes: usize,
+    free_at: Instant,
+}
+
+struct Net {
+    edge: Session,
+    core: Session,
+    now: Instant,
+    /// Connection generation per lane (edge, core); None while not connected.
+    gens: Vec<Option<(u64, u64)>>,
+    c2e: Vec<Pipe>,
+    e2c: Vec<Pipe>,
+    rate: f64,
+    delay: Duration,
+    window: usize,
+    /// Bytes each edge stream received.
+    got: HashMap<StreamId, Vec<u8>>,
+    lost: Vec<String>,
+    /// Core transmissions that took the bulk in flight past the limit by more than
+    /// one frame (the bulk-limit property).
+    over_limit: Vec<String>,
+}
+
+impl Net {
+    fn new(cfg: Config, rate: f64, delay: Duration, window: usize) -> Net {
+        let n = cfg.lanes.max(cfg.max_lanes) as usize;
+        let mut net = Net {
+            edge: Session::new(Role::Edge, 7, cfg.clone(), Instant::ZERO),
+            core: Session::new(Role::Core, 7, cfg.clone(), Instant::ZERO),
+            now: Instant::ZERO,
+            gens: vec![None; n],
+            c2e: (0..n).map(|_| Pipe::default()).collect(),
+            e2c: (0..n).map(|_| Pipe::default()).collect(),
+            rate,
+            delay,
+            window,
+            got: HashMap::new(),
+            lost: Vec::new(),
+            over_limit: Vec::new(),
+        };
+        for l in 0..cfg.lanes {
+            net.connect(l);
+        }
+        net
+    }
+
+    fn connect(&mut self, lane: u16) {
+        let ge = self.edge.lane_connected(lane, self.now);
+        let gc = self.core.lane_connected(lane, self.now);
+        self.gens[lane as usize] = Some((ge, gc));
+        self.c2e[lane as usize] = Pipe::default();
+        self.e2c[lane as usize] = Pipe::default();
+    }
+
+    /// A trunk reset: bytes in flight are lost, both sides see the connection fail,
+    /// and the edge dials again.
+    fn cut(&mut self, lane: u16) {
+        let Some((ge, gc)) = self.gens[lane as usize] else { return };
+        self.edge.lane_disconnected(lane, ge, self.now);
+        self.core.lane_disconnected(lane, gc, self.now);
+        self.gens[lane as usize] = None;
+        self.events();
+        self.connect(lane);
+    }
+
+    fn open_streams(&mut self, n: usize) -> Vec<StreamId> {
+        let ids: Vec<StreamId> =
+            (0..n).map(|_| self.edge.open_stream("t", Class::Auto, self.now).expect("open")).collect();
+        self.settle(Duration::from_millis(500));
+        ids
+    }
+
+    /// Advance time by `d` in 1-ms steps.
+    fn settle(&mut self, d: Duration) {
+        let end = self.now + d;
+        while self.now < end {
+            self.step();
+        }
+    }
+
+    fn step(&mut self) {
+        self.now += Duration::from_millis(1);
+        let now = self.now;
+        for lane in 0..self.gens.len() {
+            let Some((ge, gc)) = self.gens[lane] else { continue };
+            for to_edge in [true, false] {
+                let pipe = if to_edge { &mut self.c2e[lane] } else { &mut self.e2c[lane] };
+                while pipe.flight.front().is_some_and(|(t, _)| *t <= now) {
+                    let (_, b) = pipe.flight.pop_front().expect("checked");
+                    pipe.bytes -= b.len();
+                    if to_edge {
+                        self.edge.handle_bytes(lane as u16, ge, &b, now);
+                    } else {
+                        self.core.handle_bytes(lane as u16, gc, &b, now);
+                    }
+                }
+            }
+        }
+        for s in [&mut self.edge, &mut self.core] {
+            if s.poll_timeout().is_some_and(|t| t <= now) {
+                s.handle_timeout(now);
+            }
+        }
+        self.events();
+        self.transmit();
+    }
+
+    fn transmit(&mut self) {
+        let now = self.now;
+        for lane in 0..self.gens.len() {
+            let Some((ge, gc)) = self.gens[lane] else { continue };
+            for to_edge in [true, false] {
+                let (s, pipe, g) = if to_edge {
+                    (&mut self.core, &mut self.c2e[lane], gc)
+                } else {
+                    (&mut self.edge, &mut self.e2c[lane], ge)
+                };
+                while pipe.bytes < self.window {
+                    let mut buf = Vec::new();
+                    let (before, limit) = (s.bulk_inflight(), s.bulk_limit());
+                    if !s.poll_transmit(lane as u16, g, &mut buf, 4096, now) {
+                        break;
+                    }
+                    let (after, frame) = (s.bulk_inflight(), s.config().max_payload as usize);
+                    if s.config().bulk_limit && after > before.max(limit + frame) {
+                        self.over_limit.push(format!("{before} → {after} with limit {limit}"));
+                    }
+                    let depart =
+                        pipe.free_at.max(now) + Duration::from_secs_f64(buf.len() as f64 / self.rate);
+                    pipe.free_at = depart;
+                    pipe.bytes += buf.len();
+                    pipe.flight.push_back((depart + self.delay, buf));
+                }
+            }
+        }
+    }
+
+    fn events(&mut self) {
+        while let Some(ev) = self.edge.poll_event() {
+            match ev {
+                Event::Data { id, bytes } => {
+                    self.got.entry(id).or_default().extend_from_slice(&bytes);
+                    self.edge.stream_consumed(id, bytes.len());
+                }
+                Event::ConnectLane { lane } => self.connect(lane),
+                Event::LaneClosed { lane } => {
+                    // The edge gave the lane up: its connection closes at both ends.
+                    if let Some((_, gc)) = self.gens[lane as usize].take() {
+                        self.core.lane_disconnected(lane, gc, self.now);
+                    }
+                }
+                Event::SessionLost { reason } => self.lost.push(reason),
+                _ => {}
+            }
+        }
+        while let Some(ev) = self.core.poll_event() {
+            match ev {
+                Event::Data { id, bytes } => self.core.stream_consumed(id, bytes.len()),
+                Event::SessionLost { reason } => self.lost.push(reason),
+                _ => {}
+            }
+        }
+    }
+}
+
+/// Byte `i` of stream `id`'s data: a pattern that exposes loss, duplication and reordering.
+fn pattern(id: StreamId, from: usize, n: usize) -> Vec<u8> {
+    (from..from + n).map(|i| ((i as u64 * 7 + id as u64 * 13) % 251) as u8).collect()
+}
+
+fn adaptive_cfg() -> Config {
+    Config {
+        lanes: 1,
+        max_lanes: 4,
+        lane_idle_hold: Duration::from_secs(2),
+        // Long enough for the 4-second quiet spell below.
+        idle_timeout: Duration::from_secs(60),
+        ..Config::default()
+    }
+}
+
+/// Every stream's bytes, written by the core in `rounds` of `size` bytes every `gap`.
+fn drive(
+    net: &mut Net,
+    ids: &[StreamId],
+    written: &mut HashMap<StreamId, usize>,
+    rounds: usize,
+    size: usize,
+) {
+    for _ in 0..rounds {
+        for &id in ids {
+            let at = written.entry(id).or_default();
+            let n = net.core.stream_send(id, &pattern(id, *at, size), net.now).expect("stream");
+            *at += n;
+        }
+        net.settle(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn lanes_open_under_a_growing_backlog_and_close_when_idle() {
+    // 40 streams × 200 B every 50 ms = 160 kB/s offered; a lane carries 50 kB/s.
+    let mut net = Net::new(adaptive_cfg(), 50_000.0, Duration::from_millis(50), 16 * 1024);
+    let ids = net.open_streams(40);
+    assert_eq!(net.core.lanes_up(), 1);
+    let mut written = HashMap::new();
+    drive(&mut net, &ids, &mut written, 200, 200); // 10 s
+    assert_eq!(net.core.lanes_wanted(), 4, "stats {:?}", net.core.stats());
+    assert_eq!(net.edge.lanes_up(), 4);
+    assert!(net.core.stats().stream_moves >= 30, "moves {}", net.core.stats().stream_moves);
+    // Quiet: the backlog drains, then the extra lanes idle past the hold and close.
+    net.settle(Duration::from_secs(12));
+    assert_eq!(net.core.lanes_wanted(), 1, "stats {:?}", net.core.stats());
+    assert_eq!(net.edge.lanes_up(), 1);
+    assert_eq!(net.core.stats().lanes_opened, 3);
+    assert_eq!(net.core.stats().lanes_closed, 3);
+    assert!(net.lost.is_empty(), "{:?}", net.lost);
+    for &id in &ids {
+        assert_eq!(net.got[&id], pattern(id, 0, written[&id]), "stream {id}");
+    }
+}
+
+#[test]
+fn fixed_lanes_stay_fixed() {
+    let cfg = Config { max_lanes: 1, ..adaptive_cfg() };
+    let mut net = Net::new(cfg, 50_000.0, Duration::from_millis(50), 16 * 1024);
+    let ids = net.open_streams(40);
+    let mut written = HashMap::new();
+    drive(&mut net, &ids, &mut written, 100, 200);
+    assert_eq!(net.core.lanes_wanted(), 1);
+    assert_eq!(net.core.stats().stream_moves, 0);
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+
+    /// Streams moved between lanes while lanes open, with trunk resets at arbitrary
+    /// times (also while moves are pending): every stream's bytes arrive exactly once
+    /// and in order.
+    #[test]
+    fn moved_streams_keep_their_bytes_in_order(
+        cuts in proptest::collection::vec((0u32..150, 0u16..4), 0..6),
+        size in 100usize..400,
+    ) {
+        // 16 streams × 100..400 B every 50 ms = 32..128 kB/s on 20-kB/s lanes.
+        let mut net = Net::new(adaptive_cfg(), 20_000.0, Duration::from_millis(30), 8 * 1024);
+        let ids = net.open_streams(16);
+        let mut written = HashMap::new();
+        for round in 0..150u32 {
+            for &(at, lane) in &cuts {
+                if at == round {
+                    net.cut(lane);
+                }
+            }
+            drive(&mut net, &ids, &mut written, 1, size);
+        }
+        net.settle(Duration::from_secs(20));
+        prop_assert!(net.lost.is_empty(), "{:?}", net.lost);
+        prop_assert!(net.core.stats().lanes_opened > 0);
+        prop_assert!(net.core.stats().stream_moves > 0);
+        for &id in &ids {
+            prop_assert_eq!(&net.got[&id], &pattern(id, 0, written[&id]), "stream {}", id);
+        }
+    }
+
+    /// Interleaved bulk and thin writes, transmissions and partial deliveries (which
+    /// release acks at arbitrary times): sending never takes the unacknowledged bulk
+    /// bytes past the limit by more than one frame.
+    #[test]
+    fn bulk_in_flight_stays_bounded(
+        ops in proptest::collection::vec((0u8..4, 1usize..60_000), 1..200),
+        floor in 4096usize..100_000,
+    ) {
+        let cfg = Config { bulk_limit: true, bulk_floor: floor, ..Config::default() };
+        let mut net = Net::new(cfg, 1e6, Duration::from_millis(10), usize::MAX);
+        let bulk = net.edge.open_stream("bulk", Class::Bulk, net.now).expect("open");
+        let thin = net.edge.open_stream("thin", Class::Interactive, net.now).expect("open");
+        net.settle(Duration::from_millis(100));
+        net.core.set_class(bulk, Class::Bulk);
+        net.core.set_class(thin, Class::Interactive);
+        let mut written: HashMap<StreamId, usize> = HashMap::new();
+        for (op, n) in ops {
+            match op {
+                0 => {
+                    let at = written.entry(bulk).or_default();
+                    *at += net.core.stream_send(bulk, &pattern(bulk, *at, n), net.now).expect("bulk");
+                }
+                1 => {
+                    let at = written.entry(thin).or_default();
+                    *at += net.core.stream_send(thin, &pattern(thin, *at, n % 300 + 1), net.now).expect("thin");
+                }
+                2 => net.transmit(),
+                _ => {
+                    // Time passes: deliveries and acks, and sends as the limit allows.
+                    for _ in 0..(n % 30) {
+                        net.step();
+                    }
+                }
+            }
+            prop_assert!(net.over_limit.is_empty(), "{:?}", net.over_limit);
+        }
+        net.settle(Duration::from_secs(5));
+        for id in [bulk, thin] {
+            let w = written.get(&id).copied().unwrap_or(0);
+            prop_assert_eq!(net.got.get(&id).map_or(0, Vec::len), w);
+        }
+        prop_assert_eq!(net.core.bulk_inflight(), 0);
+    }
+}
+
+#[test]
+fn bulk_limit_lets_a_thin_frame_pass_a_bulk_backlog() {
+    // 1 MB of bulk queued, then one thin write: with the limit, the thin frame waits
+    // behind at most the limit (+ a frame) of bulk in the pipe, not the whole megabyte.
+    let wait = |limit: bool| {
+        let cfg = Config { bulk_limit: limit, ..Config::default() };
+        let mut net = Net::new(cfg, 1e6, Duration::from_millis(20), usize::MAX);
+        let bulk = net.edge.open_stream("bulk", Class::Bulk, net.now).expect("open");
+        let thin = net.edge.open_stream("thin", Class::Interactive, net.now).expect("open");
+        net.settle(Duration::from_millis(100));
+        net.core.set_class(bulk, Class::Bulk);
+        net.core.set_class(thin, Class::Interactive);
+        let mut at = 0;
+        for _ in 0..4 {
+            at += net.core.stream_send(bulk, &pattern(bulk, at, 256 * 1024), net.now).expect("bulk");
+            net.settle(Duration::from_millis(1));
+        }
+        net.settle(Duration::from_millis(300));
+        net.core.stream_send(thin, b"hi", net.now).expect("thin");
+        let t0 = net.now;
+        while net.got.get(&thin).is_none_or(|g| g.is_empty()) {
+            net.step();
+        }
+        net.now.saturating_since(t0)
+    };
+    let (with, without) = (wait(true), wait(false));
+    assert!(with < Duration::from_millis(200), "with the limit: {with:?}");
+    assert!(without > with.saturating_mul(2), "without {without:?}, with {with:?}");
+}
+
+#[test]
+fn reserved_thin_lane_keeps_bulk_off_lane_0() {
+    // Two fixed lanes; a bulk stream opened first would share lane 0 with thin ones.
+    let cfg = Config { lanes: 2, max_lanes: 2, reserve_thin_lane: true, ..Config::default() };
+    let mut net = Net::new(cfg, 1e6, Duration::from_millis(10), 64 * 1024);
+    let ids = net.open_streams(6);
+    let bulk = ids[0];
+    for &id in &ids {
+        net.core.set_class(id, if id == bulk { Class::Bulk } else { Class::Interactive });
+    }
+    let mut written = HashMap::new();
+    for _ in 0..40 {
+        let at = written.entry(bulk).or_insert(0);
+        *at += net.core.stream_send(bulk, &pattern(bulk, *at, 20_000), net.now).expect("bulk");
+        drive(&mut net, &ids[1..], &mut written, 1, 100);
+    }
+    net.settle(Duration::from_secs(2));
+    assert_ne!(net.core.lane_of(bulk), 0, "bulk moved off the reserved lane");
+    for &id in &ids[1..] {
+        assert_eq!(net.got[&id], pattern(id, 0, written[&id]), "stream {id}");
+    }
+    assert_eq!(net.got[&bulk], pattern(bulk, 0, written[&bulk]));
+    // Without the reservation the bulk stream stays where it was opened.
+    let cfg = Config { lanes: 2, max_lanes: 2, ..Config::default() };
+    let mut net = Net::new(cfg, 1e6, Duration::from_millis(10), 64 * 1024);
+    let ids = net.open_streams(6);
+    assert_eq!(net.core.lane_of(ids[0]), (ids[0] % 2) as u16);
+}
