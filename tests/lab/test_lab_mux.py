@@ -112,3 +112,18 @@ mux-1 = {{ "mux.mode" = "mux", "mux.trunks" = 1 }}
     html = (out / "report.html").read_text()
     assert "Sweep mini (lab)" in html and "Measured in the namespace lab" in html and "box plots" in html
     assert not (out / "lab-raw").exists() or not any((out / "lab-raw").iterdir())
+
+
+def test_adaptive_lanes_and_bulk_limit_reach_the_daemons(tmp_path: Path) -> None:
+    """`mux.lanes = "adaptive"` and `mux.bulk_limit` run in the lab's daemons (the edge
+    starts with `trunks` lanes and may open up to `max_lanes`), every byte intact."""
+    scenario = small(**{"mux.mode": "mux", "mux.trunks": 1, "mux.lanes": "adaptive", "mux.max_lanes": 4,
+                        "mux.bulk_limit": True})  # fmt: skip
+    raw = tmp_path / "raw"
+    records = run_tunnel_once(scenario, LabSection(), 0, raw)
+    edge = (raw / "edge.toml").read_text()
+    assert 'lanes = "adaptive"' in edge and "max_connections = 4" in edge and "bulk_limit = true" in edge
+    assert "bulk_limit = true" in (raw / "core.toml").read_text()
+    c = records.connections
+    assert (c.bytes_delivered == c.bytes_written).all() and (c.bytes_written > 0).all()
+    assert 0 in records.meta["lab"]["mux"]["lanes_up"]

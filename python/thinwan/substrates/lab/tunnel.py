@@ -134,13 +134,18 @@ def _start_daemons(chain: Chain, scenario: Scenario, opts: LabSection, raw: Path
     psk.chmod(0o600)
     mux = scenario.mux
     trunk = f"notsent_lowat = {mux.notsent_lowat_bytes}\n"
+    if mux.bulk_limit:
+        trunk += "bulk_limit = true\n"
+    # The edge decides the lanes (docs/mux.md "Adaptive lanes"): `trunks` at start, up to
+    # `max_lanes`; the core follows the edge's Hello.
+    lanes = f'lanes = "adaptive"\nmax_connections = {mux.max_lanes}\n' if mux.lanes == "adaptive" else ""
     limits = f"[limits]\nmax_frame_payload = {mux.frame_payload_bytes}\n"
     (raw / "core.toml").write_text(
         f'[trunk]\nlisten = "{SERVER_ADDR}:{TRUNK_PORT}"\n{trunk}\n[auth]\npsk_file = "psk.txt"\n\n{limits}\n'
         f'[log]\nformat = "json"\n\n[[target]]\nname = "{TARGET}"\nconnect = "{SERVER_ADDR}:{opts.port}"\n'
     )
     (raw / "edge.toml").write_text(
-        f'[trunk]\nconnect = "{SERVER_ADDR}:{TRUNK_PORT}"\nconnections = {mux.trunks}\n{trunk}\n'
+        f'[trunk]\nconnect = "{SERVER_ADDR}:{TRUNK_PORT}"\nconnections = {mux.trunks}\n{lanes}{trunk}\n'
         f'[auth]\npsk_file = "psk.txt"\n\n{limits}\n[log]\nformat = "json"\n\n'
         f'[[forward]]\nname = "{TARGET}"\nlisten = "{EDGE_ADDR}:{opts.port}"\n'
     )
