@@ -112,6 +112,14 @@ def seed_value(text: str) -> int:
     return value
 
 
+def port_number(text: str) -> int:
+    """An argparse type: a TCP port, 1 ≤ N ≤ 65535."""
+    value = int_at_least(0)(text)
+    if not 0 < value < 65536:
+        raise argparse.ArgumentTypeError(f"must be a TCP port, 1..65535, got {value}")
+    return value
+
+
 def positive_number(unit: str) -> Callable[[str], float]:
     """An argparse type: a finite number > 0 of ``unit`` (e.g. "seconds")."""
 

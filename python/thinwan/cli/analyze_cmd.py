@@ -24,7 +24,7 @@ to --out, and prints the [traffic] point estimates; --json prints one JSON objec
 
 def add_analyze_subcommand(subparsers: Any) -> argparse.ArgumentParser:
     """Add ``analyze`` to a subparsers object (imports nothing heavy)."""
-    from . import positive_number
+    from . import int_at_least, port_number, positive_number
 
     a = subparsers.add_parser(
         "analyze",
@@ -35,7 +35,7 @@ def add_analyze_subcommand(subparsers: Any) -> argparse.ArgumentParser:
     who = a.add_mutually_exclusive_group()
     who.add_argument(
         "--server-port",
-        type=_port,
+        type=port_number,
         metavar="N",
         help="TCP port of the servers: only connections on it, the end using it is the server "
         "(default: every TCP connection; the server is the end that answered the SYN, else the lower port)",
@@ -54,7 +54,7 @@ def add_analyze_subcommand(subparsers: Any) -> argparse.ArgumentParser:
     )
     a.add_argument("--out", metavar="DIR", help="results directory (default: results/analyze-<capture stem>/)")
     a.add_argument("--json", action="store_true", help="print one JSON object (flows, model, packets, version)")
-    a.add_argument("--max-packets", type=_count, metavar="N", help="read only the first N packets of the file")
+    a.add_argument("--max-packets", type=int_at_least(1), metavar="N", help="read only the first N packets of the file")
     a.add_argument(
         "--idle-timeout-s",
         type=positive_number("seconds"),
@@ -64,26 +64,6 @@ def add_analyze_subcommand(subparsers: Any) -> argparse.ArgumentParser:
     a.add_argument("--no-report", action="store_true", help="write the records but not the HTML report")
     a.set_defaults(func=_cmd_analyze)
     return a
-
-
-def _port(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a port number, got {text!r}") from None
-    if not 0 < v < 65536:
-        raise argparse.ArgumentTypeError(f"must be 1..65535, got {v}")
-    return v
-
-
-def _count(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if v < 1:
-        raise argparse.ArgumentTypeError(f"must be ≥ 1, got {v}")
-    return v
 
 
 def _cmd_analyze(args: argparse.Namespace) -> int:

@@ -23,7 +23,7 @@ slow-motion latency benchmark measured from the client's packet capture (docs/de
 def add_desktop_subcommands(subparsers: Any) -> argparse.ArgumentParser:
     """Add ``desktop`` (analyze/run/up/down) to a subparsers object."""
     from ..config.desktop_defaults import DEFAULT_IDLE_MS
-    from . import positive_number
+    from . import port_number, positive_number
 
     d = subparsers.add_parser("desktop", help="remote-desktop latency benchmark and capture analysis", description=HELP)
     cmds = d.add_subparsers(dest="desktop_command", metavar="DESKTOP_COMMAND", required=True)
@@ -36,7 +36,7 @@ def add_desktop_subcommands(subparsers: Any) -> argparse.ArgumentParser:
         "trips. No protocol is decoded.",
     )
     a.add_argument("capture", metavar="CAPTURE.pcap", help="pcap or pcapng file")
-    a.add_argument("--server-port", type=_port, required=True, metavar="N", help="TCP port of the display server")
+    a.add_argument("--server-port", type=port_number, required=True, metavar="N", help="TCP port of the display server")
     a.add_argument("--server-addr", metavar="A", help="its address (default: any address with that port)")
     a.add_argument(
         "--port-at-client",
@@ -55,16 +55,6 @@ def add_desktop_subcommands(subparsers: Any) -> argparse.ArgumentParser:
     a.set_defaults(func=_cmd_analyze)
     add_run_up_down(cmds)
     return d
-
-
-def _port(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a port number, got {text!r}") from None
-    if not 0 < v < 65536:
-        raise argparse.ArgumentTypeError(f"must be 1..65535, got {v}")
-    return v
 
 
 def _cmd_analyze(args: argparse.Namespace) -> int:

@@ -33,7 +33,7 @@ the replay and the model are measured alike (docs/model.md, "Fitting a capture")
 
 def add_fit_subcommands(commands: Any) -> None:
     """Add ``fit`` and ``validate-model`` to the ``thinwan`` command."""
-    from . import int_at_least, positive_number
+    from . import int_at_least, port_number, positive_number
 
     p = commands.add_parser(
         "fit",
@@ -82,7 +82,7 @@ def add_fit_subcommands(commands: Any) -> None:
     v.add_argument("scenario", metavar="SCENARIO.toml", help="a scenario with a thin-client [traffic] (thinwan fit's)")
     v.add_argument(
         "--server-port",
-        type=int_at_least(1),
+        type=port_number,
         metavar="N",
         help="the replay's servers are the sides with this port (default: the side that sent a flow's first payload)",
     )
@@ -115,9 +115,11 @@ def add_fit_subcommands(commands: Any) -> None:
 
 def _capture_options(p: argparse.ArgumentParser, positive_number: Any) -> None:
     side = p.add_mutually_exclusive_group()
+    from . import port_number
+
     side.add_argument(
         "--server-port",
-        type=int,
+        type=port_number,
         metavar="N",
         help="the server is the side with this TCP port (default: the side that sent the SYN-ACK, else the lower port)",
     )
@@ -145,8 +147,6 @@ def _analyze(capture: str, server_port: int | None, filt: str | None, gap_ms: fl
 
     if not Path(capture).is_file():
         raise ScenarioError(f"{capture}: no such file")
-    if server_port is not None and not 0 < server_port < 65536:
-        raise ScenarioError(f"--server-port: must be a TCP port (1..65535), got {server_port}")
     try:
         return analyze(capture, server_port=server_port, filter=filt, gap_ms=gap_ms, max_packets=max_packets)
     except CaptureError as e:
