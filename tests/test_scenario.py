@@ -60,6 +60,7 @@ DOCUMENTED_DEFAULTS = {
         "class_interactive": -1,
         "class_flows": (),
         "class_codel": False,
+        "qds_order": "drr",
     },
     "tcp": {
         "recovery": "newreno",
@@ -409,6 +410,7 @@ ADDED_AFTER_OGAWA2011 = {
         "class_interactive",
         "class_flows",
         "class_codel",
+        "qds_order",
     },
 }
 

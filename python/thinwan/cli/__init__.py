@@ -116,7 +116,7 @@ def port_number(text: str) -> int:
     """An argparse type: a TCP port, 1 ≤ N ≤ 65535."""
     value = int_at_least(0)(text)
     if not 0 < value < 65536:
-        raise argparse.ArgumentTypeError(f"must be a TCP port, 1..65535, got {value}")
+        raise argparse.ArgumentTypeError(f"must be 1..65535 (a TCP port), got {value}")
     return value
 
 
