@@ -22,6 +22,7 @@ import shutil
 import socket
 import tempfile
 import time
+from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import Any
 
@@ -43,26 +44,28 @@ _HERE = Path(__file__).parent
 WEB_PORT = 8080  # on 127.0.0.1 of the server namespace: the browser's pages never cross the WAN
 
 
-class Workload:
-    """The interface; subclasses fill it in."""
+class Workload(ABC):
+    """What every workload provides (``prepare``, ``argv`` and ``area`` have no default)."""
 
     name = ""
 
+    @abstractmethod
     def prepare(self, d: Desktop) -> None:
         """Write the files the application needs into ``d.dir`` (readable by all: xrdp's
         session runs as its test user)."""
 
+    @abstractmethod
     def argv(self, d: Desktop) -> list[str]:
         """The application's command line; it logs to ``d.app_log``, and may write in
         ``d.app_log.parent`` (the one directory the session's user owns on xrdp)."""
-        raise NotImplementedError
 
     def wait_ready(self, d: Desktop) -> None:
         """Return once the application shows its first picture; raise DesktopError if not."""
         d.wait_app_log("ready", "the application did not map its window")
 
+    @abstractmethod
     def area(self, s: DesktopSettings) -> tuple[int, int, int, int]:
-        raise NotImplementedError
+        """Where the application sits on the screen: x, y, w, h."""
 
     def watched_area(self, s: DesktopSettings) -> tuple[int, int, int, int]:
         """The area the client's screen watcher pictures after each change (the client's
