@@ -3,35 +3,15 @@
 //! queue, which then orders the middlebox's downlink.
 mod common;
 
-use common::{base, set};
+use common::{qds_middlebox, set};
 use serde_json::{json, Value};
 use thinwan_sim::records::RunRecords;
 
-/// scenarios/qds/base.toml made short: c = 20 Mbit/s, [3:9], 20 % overload, 20 s, the
-/// true types (oracle).
+/// The short QDS middlebox with the given service order and CoDel on lateness.
 fn middlebox(order: &str, codel: bool) -> Value {
-    let mut v = base();
-    for (k, x) in [
-        ("scenario.duration_s", json!(20.0)),
-        ("scenario.drain_s", json!(2.0)),
-        ("topology.kind", json!("middlebox")),
-        ("topology.pairs", json!(12)),
-        ("topology.access_rate_mbps", json!(1000.0)),
-        ("topology.access_delay_ms", json!(0.1)),
-        ("topology.bottleneck_rate_mbps", json!(20.0)),
-        ("topology.bottleneck_delay_ms", json!(0.0)),
-        ("queue.discipline", json!("qds")),
-        ("queue.qds_order", json!(order)),
-        ("queue.class_codel", json!(codel)),
-        ("queue.limit_packets", json!(100)),
-        ("tcp.delayed_ack", json!(false)),
-        ("traffic.model", json!("mix")),
-        ("traffic.mix", json!([["video", 3], ["data", 9]])),
-        ("records.traces", json!(false)),
-        ("qds.classifier", json!("oracle")),
-    ] {
-        set(&mut v, k, x);
-    }
+    let mut v = qds_middlebox(20.0, "qds");
+    set(&mut v, "queue.qds_order", json!(order));
+    set(&mut v, "queue.class_codel", json!(codel));
     v
 }
 

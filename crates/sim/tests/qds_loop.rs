@@ -2,33 +2,13 @@
 //! estimates against the exact per-packet RTTs, and the loop's effect on the downlink.
 mod common;
 
-use common::{base, set};
+use common::{qds_middlebox, set};
 use serde_json::{json, Value};
 use thinwan_sim::records::RunRecords;
 
 /// scenarios/qds/base.toml: c = 20 Mbit/s, [3:9], 20 % overload, 60 s.
 fn middlebox(discipline: &str) -> Value {
-    let mut v = base();
-    for (k, x) in [
-        ("scenario.duration_s", json!(60.0)),
-        ("scenario.drain_s", json!(2.0)),
-        ("topology.kind", json!("middlebox")),
-        ("topology.pairs", json!(12)),
-        ("topology.access_rate_mbps", json!(1000.0)),
-        ("topology.access_delay_ms", json!(0.1)),
-        ("topology.bottleneck_rate_mbps", json!(20.0)),
-        ("topology.bottleneck_delay_ms", json!(0.0)),
-        ("queue.discipline", json!(discipline)),
-        ("queue.limit_packets", json!(100)),
-        ("tcp.delayed_ack", json!(false)),
-        ("traffic.model", json!("mix")),
-        ("traffic.mix", json!([["video", 3], ["data", 9]])),
-        ("records.traces", json!(false)),
-        ("qds.classifier", json!("oracle")),
-    ] {
-        set(&mut v, k, x);
-    }
-    v
+    qds_middlebox(60.0, discipline)
 }
 
 fn run(v: &Value, k: u64) -> RunRecords {

@@ -18,3 +18,30 @@ pub fn set(v: &mut Value, path: &str, x: Value) {
     let (sec, key) = path.split_once('.').expect("section.key");
     v[sec][key] = x;
 }
+
+/// scenarios/qds/base.toml made short: c = 20 Mbit/s, [3:9] video:data, 20 % overload,
+/// `duration_s` seconds, `discipline` at the downlink, the true types (oracle).
+#[allow(dead_code)] // only the QDS tests use it; every test binary compiles this module
+pub fn qds_middlebox(duration_s: f64, discipline: &str) -> Value {
+    let mut v = base();
+    for (k, x) in [
+        ("scenario.duration_s", json!(duration_s)),
+        ("scenario.drain_s", json!(2.0)),
+        ("topology.kind", json!("middlebox")),
+        ("topology.pairs", json!(12)),
+        ("topology.access_rate_mbps", json!(1000.0)),
+        ("topology.access_delay_ms", json!(0.1)),
+        ("topology.bottleneck_rate_mbps", json!(20.0)),
+        ("topology.bottleneck_delay_ms", json!(0.0)),
+        ("queue.discipline", json!(discipline)),
+        ("queue.limit_packets", json!(100)),
+        ("tcp.delayed_ack", json!(false)),
+        ("traffic.model", json!("mix")),
+        ("traffic.mix", json!([["video", 3], ["data", 9]])),
+        ("records.traces", json!(false)),
+        ("qds.classifier", json!("oracle")),
+    ] {
+        set(&mut v, k, x);
+    }
+    v
+}
