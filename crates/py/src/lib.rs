@@ -45,6 +45,18 @@ fn pair_apps(config_json: &str, pair: u32, t_s: Vec<f64>) -> PyResult<Vec<u8>> {
     Ok(t_s.iter().map(|&t| thinwan_proto::qds::truth::pair_app(&spec, pair, at(t)) as u8).collect())
 }
 
+/// The core's application labels and controller types, so that Python names codes as the
+/// core does instead of keeping copies: `apps` is every `packet_rtt.app` label in code order
+/// as (name, controller type) — `thinwan_proto::qds::truth::app_type`, the oracle's truth —
+/// and `types` every controller type in code order (`AppType::ALL`, the `app_true` column).
+#[pyfunction]
+fn app_types() -> (Vec<(&'static str, &'static str)>, Vec<&'static str>) {
+    use thinwan_proto::qds::classify::AppType;
+    use thinwan_proto::traffic::App;
+    let apps = App::ALL.iter().map(|&a| (a.name(), thinwan_proto::qds::truth::app_type(a).name())).collect();
+    (apps, AppType::ALL.iter().map(|t| t.name()).collect())
+}
+
 /// Version of the native module (the crate version).
 #[pyfunction]
 fn version() -> &'static str {
@@ -447,6 +459,7 @@ fn analyze_tcp_capture(
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(simulate, m)?)?;
     m.add_function(wrap_pyfunction!(version, m)?)?;
+    m.add_function(wrap_pyfunction!(app_types, m)?)?;
     m.add_function(wrap_pyfunction!(client_delays_ms, m)?)?;
     m.add_function(wrap_pyfunction!(pair_apps, m)?)?;
     m.add_function(wrap_pyfunction!(mux_frame_payload_default, m)?)?;

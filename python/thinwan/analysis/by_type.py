@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from .. import _native
 from ..config.scenario import Scenario
 
 __all__ = [
@@ -33,21 +34,13 @@ __all__ = [
     "summarize_by_type_runs",
 ]
 
-# The `app` codes of the packet_rtt table: thinwan_proto::traffic::App, in code order.
-APP_NAMES = ("thin-client", "game", "video", "data", "bulk", "pcap", "constant")
-
-# The QDS controller's type of each application (crates/sim `world::qds::app_type`):
+# The `app` codes of the packet_rtt table (thinwan_proto::traffic::App, in code order) and
+# the QDS controller's type of each (the oracle's truth, thinwan_proto::qds::truth::app_type):
 # its QT (the scenario's [qds] qt_<type>_ms, the same table the controller uses) is the
-# application's threshold here.
-CONTROLLER_TYPE = {
-    "video": "video",
-    "data": "data",
-    "bulk": "data",
-    "thin-client": "interactive",
-    "game": "interactive",
-    "pcap": "interactive",
-    "constant": "interactive",
-}
+# application's threshold here. Both come from the core, which owns them.
+_APPS, _ = _native.app_types()
+APP_NAMES: tuple[str, ...] = tuple(name for name, _type in _APPS)
+CONTROLLER_TYPE: dict[str, str] = dict(_APPS)
 
 # The per-type metrics, in the order tables print them.
 METRICS = ("rtt_mean_ms", "rtt_sd_ms", "share_within_qt", "share_within_1_2qt", "throughput_mbps")

@@ -8,10 +8,12 @@ import math
 
 import pandas as pd
 
+from .. import _native
+
 __all__ = ["CONTROLLER_TYPES", "class_occupancy", "confusion", "summarize_qds"]
 
-# thinwan_proto::qds::classify::AppType, in index order (the app / app_true codes).
-CONTROLLER_TYPES = ("video", "audio", "data", "interactive")
+# thinwan_proto::qds::classify::AppType, in index order (the app / app_true codes): the core's.
+CONTROLLER_TYPES: tuple[str, ...] = tuple(_native.app_types()[1])
 
 
 def summarize_qds(flows: pd.DataFrame, classes: pd.DataFrame) -> dict[str, float]:
