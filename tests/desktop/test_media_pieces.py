@@ -149,3 +149,10 @@ def test_pictures_count_new_pictures_only() -> None:
     assert count_pictures(areas, 0.5, 2.0) == 3
     assert count_pictures(areas, 1.05, 2.0) == 2  # the picture before the window was b
     assert count_pictures([], 0.0, 1.0) == 0
+
+
+def test_report_header_counts_repetitions_only_for_latency_operations() -> None:
+    from thinwan.report.desktop_page import _repeats
+
+    assert _repeats(["web"], 10) == "" and _repeats(["video", "web"], 10) == ""
+    assert _repeats(["letter", "web"], 10) == ", 10 repetitions of each latency operation"

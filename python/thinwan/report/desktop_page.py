@@ -213,6 +213,12 @@ def write_desktop_report(out: Path, doc: Mapping[str, Any], inputs: pd.DataFrame
     return write_text_atomic(out / "report.html", desktop_html(out, doc, inputs))
 
 
+def _repeats(operations: Sequence[str], repeat: int) -> str:
+    """ ", N repetitions each" when the run has latency operations (web and video run their
+    pages and plays once per cell, so the count would mislead there)."""
+    return f", {repeat} repetitions of each latency operation" if set(operations) - {"web", "video"} else ""
+
+
 def desktop_html(out: Path, doc: Mapping[str, Any], inputs: pd.DataFrame) -> str:
     from ..analysis.desktop_ops import summarize, wan_minus_lan
     from .desktop_media_page import media_sections
@@ -220,7 +226,7 @@ def desktop_html(out: Path, doc: Mapping[str, Any], inputs: pd.DataFrame) -> str
     figs: dict[str, Any] = {}
     parts = [
         f"<h1>thinwan desktop: {html.escape(str(doc['benchmark']))}</h1>",
-        f"<p>{len(doc['results'])} platform × environment × operation results, {doc['repeat']} repetitions each, "
+        f"<p>{len(doc['results'])} platform × environment × operation results{_repeats(doc['operations'], doc['repeat'])}, "
         f"idle gap {doc['idle_ms']:g} ms; thinwan {html.escape(str(doc['version']))} ({html.escape(str(doc['git'])[:12])}), "
         f"{html.escape(str(doc['created']))}.</p>",
         "<h2>Platforms</h2><ul>"
