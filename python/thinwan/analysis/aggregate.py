@@ -22,6 +22,7 @@ from .by_type import APP_NAMES, flatten_by_type, nest_by_type
 from .delay_hist import QUANTILES as DELAY_STATS
 from .delay_hist import delay_histogram, pooled_delay_stats_ms
 from .metrics import BULK, COMPONENTS, INTERACTIVE, message_delays, summarize_run, summarize_runs
+from .sensitivity import sensitivity_ranking
 
 __all__ = [
     "CCDF_GRID_S",
@@ -166,6 +167,9 @@ def sweep_document(sweep: Sweep, frame: pd.DataFrame) -> dict[str, Any]:
         "version": __version__,
         "git_rev": git_revision(),
     }
+    if sweep.sensitivity_axis is not None:  # [report] sensitivity (docs/sweeps.md)
+        axis = sweep.axis(sweep.sensitivity_axis)
+        document["sensitivity"] = sensitivity_ranking(entries, axis.name, axis.labels, axis.overrides)
     config = configuration_axis(sweep)
     if config is not None:
         document["points"] = _grid_points(sweep, config, entries, frame)

@@ -39,6 +39,7 @@ from .figures import (
     threshold_lines,
 )
 from .qds_sweep import qds_sweep_context
+from .sensitivity_page import sensitivity_context
 from .text import TABLE_METRICS, display_axes, display_order, metric_cell, number, short_axis
 
 __all__ = ["html_comparison", "write_sweep_report", "figure_titles"]
@@ -96,6 +97,8 @@ def html_comparison(sweep: Sweep, frame: pd.DataFrame, document: Mapping[str, An
     ccdfs = mean_ccdfs(frame)
     qds = qds_sweep_context(sweep, document, ccdfs)
     figures.update(qds["figures"])
+    sensitivity = sensitivity_context(document)  # [report] sensitivity (docs/sweeps.md)
+    figures.update(sensitivity["figures"])
     overlays = []
     # The overlays are of interactive messages' delay components but one panel: without
     # any (a QDS sweep, whose per-type RTT CCDFs are above) they would be empty figures.
@@ -123,6 +126,7 @@ def html_comparison(sweep: Sweep, frame: pd.DataFrame, document: Mapping[str, An
         plotly_js=plotly_js(),
         plot_script=PLOT_SCRIPT,
         qds=qds,
+        sensitivity=sensitivity,
         figure_names=set(figures),
     )
 
@@ -445,6 +449,8 @@ T_I: mean time between such violations (∞: none in some run).</p>
 {% endfor %}
 </table>
 
+{% if sensitivity.present %}{{ sensitivity.html | safe }}{% endif %}
+
 {% if qds.present %}
 <h2 id="qds">{{ qds.titles.table }}{% if qds.lab %} (lab){% endif %}</h2>
 <p>Per point and application type (docs/scenario.md "Per-type metrics"): the share of packets whose exact
@@ -516,7 +522,7 @@ runs. ▲ at the top: T = ∞ (no violation in some run).</p>
 {% endfor %}
 {% elif not interactive %}
 <p class="missing">No interactive messages at any point: no r_I / T_I plots.</p>
-{% else %}
+{% elif not sensitivity.present %}
 <p class="missing">No numeric axis to plot against (see [report] x in docs/sweeps.md).</p>
 {% endif %}
 
