@@ -16,6 +16,7 @@ from thinwan.analysis.sensitivity import (
     choices_of,
     competition_ranks,
     group_ranking,
+    paired_se,
     sensitivity_ranking,
 )
 from thinwan.config.sweepfile import SweepError, load_sweep
@@ -113,6 +114,35 @@ def test_a_point_without_results_leaves_its_choice_unranked() -> None:
     assert g["choices"][0]["metrics"]["r_I150"]["delta"] is None
 
 
+def test_standard_error_of_delta_from_paired_runs() -> None:
+    # Differences 1, 1, 2: sd √(1/3), se √(1/3)/√3 = 1/3.
+    assert paired_se([1.0, 2.0, 3.0], [2.0, 3.0, 5.0]) == pytest.approx(1 / 3)
+    # A run missing on either side leaves its pair out; fewer than 2 pairs: no se.
+    assert paired_se([1.0, None, 3.0], [2.0, 5.0, 4.0]) == 0.0
+    assert paired_se([1.0, math.nan], [2.0, 3.0]) is None
+    assert paired_se([], []) is None
+    # The same shift in every run is no noise; a mean shift smaller than the scatter is.
+    points = [
+        {"id": "b", "params": {"v": "base"}, "summary": summary(0.10)},
+        {"id": "x", "params": {"v": "x=1"}, "summary": summary(0.12)},
+        {"id": "y", "params": {"v": "y=1"}, "summary": summary(0.11)},
+    ]
+    runs = {
+        "b": {"r_I150": [0.09, 0.10, 0.11]},
+        "x": {"r_I150": [0.11, 0.12, 0.13]},
+        "y": {"r_I150": [0.05, 0.15, 0.13]},
+    }
+    sens = sensitivity_ranking(points, "v", ["base", "x=1", "y=1"], [{}, {"k.x": 1}, {"k.y": 1}], runs=runs)
+    rows = {row["choice"]: row["metrics"]["r_I150"] for row in sens["groups"][0]["choices"]}
+    assert rows["k.x"]["se"] == pytest.approx(0.0, abs=1e-12) and rows["k.x"]["noise"] is False
+    assert rows["k.y"]["se"] > 0.01 and rows["k.y"]["noise"] is True
+    # Without per-run values there is no se and no verdict.
+    assert rows["k.x"]["rank"] == 1
+    plain = sensitivity_ranking(points, "v", ["base", "x=1", "y=1"], [{}, {"k.x": 1}, {"k.y": 1}])
+    assert plain["groups"][0]["choices"][0]["metrics"]["r_I150"]["se"] is None
+    assert plain["groups"][0]["choices"][0]["metrics"]["r_I150"]["noise"] is None
+
+
 def test_groups_come_from_the_other_axes() -> None:
     points = [
         {"params": {"buffer": buf, "variant": v}, "summary": summary(r)}
@@ -207,6 +237,9 @@ def test_the_report_ranks_and_draws_a_tornado(tmp_path: Path) -> None:
     for metric in ("r_I150", "r_I1000", "timeouts_per_conn"):
         assert f'id="fig-sens_{metric}"' in page
     assert "<code>tcp.min_rto_ms</code>" in page
+    # The run's per-run values give every effect a standard error (2 runs per point).
+    effect = sens["groups"][0]["choices"][0]["metrics"]["timeouts_per_conn"]
+    assert effect["se"] is not None and effect["noise"] in (True, False)
     text = sensitivity_text(result.document)
     assert "delay=long" in text and "tcp.min_rto_ms" in text
 
@@ -240,7 +273,7 @@ def _mini(tmp_path: Path, extra_report: str = 'sensitivity = "v"', bundles: str 
         )
     path = tmp_path / "sens.toml"
     path.write_text(
-        '[sweep]\nname = "sens"\nbase = "base.toml"\nruns = 1\n'
+        '[sweep]\nname = "sens"\nbase = "base.toml"\nruns = 2\n'
         "[vary.delay]\n"
         'short = { "topology.bottleneck_delay_ms" = 10.0 }\n'
         'long = { "topology.bottleneck_delay_ms" = 50.0 }\n'

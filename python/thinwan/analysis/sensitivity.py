@@ -14,8 +14,9 @@ largest |Δ|; relative Δ = Δ / base (undefined, None, when the base is 0 and �
 Choices are ranked per metric by |Δ|, largest first (ties, to 9 significant digits, share a rank, as 1, 1, 3;
 a choice whose every value is missing is unranked, last); the overall order is by the mean
 of the per-metric ranks (an unranked metric counts as last). Every run of the sweep uses the
-same seeds at every point, so a Δ compares the same random draws (common random numbers)
-and the base's run-to-run spread (``base_min`` … ``base_max``) bounds what is noise.
+same seeds at every point, so a Δ compares the same random draws (common random numbers);
+given the per-run values, the standard error of Δ comes from the paired per-run
+differences, and a |Δ| below two standard errors is flagged as noise.
 
 Pure functions on plain data: no I/O, no pandas.
 """
@@ -23,6 +24,7 @@ Pure functions on plain data: no I/O, no pandas.
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -33,6 +35,7 @@ __all__ = [
     "choices_of",
     "competition_ranks",
     "choice_effect",
+    "paired_se",
     "group_ranking",
     "sensitivity_ranking",
 ]
@@ -87,17 +90,36 @@ def competition_ranks(values: Sequence[float | None]) -> list[int | None]:
     return [None if v is None else rank(v) for v in values]
 
 
-def choice_effect(base: float | None, variants: Mapping[str, float | None], labels: Sequence[str]) -> dict[str, Any]:
+def choice_effect(
+    base: float | None,
+    variants: Mapping[str, float | None],
+    labels: Sequence[str],
+    base_runs: Sequence[float | None] | None = None,
+    variant_runs: Mapping[str, Sequence[float | None]] | None = None,
+) -> dict[str, Any]:
     """The effect of one choice on one metric: ``delta`` (signed) at the value ``at`` with
     the largest |Δ| (the first such value on a tie), ``abs_delta``, ``rel_delta``, and
-    ``deltas`` per value (None where the value or the base is missing)."""
+    ``deltas`` per value (None where the value or the base is missing).
+
+    With the per-run values (``base_runs``, ``variant_runs[label]``, aligned by run: the
+    same seeds), also ``se``: the standard error of Δ at ``at`` from the paired per-run
+    differences (None with fewer than 2 pairs), and ``noise``: |Δ| < 2·se (None without se).
+    """
     deltas: dict[str, float | None] = {}
     for lab in labels:
         v = _finite(variants.get(lab))
         deltas[lab] = None if base is None or v is None else v - base
     present = [(abs(d), lab) for lab, d in deltas.items() if d is not None]
     if not present:
-        return {"delta": None, "abs_delta": None, "rel_delta": None, "at": None, "deltas": deltas}
+        return {
+            "delta": None,
+            "abs_delta": None,
+            "rel_delta": None,
+            "at": None,
+            "se": None,
+            "noise": None,
+            "deltas": deltas,
+        }
     largest = max(a for a, _ in present)
     at = next(lab for a, lab in present if a == largest)
     delta = deltas[at]
@@ -106,7 +128,28 @@ def choice_effect(base: float | None, variants: Mapping[str, float | None], labe
         rel: float | None = delta / base
     else:
         rel = 0.0 if delta == 0 else None
-    return {"delta": delta, "abs_delta": abs(delta), "rel_delta": rel, "at": at, "deltas": deltas}
+    se = paired_se(base_runs or (), (variant_runs or {}).get(at) or ())
+    noise = None if se is None else bool(abs(delta) < 2 * se)
+    return {
+        "delta": delta,
+        "abs_delta": abs(delta),
+        "rel_delta": rel,
+        "at": at,
+        "se": se,
+        "noise": noise,
+        "deltas": deltas,
+    }
+
+
+def paired_se(base_runs: Sequence[float | None], variant_runs: Sequence[float | None]) -> float | None:
+    """Standard error of the mean of the per-run differences variant − base (runs paired by
+    position, i.e. by seed; a run missing on either side is left out); None below 2 pairs."""
+    diffs = [
+        v - b for b, v in zip(map(_finite, base_runs), map(_finite, variant_runs)) if b is not None and v is not None
+    ]
+    if len(diffs) < 2:
+        return None
+    return statistics.stdev(diffs) / math.sqrt(len(diffs))
 
 
 def group_ranking(
@@ -114,10 +157,12 @@ def group_ranking(
     base_label: str,
     choices: Sequence[Choice],
     metrics: Sequence[str] = SENSITIVITY_METRICS,
+    runs: Mapping[str, Mapping[str, Sequence[float | None]]] | None = None,
 ) -> dict[str, Any]:
     """The ranking of one group: ``summaries`` maps each bundle label of the axis to its
     point's summary (means over runs, with ``min`` and ``max`` dicts; a missing label is
-    a point without results).
+    a point without results); ``runs`` optionally maps a label to its per-run values per
+    metric (aligned by run), for the standard errors of :func:`choice_effect`.
 
     Returns ``base`` (per metric: ``mean``, ``min``, ``max`` over runs) and ``choices``:
     one entry per choice, in the overall order, each with ``choice``, ``keys``,
@@ -138,7 +183,9 @@ def group_ranking(
         effects = {}
         for m in metrics:
             variants = {lab: (summaries.get(lab) or {}).get(m) for lab in c.labels}
-            effects[m] = choice_effect(base[m]["mean"], variants, c.labels)
+            per_run = {lab: (runs or {}).get(lab, {}).get(m) or () for lab in c.labels}
+            base_runs = (runs or {}).get(base_label, {}).get(m)
+            effects[m] = choice_effect(base[m]["mean"], variants, c.labels, base_runs, per_run)
         rows.append({"choice": c.name, "keys": list(c.keys), "labels": list(c.labels), "metrics": effects})
     for m in metrics:
         for row, r in zip(rows, competition_ranks([row["metrics"][m]["abs_delta"] for row in rows])):
@@ -160,10 +207,12 @@ def sensitivity_ranking(
     labels: Sequence[str],
     overrides: Sequence[Mapping[str, Any]],
     metrics: Sequence[str] = SENSITIVITY_METRICS,
+    runs: Mapping[str, Mapping[str, Sequence[float | None]]] | None = None,
 ) -> dict[str, Any]:
     """The sensitivity of a sweep: ``points`` are the entries of the sweep document
-    (``params``: axis → label; ``summary``); ``axis`` is the one-at-a-time axis with its
-    ``labels`` and bundle ``overrides``.
+    (``id``; ``params``: axis → label; ``summary``); ``axis`` is the one-at-a-time axis
+    with its ``labels`` and bundle ``overrides``; ``runs`` optionally maps a point id to
+    its per-run values per metric, in run order (for the standard errors).
 
     Returns ``axis``, ``base`` (its base label), ``metrics``, ``choices`` (name → keys and
     labels) and ``groups``: one per combination of the other axes' labels, in the order the
@@ -171,16 +220,18 @@ def sensitivity_ranking(
     """
     base_label, choices = choices_of(labels, overrides)
     groups: dict[tuple[tuple[str, Any], ...], dict[str, Mapping[str, Any]]] = {}
+    group_runs: dict[tuple[tuple[str, Any], ...], dict[str, Mapping[str, Sequence[float | None]]]] = {}
     for p in points:
         key = tuple((a, v) for a, v in p["params"].items() if a != axis)
         groups.setdefault(key, {})[p["params"][axis]] = p.get("summary") or {}
+        group_runs.setdefault(key, {})[p["params"][axis]] = (runs or {}).get(p.get("id", ""), {})
     return {
         "axis": axis,
         "base": base_label,
         "metrics": list(metrics),
         "choices": {c.name: {"keys": list(c.keys), "labels": list(c.labels)} for c in choices},
         "groups": [
-            {"params": dict(key), **group_ranking(summaries, base_label, choices, metrics)}
+            {"params": dict(key), **group_ranking(summaries, base_label, choices, metrics, group_runs[key])}
             for key, summaries in groups.items()
         ],
     }

@@ -156,14 +156,15 @@ def _fmt_value(metric: str, v: Mapping[str, float | None]) -> str:
 
 
 def _effect_cells(metric: str, e: Mapping[str, Any]) -> tuple[str, str, str, str]:
-    """(Δ, relative Δ, at which value, rank) as text."""
+    """(Δ ± its standard error, relative Δ and "noise" when |Δ| < 2 se, at which value, rank) as text."""
     if e["delta"] is None:
         return ("n/a", "", "", "–")
-    if metric.startswith("r_"):
-        delta = f"{e['delta'] * 100:+.3g} pp"
-    else:
-        delta = f"{e['delta']:+.3g}"
-    rel = "n/a" if e["rel_delta"] is None else f"({e['rel_delta'] * 100:+.0f} %)"
+    scale, unit = (100.0, " pp") if metric.startswith("r_") else (1.0, "")
+    se = e.get("se")
+    pm = "" if se is None else f" ± {se * scale:.2g}"
+    delta = f"{e['delta'] * scale:+.3g}{pm}{unit}"
+    rel = "n/a" if e["rel_delta"] is None else f"{e['rel_delta'] * 100:+.0f} %"
+    rel = f"({rel}, noise)" if e.get("noise") else f"({rel})"
     return (delta, rel, label(e["at"]), str(e["rank"]))
 
 
@@ -186,7 +187,8 @@ _SECTION = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined)
 set) is varied alone from the base point <code>{{ sens.base }}</code>. Δ = mean over runs at the value minus the
 base's, the same seeds at every point; the effect of a choice is its largest |Δ| over its values (relative to the
 base in brackets; n/a when the base is 0). Choices are ranked per metric by |Δ| (equal |Δ| share a rank) and
-ordered by their mean rank. The base's min – max over runs shows how large run-to-run noise is. Charts: per
+ordered by their mean rank. ± is the standard error of Δ from the paired per-run differences (same seed);
+"noise": |Δ| is below two standard errors. The base's min – max over runs is given too. Charts: per
 choice a bar over the range of Δ across its values (the base, Δ = 0, always inside), a dot per value (hover for
 its label), the most sensitive choice on top.</p>
 {% for name in figures %}<div class="plot" id="fig-{{ name }}"></div>
