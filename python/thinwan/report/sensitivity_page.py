@@ -196,14 +196,14 @@ its label), the most sensitive choice on top.</p>
 {% for t in tables %}
 <h3>{{ t.title }}</h3>
 <p>Base: {% for m, v in t.base %}{{ m }} {{ v }}{% if not loop.last %}; {% endif %}{% endfor %}.</p>
-<table class="table1">
+<table>
 <tr><th rowspan="2">rank</th><th rowspan="2">choice</th><th rowspan="2">values</th>
-{% for m in metrics %}<th colspan="3">{{ m }}</th>{% endfor %}</tr>
-<tr>{% for m in metrics %}<th>largest Δ</th><th>at</th><th>rank</th>{% endfor %}</tr>
+{% for m in metrics %}<th colspan="2">{{ m }}</th>{% endfor %}</tr>
+<tr>{% for m in metrics %}<th>largest Δ, at</th><th>rank</th>{% endfor %}</tr>
 {% for r in t.rows %}
 <tr><td class="num">{{ r.rank }}</td><td><code>{{ r.choice }}</code></td><td class="span">{{ r.labels }}</td>
-{% for delta, rel, at, rank in r.cells %}<td class="num">{{ delta }}<br><span class="span">{{ rel }}</span></td>
-<td>{{ at }}</td><td class="num">{{ rank }}</td>{% endfor %}</tr>
+{% for delta, rel, at, rank in r.cells %}<td class="num"><span style="white-space: nowrap">{{ delta }}</span><br><span class="span">{{ rel }}{% if at %} at
+{{ at }}{% endif %}</span></td><td class="num">{{ rank }}</td>{% endfor %}</tr>
 {% endfor %}
 </table>
 {% endfor %}

@@ -436,6 +436,8 @@ thinwan-mux core and edge daemons{% endif %} — not the simulator (docs/lab.md,
 <code>{{ sweep.path }}</code>; results in <code>{{ document.out }}</code> (one Parquet row per
 point and run in <code>runs.parquet/</code>, each point's scenario in <code>points/</code>).</p>
 
+{% if sensitivity.present %}{{ sensitivity.html | safe }}{% endif %}
+
 <h2>{{ titles.table }}</h2>
 <p>Mean over runs, with min – max below. r_I150 / r_I1000: share of interactive writes
 whose end-to-end delay exceeds 150 ms / 1000 ms minus the point's one-way WAN delay;
@@ -448,8 +450,6 @@ T_I: mean time between such violations (∞: none in some run).</p>
 <td class="num">{{ runs }}</td></tr>
 {% endfor %}
 </table>
-
-{% if sensitivity.present %}{{ sensitivity.html | safe }}{% endif %}
 
 {% if qds.present %}
 <h2 id="qds">{{ qds.titles.table }}{% if qds.lab %} (lab){% endif %}</h2>
