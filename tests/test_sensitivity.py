@@ -217,7 +217,10 @@ def test_a_bad_sensitivity_key_names_it(tmp_path: Path, report: str, expected: s
 
 def test_a_sensitivity_axis_needs_exactly_one_base_bundle(tmp_path: Path) -> None:
     path = _mini(tmp_path, bundles='"a=1" = { "tcp.min_rto_ms" = 100.0 }\n"a=2" = { "tcp.min_rto_ms" = 300.0 }\n')
-    with pytest.raises(SweepError, match=r"report\.sensitivity: axis v needs exactly one empty bundle"):
+    with pytest.raises(SweepError, match=r"report\.sensitivity: axis v needs exactly one empty bundle .*found: none"):
+        load_sweep(path)
+    path = _mini(tmp_path, bundles='a = {}\nb = {}\n"c=1" = { "tcp.min_rto_ms" = 100.0 }\n')
+    with pytest.raises(SweepError, match=r"found: a, b"):
         load_sweep(path)
 
 
