@@ -22,6 +22,7 @@ from .by_type import APP_NAMES, flatten_by_type, nest_by_type
 from .delay_hist import QUANTILES as DELAY_STATS
 from .delay_hist import delay_histogram, pooled_delay_stats_ms
 from .metrics import BULK, COMPONENTS, INTERACTIVE, message_delays, summarize_run, summarize_runs
+from .sensitivity import SENSITIVITY_METRICS, sensitivity_ranking
 
 __all__ = [
     "CCDF_GRID_S",
@@ -166,6 +167,16 @@ def sweep_document(sweep: Sweep, frame: pd.DataFrame) -> dict[str, Any]:
         "version": __version__,
         "git_rev": git_revision(),
     }
+    if sweep.sensitivity_axis is not None:  # [report] sensitivity (docs/sweeps.md)
+        axis = sweep.axis(sweep.sensitivity_axis)
+        runs = {
+            p.id: {m: rows[m].tolist() for m in SENSITIVITY_METRICS if m in rows}
+            for p in sweep.points
+            for rows in [frame.loc[frame["point_id"] == p.id].sort_values("run")]
+        }
+        document["sensitivity"] = sensitivity_ranking(
+            entries, axis.name, axis.labels, axis.overrides, SENSITIVITY_METRICS, runs
+        )
     config = configuration_axis(sweep)
     if config is not None:
         document["points"] = _grid_points(sweep, config, entries, frame)

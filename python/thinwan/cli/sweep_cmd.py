@@ -67,6 +67,11 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
         print(dumps_json(result.document))
         return 0
     print(comparison_table(sweep, result.document))
+    if "sensitivity" in result.document:
+        from ..report.sensitivity_page import sensitivity_text
+
+        print()
+        print(sensitivity_text(result.document))
     print()
     print(f"report: {out / 'report.html'}" if not args.no_report else f"results: {out}")
     return 0

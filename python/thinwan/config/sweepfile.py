@@ -102,6 +102,7 @@ class Sweep:
     line_axis: str | None = None  # axis drawn as one line per label
     panel_axes: tuple[str, ...] = field(default=())  # every other axis: one panel per combination
     substrate: str = "sim"  # "sim": the simulator; "lab": real TCP in the namespace lab
+    sensitivity_axis: str | None = None  # [report] sensitivity: the one-at-a-time axis to rank
 
     def axis(self, name: str) -> Axis:
         """The axis called ``name``."""
@@ -145,6 +146,7 @@ class _SweepSection(_Strict):
 class _ReportSection(_Strict):
     x: str | None = None
     lines: str | None = None
+    sensitivity: str | None = None
 
 
 _SECTIONS = ("sweep", "set", "vary", "report")
@@ -180,6 +182,7 @@ def _parse_sweep(
     points = _points(name, base, head.base, runs, fixed, axes, where, substrate)
     x_axis, line_axis = _report_roles(report, axes, where)
     panels = tuple(a.name for a in axes if a.name not in (x_axis, line_axis))
+    sensitivity = _sensitivity_axis(report, axes, where)
     return Sweep(
         name=name,
         description=head.description,
@@ -193,6 +196,7 @@ def _parse_sweep(
         line_axis=line_axis,
         panel_axes=panels,
         substrate=substrate,
+        sensitivity_axis=sensitivity,
     )
 
 
@@ -353,6 +357,27 @@ def _report_roles(report: _ReportSection, axes: Sequence[Axis], where: str) -> t
         named = [a.name for a in rest if not a.plain]
         lines = named[0] if named else (rest[0].name if rest else None)
     return x, lines
+
+
+def _sensitivity_axis(report: _ReportSection, axes: Sequence[Axis], where: str) -> str | None:
+    """``[report] sensitivity``: a named axis with exactly one empty bundle (the base point)."""
+    if report.sensitivity is None:
+        return None
+    axis = next((a for a in axes if a.name == report.sensitivity), None)
+    if axis is None or axis.plain:
+        named = [a.name for a in axes if not a.plain]
+        raise SweepError(
+            f"{where}: report.sensitivity: {report.sensitivity!r} is not a named axis "
+            f"(named axes: {', '.join(named) or 'none'})"
+        )
+    # The rule thinwan.analysis.sensitivity.choices_of relies on (config does not import analysis).
+    empty = [label(lab) for lab, o in zip(axis.labels, axis.overrides) if not o]
+    if len(empty) != 1:
+        raise SweepError(
+            f"{where}: report.sensitivity: axis {axis.name} needs exactly one empty bundle {{}} "
+            f"(the base point); found: {', '.join(empty) or 'none'}"
+        )
+    return axis.name
 
 
 # ---------------------------------------------------------------------------------------

@@ -39,6 +39,7 @@ from .figures import (
     threshold_lines,
 )
 from .qds_sweep import qds_sweep_context
+from .sensitivity_page import sensitivity_context
 from .text import TABLE_METRICS, display_axes, display_order, metric_cell, number, short_axis
 
 __all__ = ["html_comparison", "write_sweep_report", "figure_titles"]
@@ -96,6 +97,8 @@ def html_comparison(sweep: Sweep, frame: pd.DataFrame, document: Mapping[str, An
     ccdfs = mean_ccdfs(frame)
     qds = qds_sweep_context(sweep, document, ccdfs)
     figures.update(qds["figures"])
+    sensitivity = sensitivity_context(document)  # [report] sensitivity (docs/sweeps.md)
+    figures.update(sensitivity["figures"])
     overlays = []
     # The overlays are of interactive messages' delay components but one panel: without
     # any (a QDS sweep, whose per-type RTT CCDFs are above) they would be empty figures.
@@ -123,6 +126,7 @@ def html_comparison(sweep: Sweep, frame: pd.DataFrame, document: Mapping[str, An
         plotly_js=plotly_js(),
         plot_script=PLOT_SCRIPT,
         qds=qds,
+        sensitivity=sensitivity,
         figure_names=set(figures),
     )
 
@@ -432,6 +436,8 @@ thinwan-mux core and edge daemons{% endif %} — not the simulator (docs/lab.md,
 <code>{{ sweep.path }}</code>; results in <code>{{ document.out }}</code> (one Parquet row per
 point and run in <code>runs.parquet/</code>, each point's scenario in <code>points/</code>).</p>
 
+{% if sensitivity.present %}{{ sensitivity.html | safe }}{% endif %}
+
 <h2>{{ titles.table }}</h2>
 <p>Mean over runs, with min – max below. r_I150 / r_I1000: share of interactive writes
 whose end-to-end delay exceeds 150 ms / 1000 ms minus the point's one-way WAN delay;
@@ -516,7 +522,7 @@ runs. ▲ at the top: T = ∞ (no violation in some run).</p>
 {% endfor %}
 {% elif not interactive %}
 <p class="missing">No interactive messages at any point: no r_I / T_I plots.</p>
-{% else %}
+{% elif not sensitivity.present %}
 <p class="missing">No numeric axis to plot against (see [report] x in docs/sweeps.md).</p>
 {% endif %}
 
