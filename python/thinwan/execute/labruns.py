@@ -11,10 +11,11 @@ from __future__ import annotations
 import contextlib
 import json
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from ..analysis.agreement import DEFAULT_TOLERANCES, Tolerance, agreement_json, compare, tolerance_json, validate_values
 from ..analysis.digest import digest_run
 from ..analysis.lab_qds import by_type_side_by_side
 from ..analysis.metrics import summarize_runs
@@ -25,7 +26,7 @@ from ..records.staging import staged_output
 from .executors import SerialLab
 from .runs import RunResult, run_scenario, summary_document
 
-__all__ = ["run_lab_scenario", "sim_companion", "validate"]
+__all__ = ["run_lab_scenario", "sim_companion", "validate", "agreement_document"]
 
 
 def run_lab_scenario(
@@ -106,14 +107,20 @@ def validate(
     out: Path,
     progress: bool = True,
     finish: Callable[[Path, RunResult], None] | None = None,
+    tolerances: Mapping[str, Tolerance | None] = DEFAULT_TOLERANCES,
+    page: Callable[[Path, dict[str, Any]], None] | None = None,
 ) -> tuple[dict[str, Any], RunResult, RunResult]:
-    """Run ``scenario`` in the simulator and on the lab; write ``validate.json``
-    (with per-packet RTTs, e.g. the middlebox topology: ``by_type``, each type's metrics
-    of both substrates side by side, :func:`~thinwan.analysis.lab_qds.by_type_side_by_side`).
+    """Run ``scenario`` in the simulator and on the lab; write ``validate.json``: both
+    summaries, ``agreement`` (metric → ``{sim, lab, rel_diff, ok}``,
+    :func:`~thinwan.analysis.agreement.compare` under ``tolerances``) and ``tolerance``
+    (metric → ``25%`` / ``x2``); with per-packet RTTs, e.g. the middlebox topology, also
+    ``by_type``, each type's metrics of both substrates side by side
+    (:func:`~thinwan.analysis.lab_qds.by_type_side_by_side`).
 
     Both go to ``out/sim`` and ``out/lab`` of one staging directory that replaces ``out``
-    when both are complete (``finish`` is called on each of the two). Returns its
-    document (both summaries) and both substrates' results.
+    when both are complete (``finish`` is called on each of the two, ``page`` on the
+    staging directory with the document, e.g. to write ``out/report.html``). Returns its
+    document and both substrates' results.
     """
     from ..substrates.lab.labrun import check_lab_capacity
 
@@ -129,8 +136,28 @@ def validate(
             "out": str(out),
             "config": scenario.model_dump(mode="json"),
         }
+        doc.update(agreement_document(doc["sim"], doc["lab"], sim, lab, tolerances))
         if "by_type" in doc["sim"] or "by_type" in doc["lab"]:
             # QDS scenarios: the per-type metrics of both substrates next to each other.
             doc["by_type"] = by_type_side_by_side(doc["sim"].get("by_type", {}), doc["lab"].get("by_type", {}))
         write_text_atomic(stage / "validate.json", dumps_json(doc) + "\n")
+        if page is not None:
+            page(stage, doc)
     return doc, sim, lab
+
+
+def agreement_document(
+    sim_summary: Mapping[str, Any],
+    lab_summary: Mapping[str, Any],
+    sim: RunResult,
+    lab: RunResult,
+    tolerances: Mapping[str, Tolerance | None],
+) -> dict[str, Any]:
+    """``validate.json``'s ``agreement`` and ``tolerance`` keys (docs/lab.md "Agreement"):
+    means over runs, interactive p50/p99 over all runs' messages."""
+    rows = compare(
+        validate_values(sim_summary, (d.delays for d in sim.digests)),
+        validate_values(lab_summary, (d.delays for d in lab.digests)),
+        tolerances,
+    )
+    return {"agreement": agreement_json(rows), "tolerance": tolerance_json(tolerances)}
