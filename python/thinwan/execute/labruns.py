@@ -40,7 +40,12 @@ def run_lab_scenario(
     staging directory that replaces ``out`` when complete (``finish`` as in
     :func:`~thinwan.execute.runs.run_scenario`)."""
     from ..substrates.lab.labrun import check_lab_capacity, run_lab_once
+    from ..substrates.lab.tunnel import run_tunnel_once
 
+    # A tunnel-grid scenario runs on the three-namespace chain (WAN, edge, last hop) with
+    # the real daemons, as a lab sweep point does (execute.labtasks); the two-namespace
+    # lab would leave out the last hop and the tunnel.
+    once = run_tunnel_once if scenario.topology.kind == "mux" else run_lab_once
     final = Path(out)
     runs = scenario.scenario.runs
     executor = SerialLab()
@@ -54,7 +59,7 @@ def run_lab_scenario(
             if progress:
                 span = scenario.scenario.duration_s + scenario.scenario.drain_s
                 print(f"thinwan: lab run {k + 1}/{runs} ({span:g} s)…", file=sys.stderr)
-            records = run_lab_once(scenario, scenario.lab, k, stage / "lab-raw" / f"run-{k}")
+            records = once(scenario, scenario.lab, k, stage / "lab-raw" / f"run-{k}")
             records.write(stage / "runs" / f"run-{k}")
             return digest_run(records, scenario)
 

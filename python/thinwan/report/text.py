@@ -337,6 +337,8 @@ def fmt_rel_diff(v: float | None) -> str:
         return "n/a"
     if math.isinf(v):
         return "+∞" if v > 0 else "−∞"
+    if v == 0:
+        return "0 %"
     return f"{v * 100:+.1f} %".replace("-", "−")
 
 
@@ -353,8 +355,10 @@ def verdict_label(ok: bool | None) -> str:
 
 
 def _agreement_format(key: str) -> Callable[[float], str]:
-    if key.startswith("r_") or key.startswith("utilisation"):
+    if key.startswith("r_"):
         return lambda v: f"{v * 100:.3g} %"
+    if key.startswith("utilisation"):
+        return lambda v: f"{v * 100:.3g} %" if v < 0.01 else f"{v * 100:.1f} %"
     if key.endswith("_ms"):
         return lambda v: f"{v:,.1f} ms"
     if key.endswith("_s"):
