@@ -290,3 +290,34 @@ def test_table_and_page_show_tolerances_and_verdicts() -> None:
     html = agreement_page(doc, runs=1)
     assert html.count('<td class="ok">ok</td>') == 4
     assert html.count('<td class="differs">differs</td>') == 3
+
+
+def test_metrics_measured_differently_get_no_verdict() -> None:
+    rows = {r.metric: r for r in compare(SIM, LAB, not_compared=["interactive_delay_p99_ms"])}
+    p99 = rows["interactive_delay_p99_ms"]
+    assert (p99.ok, p99.tolerance, p99.rel_diff) == (None, None, 1.0), "listed, with its difference, unjudged"
+    assert rows["utilisation"].ok is True
+    doc = {
+        "scenario": "fixture",
+        "agreement": {
+            r.metric: {"sim": r.sim, "lab": r.lab, "rel_diff": r.rel_diff, "ok": r.ok} for r in rows.values()
+        },
+        "tolerance": {k: t.spec for k, t in DEFAULT_TOLERANCES.items()},
+        "not_compared": {"interactive_delay_p99_ms": "measured differently"},
+    }
+    text = validation_table(doc, runs=1)
+    assert "agreement: 4 of 6 judged metrics" in text
+    assert "¹ interactive_delay_p99_ms: measured differently" in text
+    html = agreement_page(doc, runs=1)
+    assert html.count('<td class="differs">') == 2 and "measured differently" in html
+
+
+def test_tunnelled_scenarios_do_not_judge_the_lab_connection_counts() -> None:
+    from thinwan.config.scenario import scenario_from_dict
+    from thinwan.execute.labruns import not_compared
+
+    base = {"topology": {"kind": "mux"}}
+    assert not_compared(scenario_from_dict(base)) == {}, "direct: the lab's connections are the streams"
+    tunnel = not_compared(scenario_from_dict({**base, "mux": {"mode": "mux", "trunks": 4}}))
+    assert {"timeouts_per_conn", "fast_retransmits_per_conn"} <= set(tunnel)
+    assert not_compared(scenario_from_dict({})) == {}

@@ -182,17 +182,21 @@ def compare(
     sim: Mapping[str, Any],
     lab: Mapping[str, Any],
     tolerances: Mapping[str, Tolerance | None] = DEFAULT_TOLERANCES,
+    not_compared: Iterable[str] = (),
 ) -> list[Agreement]:
     """Every metric of :data:`METRICS` that both ``sim`` and ``lab`` hold as a number, in
     that order, then every other number both hold (sorted by name), each with its
-    verdict under ``tolerances`` (a metric missing there, or ``None``, has none)."""
+    verdict under ``tolerances`` (a metric missing there, or ``None``, has none).
+    Metrics in ``not_compared`` (the substrates measure different things under that
+    name) are listed without a verdict."""
+    skip = set(not_compared)
     rows = []
     extra = set(_numbers(sim)) & set(_numbers(lab)) - set(METRICS) - _NOT_METRICS
     for k in (*METRICS, *sorted(extra)):
         if not (_is_number(sim.get(k)) and _is_number(lab.get(k))):
             continue
         a, b = float(sim[k]), float(lab[k])
-        tol = tolerances.get(k)
+        tol = None if k in skip else tolerances.get(k)
         rows.append(Agreement(k, a, b, rel_diff(a, b), tol.holds(a, b) if tol else None, tol))
     return rows
 

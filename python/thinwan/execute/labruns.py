@@ -26,7 +26,7 @@ from ..records.staging import staged_output
 from .executors import SerialLab
 from .runs import RunResult, run_scenario, summary_document
 
-__all__ = ["run_lab_scenario", "sim_companion", "validate", "agreement_document"]
+__all__ = ["run_lab_scenario", "sim_companion", "validate", "agreement_document", "not_compared"]
 
 
 def run_lab_scenario(
@@ -141,7 +141,7 @@ def validate(
             "out": str(out),
             "config": scenario.model_dump(mode="json"),
         }
-        doc.update(agreement_document(doc["sim"], doc["lab"], sim, lab, tolerances))
+        doc.update(agreement_document(doc["sim"], doc["lab"], sim, lab, tolerances, not_compared(scenario)))
         if "by_type" in doc["sim"] or "by_type" in doc["lab"]:
             # QDS scenarios: the per-type metrics of both substrates next to each other.
             doc["by_type"] = by_type_side_by_side(doc["sim"].get("by_type", {}), doc["lab"].get("by_type", {}))
@@ -157,12 +157,32 @@ def agreement_document(
     sim: RunResult,
     lab: RunResult,
     tolerances: Mapping[str, Tolerance | None],
+    unlike: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
-    """``validate.json``'s ``agreement`` and ``tolerance`` keys (docs/lab.md "Agreement"):
-    means over runs, interactive p50/p99 over all runs' messages."""
+    """``validate.json``'s ``agreement``, ``tolerance`` and ``not_compared`` keys
+    (docs/lab.md "Agreement"): means over runs, interactive p50/p99 over all runs'
+    messages; the metrics of ``unlike`` (metric → why) get no verdict."""
+    unlike = unlike or {}
     rows = compare(
         validate_values(sim_summary, (d.delays for d in sim.digests)),
         validate_values(lab_summary, (d.delays for d in lab.digests)),
         tolerances,
+        unlike,
     )
-    return {"agreement": agreement_json(rows), "tolerance": tolerance_json(tolerances)}
+    return {"agreement": agreement_json(rows), "tolerance": tolerance_json(tolerances), "not_compared": dict(unlike)}
+
+
+def not_compared(scenario: Scenario) -> dict[str, str]:
+    """Metrics the two substrates measure differently for ``scenario`` (metric → why),
+    so that a verdict on them would compare unlike things."""
+    if scenario.topology.kind == "mux" and scenario.mux.mode == "mux":
+        # substrates/lab/tunnel.py: a tunnelled message travels inside a trunk the lab's
+        # join cannot see into.
+        why = "lab: the connections are the pump ↔ core sockets, not the trunks"
+        return {
+            "timeouts_per_conn": why,
+            "spurious_timeouts_per_conn": why,
+            "fast_retransmits_per_conn": why,
+            "utilisation_interactive": "lab: trunk packets are not attributed to messages",
+        }
+    return {}

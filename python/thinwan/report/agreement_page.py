@@ -68,11 +68,15 @@ Tolerances: {% for k, t in tolerances %}<code>{{ k }}</code> {{ t }}{{ ", " if n
 <table>
 <tr><th>metric</th><th>sim</th><th>lab</th><th>rel. diff</th><th>tolerance</th><th>verdict</th></tr>
 {% for r in rows %}
-<tr{% if not r.verdict %} class="unjudged"{% endif %}><td><code>{{ r.metric }}</code></td>
+{% set judged = r.verdict in ("ok", "differs") %}
+<tr{% if not judged %} class="unjudged"{% endif %}><td><code>{{ r.metric }}</code></td>
 <td class="num">{{ r.sim }}</td><td class="num">{{ r.lab }}</td><td class="num">{{ r.rel_diff }}</td>
-<td class="num">{{ r.tolerance }}</td><td class="{{ r.verdict }}">{{ r.verdict }}</td></tr>
+<td class="num">{{ r.tolerance }}</td><td{% if judged %} class="{{ r.verdict }}"{% endif %}>{{ r.verdict }}</td></tr>
 {% endfor %}
 </table>
+{% for k, why in doc.get("not_compared", {}).items() %}
+<p>¹ <code>{{ k }}</code>: {{ why }}.</p>
+{% endfor %}
 <p>Each substrate's own report: <a href="sim/report.html">simulator</a>,
 <a href="lab/report.html">lab</a>. The numbers: <code>validate.json</code>
 (<code>agreement</code>, <code>tolerance</code>).</p>

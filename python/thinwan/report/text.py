@@ -285,10 +285,11 @@ def validation_rows(doc: Mapping[str, Any]) -> list[tuple[str, str, str, str, st
     (:func:`thinwan.execute.labruns.validate`), formatted; verdict ``ok``, ``differs``, or
     empty when the metric has no tolerance (or a side is n/a)."""
     tolerance = doc.get("tolerance", {})
+    unlike = doc.get("not_compared", {})
     rows = []
     for k, a in doc["agreement"].items():
         f = _agreement_format(k)
-        spec = tolerance.get(k)
+        spec = None if k in unlike else tolerance.get(k)
         rows.append(
             (
                 k,
@@ -296,7 +297,7 @@ def validation_rows(doc: Mapping[str, Any]) -> list[tuple[str, str, str, str, st
                 fmt(number_or_inf(a["lab"]), f),
                 fmt_rel_diff(a["rel_diff"]),
                 tolerance_label(spec),
-                verdict_label(a["ok"]),
+                "not compared¹" if k in unlike else verdict_label(a["ok"]),
             )
         )
     return rows
@@ -322,6 +323,7 @@ def validation_table(doc: Mapping[str, Any], runs: int) -> str:
         "-" * max(map(len, body)),
         *body[1:],
         f"agreement: {sum(judged)} of {len(judged)} judged metrics within tolerance",
+        *(f"¹ {k}: {why}" for k, why in doc.get("not_compared", {}).items()),
     ]
     return "\n".join(lines)
 
