@@ -15,7 +15,7 @@ import jinja2
 
 from .. import __version__
 from ..records.schema import write_text_atomic
-from .text import tolerance_label, validation_rows
+from .text import not_compared_notes, tolerance_label, validation_rows
 
 __all__ = ["agreement_page", "write_agreement_page"]
 
@@ -31,6 +31,7 @@ def agreement_page(doc: Mapping[str, Any], runs: int) -> str:
         version=__version__,
         tolerances=[(k, tolerance_label(v)) for k, v in doc.get("tolerance", {}).items()],
         within=sum(judged),
+        notes=not_compared_notes(doc),
         judged=len(judged),
     )
 
@@ -74,12 +75,12 @@ Tolerances: {% for k, t in tolerances %}<code>{{ k }}</code> {{ t }}{{ ", " if n
 <td class="num">{{ r.tolerance }}</td><td{% if judged %} class="{{ r.verdict }}"{% endif %}>{{ r.verdict }}</td></tr>
 {% endfor %}
 </table>
-{% for k, why in doc.get("not_compared", {}).items() %}
-<p>¹ <code>{{ k }}</code>: {{ why }}.</p>
+{% for why, keys in notes %}
+<p>¹ {% for k in keys %}<code>{{ k }}</code>{{ ", " if not loop.last }}{% endfor %}: {{ why }}.</p>
 {% endfor %}
 <p>Each substrate's own report: <a href="sim/report.html">simulator</a>,
 <a href="lab/report.html">lab</a>. The numbers: <code>validate.json</code>
-(<code>agreement</code>, <code>tolerance</code>).</p>
+(<code>agreement</code>, <code>tolerance</code>, <code>not_compared</code>).</p>
 </body></html>
 """
 )

@@ -22,6 +22,11 @@ __all__ = [
     "metric_cell",
     "validation_table",
     "validation_rows",
+    "not_compared_notes",
+    "fmt_rel_diff",
+    "tolerance_label",
+    "verdict_label",
+    "number_or_inf",
     "fmt",
     "fmt_pct",
     "fmt_seconds",
@@ -323,9 +328,17 @@ def validation_table(doc: Mapping[str, Any], runs: int) -> str:
         "-" * max(map(len, body)),
         *body[1:],
         f"agreement: {sum(judged)} of {len(judged)} judged metrics within tolerance",
-        *(f"¹ {k}: {why}" for k, why in doc.get("not_compared", {}).items()),
+        *(f"¹ {', '.join(keys)}: {why}" for why, keys in not_compared_notes(doc)),
     ]
     return "\n".join(lines)
+
+
+def not_compared_notes(doc: Mapping[str, Any]) -> list[tuple[str, list[str]]]:
+    """(why, metrics) of ``doc["not_compared"]``, one entry per reason, in order."""
+    notes: dict[str, list[str]] = {}
+    for k, why in doc.get("not_compared", {}).items():
+        notes.setdefault(why, []).append(k)
+    return list(notes.items())
 
 
 def number_or_inf(v: Any) -> float:
