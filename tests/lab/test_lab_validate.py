@@ -57,3 +57,14 @@ def test_validate_runs_a_tunnel_scenario_on_the_chain(tmp_path: Path) -> None:
     # simulator does: the two-namespace lab would give the WAN delay alone.
     assert p50["lab"] >= WAN_MS + LAST_HOP_MS and p50["sim"] >= WAN_MS + LAST_HOP_MS
     assert p50["ok"] is True
+
+
+def test_fail_on_disagreement_exits_3_after_writing_everything(tmp_path: Path) -> None:
+    scn = tmp_path / "s.toml"
+    scn.write_text(SCENARIO)
+    out = tmp_path / "out"
+    # Real Linux and the model never fill the link to the same byte: 0 % must differ.
+    done = validate_cli(scn, out, "--tolerance", "utilisation=0%", "--fail-on-disagreement")
+    assert done.returncode == 3, done.stderr
+    assert "differs" in done.stdout and "utilisation ±0 %" in done.stdout
+    assert json.loads((out / "validate.json").read_text())["agreement"]["utilisation"]["ok"] is False
