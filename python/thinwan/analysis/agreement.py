@@ -15,7 +15,9 @@ Definitions (docs/lab.md "Agreement"):
 - A relative tolerance ``t`` holds when ``|rel_diff| ≤ t``; a factor ``f`` holds when
   ``lab/f ≤ sim ≤ lab·f`` (the same sign, or both 0): a zero on one side only is
   infinitely far from the other under both. The edge counts as agreement.
-- ``ok`` is ``None`` (no verdict) when the metric has no tolerance or a side is ``nan``.
+- ``ok`` is ``None`` (no verdict) when the metric has no tolerance, is one the two
+  substrates measure differently (``not_compared`` of :func:`compare`), or a side is
+  ``nan``.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ if TYPE_CHECKING:
 __all__ = [
     "Tolerance",
     "Agreement",
+    "JUDGED",
     "METRICS",
     "DEFAULT_TOLERANCES",
     "parse_tolerance",
