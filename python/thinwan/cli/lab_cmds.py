@@ -81,10 +81,57 @@ def add_validate_subcommand(subparsers: Any) -> argparse.ArgumentParser:
     v.add_argument("--seed", type=seed_value, help="base seed (overrides scenario.seed)")
     v.add_argument("--duration", type=positive_float, metavar="S", help="override scenario.duration_s")
     v.add_argument("--out", metavar="DIR", help="output directory (default: results/<name>-validate)")
-    v.add_argument("--json", action="store_true", help="print one JSON object (both summaries) on stdout")
+    v.add_argument(
+        "--tolerance",
+        action=_ToleranceAction,
+        metavar="METRIC=SPEC",
+        help="the agreement verdict's tolerance for one metric: 25%% (relative), x2 (a factor) or off; "
+        "repeatable (defaults: " + _default_tolerances() + ")",
+    )
+    v.add_argument(
+        "--fail-on-disagreement",
+        action="store_true",
+        help=f"exit with status {EXIT_DISAGREEMENT} when a judged metric is outside its tolerance "
+        "(default: 0, a disagreement is a finding)",
+    )
+    v.add_argument(
+        "--json", action="store_true", help="print one JSON object (both summaries, agreement, tolerance) on stdout"
+    )
     v.add_argument("--quiet", action="store_true", help="no progress or log lines on stderr")
-    v.set_defaults(func=_cmd_validate)
+    v.set_defaults(func=_cmd_validate, tolerance=None)
     return v
+
+
+# validate's exit status with --fail-on-disagreement when a judged metric differs (1 is a
+# failed run, 2 a usage error: thinwan.cli).
+EXIT_DISAGREEMENT = 3
+
+
+class _ToleranceAction(argparse.Action):
+    """``--tolerance METRIC=SPEC``, parsed once into the verdicts' tolerances (the
+    defaults with each given one replaced); a metric given twice is an error."""
+
+    def __call__(self, parser: Any, namespace: argparse.Namespace, value: Any, option: str | None = None) -> None:
+        from ..analysis.agreement import DEFAULT_TOLERANCES, parse_tolerance
+
+        try:
+            metric, tolerance = parse_tolerance(str(value))
+        except ValueError as e:
+            raise argparse.ArgumentError(self, str(e)) from None
+        given = getattr(namespace, "_tolerance_given", set())
+        if metric in given:
+            raise argparse.ArgumentError(self, f"{metric} given twice")
+        given.add(metric)
+        namespace._tolerance_given = given
+        current = getattr(namespace, self.dest) or dict(DEFAULT_TOLERANCES)
+        setattr(namespace, self.dest, {**current, metric: tolerance})
+
+
+def _default_tolerances() -> str:
+    from ..analysis.agreement import DEFAULT_TOLERANCES
+
+    # argparse %-formats help strings.
+    return ", ".join(f"{k} {t.spec}" for k, t in DEFAULT_TOLERANCES.items()).replace("%", "%%")
 
 
 # ---------------------------------------------------------------------------------------
@@ -263,17 +310,28 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 
 def _cmd_validate(args: argparse.Namespace) -> int:
+    from ..analysis.agreement import DEFAULT_TOLERANCES
     from ..execute.labruns import validate
     from ..records.meta import dumps_json
+    from ..report.agreement_page import write_agreement_page
     from ..report.text import validation_table
 
     scenario = _scenario(args)
     out = Path(args.out) if args.out else Path("results") / f"{scenario.name}-validate"
-    doc, sim, lab = validate(scenario, out, progress=not args.quiet, finish=_report(scenario))
+    runs = scenario.scenario.runs
+    doc, sim, lab = validate(
+        scenario,
+        out,
+        progress=not args.quiet,
+        finish=_report(scenario),
+        tolerances=args.tolerance if args.tolerance is not None else DEFAULT_TOLERANCES,
+        page=lambda stage, d: write_agreement_page(stage, d, runs),
+    )
+    status = _validate_status(doc, args.fail_on_disagreement)
     if args.json:
         print(dumps_json(doc))
-        return 0
-    print(validation_table(doc, scenario.scenario.runs))
+        return status
+    print(validation_table(doc, runs))
     if "by_type" in doc:
         print("\nper application type (sim | lab):")
         metrics = ("rtt_mean_ms", "rtt_sd_ms", "share_within_qt", "share_within_1_2qt", "throughput_mbps")
@@ -281,8 +339,15 @@ def _cmd_validate(args: argparse.Namespace) -> int:
         for t, row in doc["by_type"].items():
             cells = "".join(f"{row[m]['sim']:>12.3f} | {row[m]['lab']:<11.3f}" for m in metrics if m in row)
             print(f"  {t:<12}{cells}")
-    print(f"\nreports: {out / 'sim' / 'report.html'}  {out / 'lab' / 'report.html'}")
-    return 0
+    print(f"\nreports: {out / 'report.html'} (agreement)  {out / 'sim' / 'report.html'}  {out / 'lab' / 'report.html'}")
+    return status
+
+
+def _validate_status(doc: dict[str, Any], fail_on_disagreement: bool) -> int:
+    """0 when the comparison ran; :data:`EXIT_DISAGREEMENT` with ``--fail-on-disagreement``
+    when a judged metric is outside its tolerance."""
+    differs = any(a["ok"] is False for a in doc["agreement"].values())
+    return EXIT_DISAGREEMENT if fail_on_disagreement and differs else 0
 
 
 def _report(scenario: Any) -> Any:

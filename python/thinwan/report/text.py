@@ -22,6 +22,11 @@ __all__ = [
     "metric_cell",
     "validation_table",
     "validation_rows",
+    "not_compared_notes",
+    "fmt_rel_diff",
+    "tolerance_label",
+    "verdict_label",
+    "number_or_inf",
     "fmt",
     "fmt_pct",
     "fmt_seconds",
@@ -280,23 +285,99 @@ def _cell(summary: Mapping[str, Any], key: str) -> str:
 # Simulator vs lab (thinwan validate)
 
 
-def validation_rows(doc: Mapping[str, Any]) -> list[tuple[str, float, float, float]]:
-    """(metric, sim, lab, lab/sim) for every number both summaries have."""
-    sim, lab = doc["sim"], doc["lab"]
+def validation_rows(doc: Mapping[str, Any]) -> list[tuple[str, str, str, str, str, str]]:
+    """(metric, sim, lab, rel. diff, tolerance, verdict) of ``doc["agreement"]``
+    (:func:`thinwan.execute.labruns.validate`), formatted; verdict ``ok``, ``differs``, or
+    empty when the metric has no tolerance (or a side is n/a)."""
+    tolerance = doc.get("tolerance", {})
+    unlike = doc.get("not_compared", {})
     rows = []
-    for k in sim:
-        if isinstance(sim.get(k), (int, float)) and k in lab:
-            a, b = float(sim[k]), float(lab[k])
-            ratio = b / a if a and math.isfinite(a) and math.isfinite(b) else math.nan
-            rows.append((k, a, b, ratio))
+    for k, a in doc["agreement"].items():
+        f = _agreement_format(k)
+        spec = None if k in unlike else tolerance.get(k)
+        rows.append(
+            (
+                k,
+                fmt(number_or_inf(a["sim"]), f),
+                fmt(number_or_inf(a["lab"]), f),
+                fmt_rel_diff(a["rel_diff"]),
+                tolerance_label(spec),
+                "not compared¹" if k in unlike else verdict_label(a["ok"]),
+            )
+        )
     return rows
 
 
 def validation_table(doc: Mapping[str, Any], runs: int) -> str:
-    """The summaries of both substrates side by side."""
-    lines = [
-        f"{doc['scenario']}: simulator vs lab ({runs} run(s) each)",
-        f"{'metric':<28}{'sim':>14}{'lab':>14}{'lab/sim':>10}",
+    """The agreement table of ``thinwan validate`` with its tolerances and how runs combine."""
+    judged = [a["ok"] for a in doc["agreement"].values() if a["ok"] is not None]
+    header = ("metric", "sim", "lab", "rel. diff", "tolerance", "verdict")
+    table = [header, *validation_rows(doc)]
+    widths = [max(len(r[i]) for r in table) for i in range(len(header))]
+    # The metric and the verdict read as words (left), the numbers line up on the right.
+    body = [
+        "  ".join(c.ljust(w) if i in (0, 5) else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths))).rstrip()
+        for r in table
     ]
-    lines += [f"{k:<28}{a:>14.4g}{b:>14.4g}{ratio:>10.3g}" for k, a, b, ratio in validation_rows(doc)]
+    lines = [
+        f"{doc['scenario']}: simulator vs lab, {runs} run(s) each, the same seeds",
+        "values: means over runs; interactive p50/p99 over all runs' messages; no confidence interval",
+        "rel. diff = (sim − lab)/lab; ok: |rel. diff| ≤ ±t, or lab/f ≤ sim ≤ lab·f for ×f;"
+        " tolerances: " + ", ".join(f"{k} {tolerance_label(v)}" for k, v in doc.get("tolerance", {}).items()),
+        body[0],
+        "-" * max(map(len, body)),
+        *body[1:],
+        f"agreement: {sum(judged)} of {len(judged)} judged metrics within tolerance",
+        *(f"¹ {', '.join(keys)}: {why}" for why, keys in not_compared_notes(doc)),
+    ]
     return "\n".join(lines)
+
+
+def not_compared_notes(doc: Mapping[str, Any]) -> list[tuple[str, list[str]]]:
+    """(why, metrics) of ``doc["not_compared"]``, one entry per reason, in order."""
+    notes: dict[str, list[str]] = {}
+    for k, why in doc.get("not_compared", {}).items():
+        notes.setdefault(why, []).append(k)
+    return list(notes.items())
+
+
+def number_or_inf(v: Any) -> float:
+    """A JSON number (``None`` for a non-finite one) or an in-memory float, as a float."""
+    return math.nan if v is None else float(v)
+
+
+def fmt_rel_diff(v: float | None) -> str:
+    """A relative difference as a signed percentage; ``None``/nan as "n/a"."""
+    if v is None or math.isnan(v):
+        return "n/a"
+    if math.isinf(v):
+        return "+∞" if v > 0 else "−∞"
+    if v == 0:
+        return "0 %"
+    return f"{v * 100:+.1f} %".replace("-", "−")
+
+
+def tolerance_label(spec: str | None) -> str:
+    """``25%`` → ``±25 %``, ``x2`` → ``×2``, none → ``—``."""
+    if spec is None:
+        return "—"
+    return f"×{spec[1:]}" if spec.startswith("x") else f"±{spec.removesuffix('%')} %"
+
+
+def verdict_label(ok: bool | None) -> str:
+    """``ok``, ``differs``, or empty (no verdict)."""
+    return "" if ok is None else ("ok" if ok else "differs")
+
+
+def _agreement_format(key: str) -> Callable[[float], str]:
+    if key.startswith("r_"):
+        return lambda v: f"{v * 100:.3g} %"
+    if key.startswith("utilisation"):
+        return lambda v: f"{v * 100:.3g} %" if v < 0.01 else f"{v * 100:.1f} %"
+    if key.endswith("_ms"):
+        return lambda v: f"{v:,.1f} ms"
+    if key.endswith("_s"):
+        return lambda v: f"{v:.3g} s"
+    if key.endswith("_per_conn"):
+        return lambda v: f"{v:.3f}"
+    return lambda v: f"{v:,.6g}"
