@@ -5,12 +5,12 @@ removed in the code cannot leave a shipped scenario, sweep or benchmark file bro
 
 from __future__ import annotations
 
-import tomllib
 from pathlib import Path
 
 import pytest
 
 from thinwan.config.desktop_bench import load_bench
+from thinwan.config.files import read_toml
 from thinwan.config.scenario import load_scenario
 from thinwan.config.sweepfile import load_sweep
 
@@ -24,8 +24,7 @@ def test_the_scenario_tree_has_files() -> None:
 
 @pytest.mark.parametrize("path", FILES, ids=lambda p: str(p.relative_to(ROOT / "scenarios")))
 def test_every_shipped_file_loads(path: Path) -> None:
-    with open(path, "rb") as f:
-        top = tomllib.load(f)
+    top = read_toml(path)
     if "downlink" in top:
         pytest.skip("a thinwan-qds daemon config")
     if "sweep" in top:
