@@ -238,9 +238,9 @@ class QueueSection(_Section):
 class TcpSection(_Section):
     """``[tcp]``: every connection (sender = server, receiver = client).
 
-    ``profile`` sets many keys at once (:mod:`.tcp_profiles`); a key given here wins over
-    it. The model's ``model_fields_set`` stays the keys given, so that
-    :meth:`Scenario.with_values` can resolve a changed profile again.
+    ``profile`` sets many keys at once (:mod:`.tcp_profiles`); a key given next to it wins
+    over it. The model's ``model_fields_set`` stays the keys given, so that
+    :meth:`Scenario.with_values` can layer overrides (a new profile restarts ``[tcp]``).
     """
 
     profile: Literal["rfc", "linux", "ns2-fulltcp"] = "rfc"
