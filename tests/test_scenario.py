@@ -63,6 +63,7 @@ DOCUMENTED_DEFAULTS = {
         "qds_order": "drr",
     },
     "tcp": {
+        "profile": "rfc",
         "recovery": "newreno",
         "sack": True,
         "mss": 1460,
@@ -397,6 +398,7 @@ ADDED_AFTER_OGAWA2011 = {
         "mix_shift",
     },
     "records": {"packet_rtt", "pcap", "pcap_conns"},
+    "tcp": {"profile"},
     "qds": set(DOCUMENTED_DEFAULTS["qds"]),
     "queue": {
         "fq_codel_target_ms",

@@ -187,12 +187,20 @@ def test_a_bad_base_scenario_names_the_base_file(tmp_path: Path) -> None:
         load_sweep(path)
 
 
-def test_the_delay_sweep_has_48_points() -> None:
+def test_the_delay_sweep_has_84_points() -> None:
     sweep = load_sweep(DELAY_SWEEP)
-    assert len(sweep.points) == 6 * 4 * 2
+    assert len(sweep.points) == 6 * 7 * 2
     assert sweep.runs == 7
     assert [a.name for a in sweep.axes] == ["topology.bottleneck_delay_ms", "config", "buffer"]
-    assert list(sweep.axis("config").labels) == ["none", "prio-sack", "proposed", "rack-tlp"]
+    assert list(sweep.axis("config").labels) == [
+        "none",
+        "prio-sack",
+        "proposed",
+        "rack-tlp",
+        "separate",
+        "separate-prio-sack",
+        "separate-proposed",
+    ]
     assert (sweep.x_axis, sweep.line_axis, sweep.panel_axes) == ("topology.bottleneck_delay_ms", "config", ("buffer",))
     by_name = {p.name: p.scenario for p in sweep.points}
     none = by_name["bottleneck_delay_ms=7,config=none,buffer=small"]
@@ -206,6 +214,14 @@ def test_the_delay_sweep_has_48_points() -> None:
     assert not proposed.tcp.rack_tlp
     rack = by_name["bottleneck_delay_ms=20,config=rack-tlp,buffer=small"]
     assert rack.tcp.rack_tlp and rack.tcp.sack and rack.tcp.rtt_gain == "rfc6298"
+    # Ogawa §6 case 2: at the base delay each separate-* bundle is its scenario file.
+    for config in ("separate", "separate-prio-sack", "separate-proposed"):
+        for buffer in ("small", "large"):
+            point = by_name[f"bottleneck_delay_ms=20,config={config},buffer={buffer}"].model_dump()
+            file = load_scenario(DELAY_SWEEP.parent / f"{buffer}-buffer-{config}.toml").model_dump()
+            for s in (point, file):
+                del s["scenario"]["name"], s["scenario"]["description"]
+            assert point == file, (config, buffer)
 
 
 # --- pure pieces --------------------------------------------------------------------------

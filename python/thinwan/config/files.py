@@ -12,6 +12,8 @@ from typing import Any
 
 import tomllib
 
+from .tcp_profiles import overlay
+
 __all__ = ["ScenarioError", "read_toml", "read_scenario_data"]
 
 
@@ -43,7 +45,8 @@ def read_scenario_data(path: Path) -> dict[str, Any]:
 
     A file may start with ``inherits = "other.toml"`` (a path relative to it, flent
     style): the other file's settings apply first and this file's keys override them,
-    key by key. The name follows the inheriting file.
+    key by key; a ``tcp.profile`` here drops the other file's ``[tcp]`` keys (docs/scenario.md
+    "Profiles"). The name follows the inheriting file.
     """
     return _read_with_inherits(Path(path), ())
 
@@ -68,7 +71,9 @@ def _read_with_inherits(path: Path, chain: tuple[Path, ...]) -> dict[str, Any]:
     merged = _read_with_inherits(base_path, (*chain, path.resolve()))
     merged.get("scenario", {}).pop("name", None)  # the name follows the inheriting file
     for section, keys in data.items():
-        if isinstance(keys, Mapping) and isinstance(merged.get(section), Mapping):
+        if section == "tcp" and isinstance(keys, Mapping) and isinstance(merged.get(section), Mapping):
+            merged[section] = overlay(merged[section], keys)  # a profile here drops the base's [tcp]
+        elif isinstance(keys, Mapping) and isinstance(merged.get(section), Mapping):
             merged[section] = {**merged[section], **keys}
         else:
             merged[section] = keys

@@ -22,6 +22,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
+from . import tcp_profiles
 from .files import ScenarioError, read_scenario_data
 from .limits import (
     MAX_DURATION_S,
@@ -235,8 +236,14 @@ class QueueSection(_Section):
 
 
 class TcpSection(_Section):
-    """``[tcp]``: every connection (sender = server, receiver = client)."""
+    """``[tcp]``: every connection (sender = server, receiver = client).
 
+    ``profile`` sets many keys at once (:mod:`.tcp_profiles`); a key given next to it wins
+    over it. The model's ``model_fields_set`` stays the keys given, so that
+    :meth:`Scenario.with_values` can layer overrides (a new profile restarts ``[tcp]``).
+    """
+
+    profile: Literal["rfc", "linux", "ns2-fulltcp"] = "rfc"
     recovery: Literal["reno", "newreno"] = "newreno"
     sack: bool = True
     mss: int = Field(1460, ge=100, le=9000)
@@ -260,6 +267,18 @@ class TcpSection(_Section):
     rack_tlp: bool = False
     thin_linear_timeouts: bool = False
 
+    @model_validator(mode="wrap")
+    @classmethod
+    def _apply_profile(cls, data: Any, handler: Any) -> TcpSection:
+        # Resolved once, here, before the keys are checked together (a profile's rack_tlp
+        # with a file's sack = false is refused like any other pair).
+        if not isinstance(data, Mapping):
+            return handler(data)
+        section = handler(tcp_profiles.resolve(data))
+        # What the scenario set itself, not what the profile filled in (pydantic's meaning).
+        object.__setattr__(section, "__pydantic_fields_set__", set(data) & set(cls.model_fields))
+        return section
+
     @field_validator("max_rto_ms")
     @classmethod
     def _max_rto_at_least_min(cls, v: float, info: ValidationInfo) -> float:
@@ -274,7 +293,11 @@ class TcpSection(_Section):
     @classmethod
     def _needs_sack(cls, v: bool, info: ValidationInfo) -> bool:
         if v and not info.data.get("sack"):
-            raise ValueError("needs tcp.sack = true")
+            profile = info.data.get("profile", "rfc")
+            hint = ""
+            if tcp_profiles.profile_values(profile).get(info.field_name):
+                hint = f' (tcp.profile = "{profile}" turns it on: set tcp.{info.field_name} = false as well)'
+            raise ValueError(f"needs tcp.sack = true{hint}")
         return v
 
 
@@ -615,11 +638,19 @@ class Scenario(_Section):
         the scenario's own file is not at fault.
         """
         data = {**self.model_dump(), "lab": self.lab.model_dump()}
+        tcp = {}
         for dotted, value in values.items():
             section, _, key = dotted.partition(".")
             if not key or "." in key:
                 raise ScenarioError(f"{source}: {dotted}: expected a 'section.key' name")
-            data.setdefault(section, {})[key] = value
+            if section == "tcp":
+                tcp[key] = value
+            else:
+                data.setdefault(section, {})[key] = value
+        # The overrides are a layer over this scenario's own [tcp] keys (not those its
+        # profile filled in: they are filled in again, from the profile the copy has).
+        own = {k: v for k, v in data["tcp"].items() if k in self.tcp.model_fields_set}
+        data["tcp"] = tcp_profiles.overlay(own, tcp)
         return scenario_from_dict(data, source=source)
 
 
