@@ -1,0 +1,250 @@
+"""The RFB client's (rfbclient.py) message parser on hand-built byte streams (RFC 6143
+§7.6), its log → the client's latency per input, and the client against a fake RFB
+server on loopback (handshake, requests, input messages, error exit). No root."""
+
+from __future__ import annotations
+
+import os
+import socket
+import struct
+import subprocess
+import sys
+import threading
+import time
+import zlib
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from thinwan.analysis.desktop_ops import RfbLog, rfb_times, timing_problems
+from thinwan.substrates.desktop import rfbclient
+from thinwan.substrates.desktop.rfbclient import RfbError, UpdateParser
+
+RFBCLIENT = Path(rfbclient.__file__)
+
+
+def rect(x: int, y: int, w: int, h: int, enc: int, data: bytes) -> bytes:
+    return struct.pack(">HHHHi", x, y, w, h, enc) + data
+
+
+def update(*rects: bytes) -> bytes:
+    return struct.pack(">BxH", 0, len(rects)) + b"".join(rects)
+
+
+def raw(w: int, h: int) -> bytes:
+    return rect(0, 0, w, h, rfbclient.RAW, bytes(range(256)) * (w * h * 4 // 256) + bytes(w * h * 4 % 256))
+
+
+def zrle(payload: bytes) -> bytes:
+    z = zlib.compress(payload)
+    return rect(10, 20, 64, 64, rfbclient.ZRLE, struct.pack(">I", len(z)) + z)
+
+
+COPY = rect(5, 5, 100, 50, rfbclient.COPYRECT, struct.pack(">HH", 200, 300))
+
+
+def test_one_update_of_each_encoding_is_delimited_exactly() -> None:
+    msg = update(raw(8, 4), COPY, zrle(b"\x01" * 500))
+    assert UpdateParser().feed(msg) == [("update", 3, len(msg))]
+
+
+def test_updates_split_anywhere_complete_at_the_byte_that_ends_them() -> None:
+    a = update(raw(16, 16), zrle(os.urandom(3000)))
+    b = update(COPY)
+    stream = a + b + bytes([2]) + struct.pack(">BxxxI", 3, 5) + b"hello"
+    for cut in (1, 2, 3, 4, 13, 100, len(a) - 1, len(a), len(a) + 1):
+        p = UpdateParser()
+        first, second = p.feed(stream[:cut]), p.feed(stream[cut:])
+        assert first + second == [("update", 2, len(a)), ("update", 1, len(b)), ("bell", 0, 1), ("cut", 0, 13)]
+        # Nothing is reported before the byte that completes it.
+        assert first == ([("update", 2, len(a))] if cut >= len(a) else [])
+        p.close()
+    # Byte by byte: the first update completes exactly at its last byte.
+    p = UpdateParser()
+    done = [i for i in range(len(stream)) if p.feed(stream[i : i + 1])]
+    assert done[0] == len(a) - 1 and done[1] == len(a) + len(b) - 1
+
+
+def test_zrle_bytes_are_kept_not_inflated() -> None:
+    """A ZRLE rectangle is its u32 length and that many bytes of the connection's zlib
+    stream, which need not be a whole deflate block on its own: any bytes will do."""
+    junk = b"\xff\x00 not zlib at all"
+    msg = update(rect(0, 0, 64, 64, rfbclient.ZRLE, struct.pack(">I", len(junk)) + junk))
+    assert UpdateParser().feed(msg) == [("update", 1, 4 + 12 + 4 + len(junk))]
+
+
+def test_zero_rect_update_and_colour_map() -> None:
+    cmap = struct.pack(">BxHH", 1, 0, 2) + bytes(12)
+    assert UpdateParser().feed(update() + cmap) == [("update", 0, 4), ("colours", 0, 18)]
+
+
+def test_truncated_message_is_an_error_at_close() -> None:
+    msg = update(raw(8, 8))
+    p = UpdateParser()
+    assert p.feed(msg[:-1]) == []
+    with pytest.raises(RfbError, match="stream ended inside a message"):
+        p.close()
+
+
+def test_unknown_message_or_encoding_is_an_error() -> None:
+    with pytest.raises(RfbError, match="unknown server message type 9"):
+        UpdateParser().feed(bytes([9, 0, 0, 0]))
+    with pytest.raises(RfbError, match="encoding 7, which was not asked for"):
+        UpdateParser().feed(update(rect(0, 0, 1, 1, 7, b"")))
+    with pytest.raises(RfbError, match="negative length"):
+        UpdateParser().feed(struct.pack(">BxxxI", 3, 0xFFFFFFF0))
+
+
+def test_client_messages_are_rfc_6143_sized() -> None:
+    assert len(rfbclient.set_pixel_format()) == 20
+    assert rfbclient.set_encodings() == struct.pack(">BxHiii", 2, 3, 16, 1, 0)
+    assert rfbclient.update_request(True, 1024, 768) == struct.pack(">BBHHHH", 3, 1, 0, 0, 1024, 768)
+    msg, what = rfbclient.command_bytes("key Next")
+    assert msg == struct.pack(">BBxxIBBxxI", 4, 1, 0xFF56, 4, 0, 0xFF56) and what == "key ff56"
+    msg, what = rfbclient.command_bytes("click 224 184")
+    assert msg == struct.pack(">BBHHBBHH", 5, 1, 224, 184, 5, 0, 224, 184) and what == "click 224 184"
+    with pytest.raises(RfbError, match="unknown key"):
+        rfbclient.command_bytes("key Hyper_Z")
+
+
+# -- the log → the client's latency ------------------------------------------------------
+
+T0 = 1_700_000_000.0
+
+
+def test_rfb_times_take_the_last_update_after_the_client_sent_the_input() -> None:
+    log = RfbLog.parse(
+        "\n".join(
+            [
+                f"{T0:.6f} ready 1024 768",
+                f"{T0 + 0.5:.6f} input key ffbe",  # the set-up key, before the window
+                f"{T0 + 0.51:.6f} update 1 300",
+                f"{T0 + 1.0002:.6f} input key 61",  # handed over at T0 + 1.0
+                f"{T0 + 1.0092:.6f} update 1 412",
+                f"{T0 + 1.0502:.6f} update 2 9000",  # a second update of the same input
+                f"{T0 + 2.0:.6f} input click 224 184",
+                f"{T0 + 2.5:.6f} input click 224 184",  # nothing came back
+                f"{T0 + 2.9:.6f} upd",  # cut short
+            ]
+        )
+    )
+    assert log.error is None and len(log.updates) == 3 and len(log.inputs) == 4
+    ms, n = rfb_times([(T0 + 1.0, T0 + 1.9), (T0 + 2.4, T0 + 3.0), (T0 + 3.0, np.inf)], log)
+    assert round(ms[0], 3) == 50.0 and n[0] == 2
+    assert np.isnan(ms[1]) and n[1] == 0
+    assert np.isnan(ms[2])  # no input in the window
+    assert RfbLog.parse(f"{T0:.6f} error the server closed the connection").error == "the server closed the connection"
+
+
+def test_rfb_timing_problems_use_the_client_column() -> None:
+    df = pd.DataFrame(
+        {
+            "operation": ["letter", "fill", "image"],
+            "repeat": [0, 0, 0],
+            "latency_ms": [10.0, 9.0, 120.0],
+            "client_ms": [10.9, 10.3, np.nan],
+        }
+    )
+    got = timing_problems(df, "rfb")
+    assert len(got) == 2
+    assert got[0].startswith("client timing (rfb): fill #0: the analyser says 9.0 ms, the RFB client had received")
+    assert got[1].startswith("client timing (rfb): image #0: the RFB client received no update")
+    assert timing_problems(df, "screen") == []  # no screen_ms column: not timed that way
+
+
+# -- the client itself, against a fake server on loopback --------------------------------
+
+
+def _fake_server(sock: socket.socket, script: list[bytes], got: list[bytes]) -> None:
+    """Accept one client: RFB 3.8 handshake with security None, then for each client
+    message of type 3 (a request) send the next entry of ``script``; record what came."""
+    conn, _ = sock.accept()
+    with conn:
+        conn.sendall(b"RFB 003.008\n")
+        assert conn.recv(12) == b"RFB 003.008\n"
+        conn.sendall(b"\x01\x01")
+        assert conn.recv(1) == b"\x01"
+        conn.sendall(struct.pack(">I", 0))
+        assert conn.recv(1) == b"\x01"  # shared
+        conn.sendall(struct.pack(">HH", 320, 240) + bytes(16) + struct.pack(">I", 4) + b"test")
+        buf = b""
+        sizes = {0: 20, 2: None, 3: 10, 4: 8, 5: 6}
+        # Serve the script; once it is done, read until the client has been quiet for
+        # 0.5 s (its inputs), then close.
+        conn.settimeout(0.5)
+        while True:
+            try:
+                data = conn.recv(4096)
+            except TimeoutError:
+                if script:
+                    continue
+                return
+            if not data:
+                return
+            buf += data
+            while buf:
+                t = buf[0]
+                n = 4 + 4 * struct.unpack(">H", buf[2:4])[0] if t == 2 and len(buf) >= 4 else sizes.get(t)
+                if n is None or len(buf) < n:
+                    break
+                got.append(buf[:n])
+                buf = buf[n:]
+                if t == 3 and script:
+                    conn.sendall(script.pop(0))
+
+
+def _run_client(tmp_path: Path, script: list[bytes], commands: list[str]) -> tuple[int, list[str], list[bytes]]:
+    srv = socket.create_server(("127.0.0.1", 0))
+    got: list[bytes] = []
+    th = threading.Thread(target=_fake_server, args=(srv, script, got), daemon=True)
+    th.start()
+    fifo = tmp_path / "cmd"
+    os.mkfifo(fifo)
+    p = subprocess.Popen(
+        [sys.executable, "-u", str(RFBCLIENT), "127.0.0.1", str(srv.getsockname()[1]), str(fifo)],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert p.stdout is not None
+        first = p.stdout.readline()
+        assert " ready 320 240" in first, first
+        fd = os.open(fifo, os.O_WRONLY)
+        for c in commands:
+            os.write(fd, (c + "\n").encode())
+            time.sleep(0.05)
+        os.close(fd)
+        out, _ = p.communicate(timeout=10)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+        srv.close()
+        th.join(timeout=5)
+    return p.returncode, [first, *out.splitlines()], got
+
+
+def test_client_requests_after_each_update_and_logs_inputs(tmp_path: Path) -> None:
+    u1 = update(raw(4, 4))
+    u2 = update(COPY, zrle(b"x" * 100))
+    rc, lines, got = _run_client(tmp_path, [u1, u2], ["key a", "click 10 20"])
+    kinds = [m[0] for m in got]
+    # SetPixelFormat, SetEncodings, the first (non-incremental) request, then one
+    # incremental request after each update, and the inputs.
+    assert kinds[:3] == [0, 2, 3] and got[2][1] == 0
+    assert sum(1 for m in got if m[0] == 3 and m[1] == 1) == 2
+    assert [m for m in got if m[0] == 4] == [struct.pack(">BBxxI", 4, 1, 0x61), struct.pack(">BBxxI", 4, 0, 0x61)]
+    assert [m for m in got if m[0] == 5] == [struct.pack(">BBHH", 5, 1, 10, 20), struct.pack(">BBHH", 5, 0, 10, 20)]
+    log = RfbLog.parse("\n".join(lines))
+    assert [u[1:] for u in log.updates] == [(1, len(u1)), (2, len(u2))]
+    assert [w for _, w in log.inputs] == ["key 61", "click 10 20"]
+    # The server closed the connection after its script: an error line, status 1.
+    assert rc == 1 and log.error == "the server closed the connection"
+
+
+def test_client_truncated_update_is_an_error_exit(tmp_path: Path) -> None:
+    rc, lines, _ = _run_client(tmp_path, [update(raw(8, 8))[:-10]], [])
+    assert rc == 1
+    assert "error stream ended inside a message" in lines[-1]
