@@ -122,8 +122,8 @@ def test_rfb_times_take_the_last_update_after_the_client_sent_the_input() -> Non
                 f"{T0 + 0.5:.6f} input key ffbe",  # the set-up key, before the window
                 f"{T0 + 0.51:.6f} update 1 300",
                 f"{T0 + 1.0002:.6f} input key 61",  # handed over at T0 + 1.0
-                f"{T0 + 1.0092:.6f} update 1 412",
-                f"{T0 + 1.0502:.6f} update 2 9000",  # a second update of the same input
+                f"{T0 + 1.0092:.6f} update 1 412 {T0 + 1.0091:.6f}",
+                f"{T0 + 1.0502:.6f} update 2 9000 {T0 + 1.0431:.6f}",  # a second update, read 7 ms late
                 f"{T0 + 2.0:.6f} input click 224 184",
                 f"{T0 + 2.5:.6f} input click 224 184",  # nothing came back
                 f"{T0 + 2.9:.6f} upd",  # cut short
@@ -131,10 +131,12 @@ def test_rfb_times_take_the_last_update_after_the_client_sent_the_input() -> Non
         )
     )
     assert log.error is None and len(log.updates) == 3 and len(log.inputs) == 4
-    ms, n = rfb_times([(T0 + 1.0, T0 + 1.9), (T0 + 2.4, T0 + 3.0), (T0 + 3.0, np.inf)], log)
-    assert round(ms[0], 3) == 50.0 and n[0] == 2
+    got = rfb_times([(T0 + 1.0, T0 + 1.9), (T0 + 2.4, T0 + 3.0), (T0 + 3.0, np.inf)], log)
+    ms, n, kernel = got["client_ms"], got["client_updates"], got["client_kernel_ms"]
+    assert round(ms[0], 3) == 50.0 and n[0] == 2 and round(kernel[0], 3) == 42.9
     assert np.isnan(ms[1]) and n[1] == 0
     assert np.isnan(ms[2])  # no input in the window
+    assert np.isnan(log.updates[0][3])  # a line without the kernel's time (older logs)
     assert RfbLog.parse(f"{T0:.6f} error the server closed the connection").error == "the server closed the connection"
 
 
@@ -145,12 +147,16 @@ def test_rfb_timing_problems_use_the_client_column() -> None:
             "repeat": [0, 0, 0],
             "latency_ms": [10.0, 9.0, 120.0],
             "client_ms": [10.9, 10.3, np.nan],
+            "client_kernel_ms": [10.8, 9.1, np.nan],
         }
     )
     got = timing_problems(df, "rfb")
     assert len(got) == 2
     assert got[0].startswith("client timing (rfb): fill #0: the analyser says 9.0 ms, the RFB client had received")
+    assert "the client waited 1.2 ms for a CPU" in got[0]
     assert got[1].startswith("client timing (rfb): image #0: the RFB client received no update")
+    # Without the kernel's time agreeing, no excuse is offered.
+    assert "CPU" not in timing_problems(df.assign(client_kernel_ms=10.3), "rfb")[0]
     assert timing_problems(df, "screen") == []  # no screen_ms column: not timed that way
 
 
@@ -238,7 +244,9 @@ def test_client_requests_after_each_update_and_logs_inputs(tmp_path: Path) -> No
     assert [m for m in got if m[0] == 4] == [struct.pack(">BBxxI", 4, 1, 0x61), struct.pack(">BBxxI", 4, 0, 0x61)]
     assert [m for m in got if m[0] == 5] == [struct.pack(">BBHH", 5, 1, 10, 20), struct.pack(">BBHH", 5, 0, 10, 20)]
     log = RfbLog.parse("\n".join(lines))
-    assert [u[1:] for u in log.updates] == [(1, len(u1)), (2, len(u2))]
+    assert [u[1:3] for u in log.updates] == [(1, len(u1)), (2, len(u2))]
+    # The kernel's receive time of each (SO_TIMESTAMPNS) is there and not after the read.
+    assert all(0 < t_k <= t + 1e-6 for t, _, _, t_k in log.updates)
     assert [w for _, w in log.inputs] == ["key 61", "click 10 20"]
     # The server closed the connection after its script: an error line, status 1.
     assert rc == 1 and log.error == "the server closed the connection"

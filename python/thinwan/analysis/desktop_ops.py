@@ -250,9 +250,15 @@ def timing_problems(inputs: pd.DataFrame, source: str = "screen") -> list[str]:
             )
             out.append(f"{what}: {never} (the analyser: {r.latency_ms:.1f} ms)")
         elif not agree(r.latency_ms, client):
+            kernel = getattr(r, "client_kernel_ms", np.nan)
+            why = (
+                f"; the kernel had it at {kernel:.1f} ms: the client waited {client - kernel:.1f} ms for a CPU"
+                if np.isfinite(kernel) and agree(r.latency_ms, kernel)
+                else ""
+            )
             out.append(
                 f"{what}: the analyser says {r.latency_ms:.1f} ms, {moment} "
-                f"{client:.1f} ms ({client - r.latency_ms:+.1f} ms; allowed 5 % or 1 ms)"
+                f"{client:.1f} ms ({client - r.latency_ms:+.1f} ms; allowed 5 % or 1 ms{why})"
             )
     return out
 
@@ -260,13 +266,14 @@ def timing_problems(inputs: pd.DataFrame, source: str = "screen") -> list[str]:
 @dataclass
 class RfbLog:
     """What the RFB client (``rfbclient.py``) wrote: ``inputs`` — ``(t, what)`` per input
-    message sent —, ``updates`` — ``(t, rects, bytes)`` per FramebufferUpdate fully
-    received (t: the ``recv()`` that completed it) —, ``other`` — ``(t, kind, bytes)``
+    message sent —, ``updates`` — ``(t, rects, bytes, t_kernel)`` per FramebufferUpdate
+    fully received (t: the ``recv()`` that completed it; t_kernel: the kernel's receive
+    time of its last segment, NaN if not logged) —, ``other`` — ``(t, kind, bytes)``
     per other server message (bell, cut, colours) — and ``error``: the client's error
     line, if it stopped on one."""
 
     inputs: list[tuple[float, str]] = field(default_factory=list)
-    updates: list[tuple[float, int, int]] = field(default_factory=list)
+    updates: list[tuple[float, int, int, float]] = field(default_factory=list)
     other: list[tuple[float, str, int]] = field(default_factory=list)
     error: str | None = None
 
@@ -278,8 +285,9 @@ class RfbLog:
             try:
                 if len(f) >= 3 and f[1] == "input":
                     log.inputs.append((float(f[0]), " ".join(f[2:])))
-                elif len(f) == 4 and f[1] == "update":
-                    log.updates.append((float(f[0]), int(f[2]), int(f[3])))
+                elif len(f) in (4, 5) and f[1] == "update":
+                    tk = float(f[4]) if len(f) == 5 and float(f[4]) > 0 else np.nan
+                    log.updates.append((float(f[0]), int(f[2]), int(f[3]), tk))
                 elif len(f) >= 2 and f[1] == "error":
                     log.error = " ".join(f[2:])
                 elif len(f) in (2, 3) and f[1] in ("bell", "cut", "colours"):
@@ -289,25 +297,31 @@ class RfbLog:
         return log
 
 
-def rfb_times(windows: Sequence[tuple[float, float]], log: RfbLog) -> tuple[np.ndarray, np.ndarray]:
-    """The RFB client's own latency of each input (ms): the last FramebufferUpdate it
-    received in the input's window − when it sent the input (its first input message in
-    the window, ``t_from`` being just before the input was handed to it); NaN when it
-    received none after the input. Also the number of updates it received there."""
-    out = np.full(len(windows), np.nan)
+def rfb_times(windows: Sequence[tuple[float, float]], log: RfbLog) -> pd.DataFrame:
+    """The RFB client's own latency of each input (one row per window): ``client_ms`` =
+    the last FramebufferUpdate it received in the input's window − when it sent the input
+    (its first input message in the window, ``t_from`` being just before the input was
+    handed to it), NaN when none came after the input; ``client_kernel_ms``: the same
+    with the kernel's receive time of that update's last segment (what the client's time
+    would be without waiting for a CPU); ``client_updates``: how many updates came."""
+    ms = np.full(len(windows), np.nan)
+    kernel = np.full(len(windows), np.nan)
     count = np.zeros(len(windows), dtype=int)
     t_in = np.array([t for t, _ in log.inputs])
-    t_up = np.array([t for t, _, _ in log.updates])
+    t_up = np.array([u[0] for u in log.updates])
+    t_k = np.array([u[3] for u in log.updates])
     for i, (t_from, t_to) in enumerate(windows):
         k = np.searchsorted(t_in, t_from, "left")
         if k >= len(t_in) or t_in[k] >= t_to:
             continue
         sent = t_in[k]
-        sel = t_up[(t_up >= sent) & (t_up < t_to)]
+        sel = np.flatnonzero((t_up >= sent) & (t_up < t_to))
         count[i] = len(sel)
         if len(sel):
-            out[i] = (sel.max() - sent) * 1e3
-    return out, count
+            last = sel[np.argmax(t_up[sel])]
+            ms[i] = (t_up[last] - sent) * 1e3
+            kernel[i] = (t_k[last] - sent) * 1e3
+    return pd.DataFrame({"client_ms": ms, "client_kernel_ms": kernel, "client_updates": count})
 
 
 def attribute_packets(packets: pd.DataFrame, t_from: float, t_to: float) -> dict[str, float]:

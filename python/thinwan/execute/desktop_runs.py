@@ -15,7 +15,7 @@ Layout of ``out``::
     client-timing.parquet   one row per input of the RFB timing passes (with client_ms)
     <platform>/<env>/run.pcap, ops.parquet, packets.parquet, inputs.json, capture.json,
                      <operation>.png, desktop-<platform>-*/ (logs, configuration)
-    <platform>/<env>/rfb-timing/   the VNC platforms' timing pass: run.pcap, inputs.json,
+    <platform>/<env>/rfb-timing/   the VNC platforms' timing pass: rfb.pcap, inputs.json,
                      rfbclient.log, ops.parquet, packets.parquet, inputs.parquet
 
 The client-timing self-check (docs/desktop.md "Self-checks"): on the VNC platforms a
@@ -71,6 +71,7 @@ __all__ = ["run_bench", "analyse_run", "analyse_rfb_pass", "BenchResult", "RESUL
 # benchmark's repeat), given by the RFB client, in this subdirectory of the run.
 TIMING_REPEAT = 3
 RFB_DIR = "rfb-timing"
+RFB_PCAP = "rfb.pcap"
 
 # The keys of each entry of the document's "results" (issue 16).
 RESULT_KEYS = (
@@ -350,7 +351,9 @@ def _rfb_pass(d: Desktop, rfb_dir: Path, operations: list[str], repeat: int, bar
     motion while tcpdump captures as in the benchmark."""
     rfb_dir.mkdir(parents=True, exist_ok=True)
     d.start_rfb_client(rfb_dir / "rfbclient.log")
-    d.start_capture(rfb_dir / "run.pcap")
+    # Not run.pcap: tcpdump's log is named after the capture's stem in the desktop's
+    # directory, and the benchmark pass's counters must not be read for this one.
+    d.start_capture(rfb_dir / RFB_PCAP)
     records = []
     try:
         for op in operations:
@@ -370,13 +373,16 @@ def analyse_rfb_pass(rfb_dir: Path, idle_ms: float, addr: dict[str, str]) -> pd.
     latency of each input from the pass's capture, and the RFB client's own —
     ``client_ms`` = the last FramebufferUpdate it received in the input's window − when
     it sent the input; ``client_diff_ms = client_ms − latency_ms``; ``client_updates``:
-    how many updates it received there. Also written as the directory's inputs.parquet."""
+    how many updates it received there; ``client_kernel_ms``: ``client_ms`` with the
+    kernel's receive time (the client's wait for a CPU taken out). Also written as the directory's inputs.parquet."""
     records = json.loads((rfb_dir / "inputs.json").read_text())
-    att, windows = _attribute_run(rfb_dir, records, idle_ms, addr, rfb_dir.parent.name)
+    att, windows = _attribute_run(rfb_dir, records, idle_ms, addr, rfb_dir.parent.name, RFB_PCAP)
     log = RfbLog.parse((rfb_dir / "rfbclient.log").read_text(errors="replace"))
     if log.error:
         raise CaptureError(f"{rfb_dir / 'rfbclient.log'}: the RFB client stopped on an error: {log.error}")
-    att["client_ms"], att["client_updates"] = rfb_times(windows, log)
+    times = rfb_times(windows, log)
+    for col in times:
+        att[col] = times[col].to_numpy()
     att["client_diff_ms"] = att["client_ms"] - att["latency_ms"]
     att["timing_source"] = "rfb"
     att.to_parquet(rfb_dir / "inputs.parquet", index=False)
@@ -407,15 +413,21 @@ def analyse_run(
 
 
 def _attribute_run(
-    run_dir: Path, records: list[dict[str, Any]], idle_ms: float, addr: dict[str, str], env: str
+    run_dir: Path,
+    records: list[dict[str, Any]],
+    idle_ms: float,
+    addr: dict[str, str],
+    env: str,
+    pcap: str = "run.pcap",
 ) -> tuple[pd.DataFrame, list[tuple[float, float]]]:
-    """The analyser over ``run_dir``'s run.pcap (writes ops.parquet, packets.parquet) and
-    each input's share of it: one row per record, and each input's window."""
+    """The analyser over ``run_dir``'s capture ``pcap`` (writes ops.parquet,
+    packets.parquet) and each input's share of it: one row per record, and each input's
+    window."""
     info = json.loads((run_dir / "desktop.json").read_text())
     platform = info["platform"]
     x11 = platform == "x11"
     res = split_capture(
-        run_dir / "run.pcap",
+        run_dir / pcap,
         info["server_port"],
         addr=addr["client" if x11 else "server"],
         port_at_client=x11,
@@ -560,6 +572,15 @@ def _agreement(g: pd.DataFrame, source: str) -> dict[str, Any]:
     ok = [agree(a, b) for a, b in zip(timed["latency_ms"], timed[column])]
     d = timed[diff]
     worst = timed.loc[d.abs().idxmax()]
+    extra: dict[str, Any] = {}
+    if "client_kernel_ms" in timed:
+        # The RFB client's own wait for a CPU (its read − the kernel's receive), and how
+        # many inputs would agree without it: tells a slow client from a wrong analyser.
+        wait = timed[column] - timed["client_kernel_ms"]
+        extra = {
+            "agree_kernel": int(sum(agree(a, b) for a, b in zip(timed["latency_ms"], timed["client_kernel_ms"]))),
+            "cpu_wait_ms_max": float(wait.max()),
+        }
     return {
         "source": source,
         "inputs": len(shown),
@@ -575,6 +596,7 @@ def _agreement(g: pd.DataFrame, source: str) -> dict[str, Any]:
             "client_ms": float(worst[column]),
         },
         "pass": all(ok) and len(timed) == len(shown),
+        **extra,
     }
 
 

@@ -22,11 +22,17 @@ as ``xdotool key --delay 0``), ``click X Y`` (button 1 pressed and released at X
     <epoch s> input key <keysym hex>        just before the message was sent
     <epoch s> input click <x> <y>
     <epoch s> input move <x> <y>
-    <epoch s> update <rects> <bytes>        a FramebufferUpdate fully received
+    <epoch s> update <rects> <bytes> <kernel epoch s>   a FramebufferUpdate fully received
     <epoch s> bell
     <epoch s> cut <bytes>                   ServerCutText
     <epoch s> colours <bytes>               SetColourMapEntries
     <epoch s> error <message>               then exit status 1
+
+The first time is when ``recv()`` returned the bytes that completed the update — the
+client's own receive time, the check's verdict. The last is the kernel's receive time of
+the last segment those bytes came in (SO_TIMESTAMPNS, socket(7): for TCP the timestamp of
+the last skb read), 0 if the kernel gave none: their difference is how long the client
+waited for a CPU, which tells a slow client from a wrong analyser.
 
 Encodings asked for (§7.7): ZRLE, CopyRect and Raw only, each of which can be delimited
 without decoding (§7.7.1 Raw: width × height × 4 bytes at our 32-bpp pixel format;
@@ -48,6 +54,9 @@ import time
 RAW, COPYRECT, ZRLE = 0, 1, 16
 ENCODINGS = (ZRLE, COPYRECT, RAW)  # in order of preference (§7.5.2)
 BYTES_PER_PIXEL = 4  # the pixel format we set (§7.5.1)
+# Linux's SO_TIMESTAMPNS / SCM_TIMESTAMPNS (asm-generic/socket.h; the socket module has
+# no name for them): a struct timespec with each read, the kernel's receive time.
+SO_TIMESTAMPNS = 35
 
 # X keysyms of the keys the benchmark gives (the RFB KeyEvent carries X keysyms, §7.5.4).
 KEYSYMS = {
@@ -259,6 +268,15 @@ def command_bytes(line: str) -> tuple[bytes, str]:
     raise RfbError(f"bad command {line!r} (key NAME, click X Y, move X Y)")
 
 
+def _kernel_time(ancillary: list[tuple[int, int, bytes]]) -> float:
+    """The kernel's receive time (epoch s) from recvmsg's ancillary data, 0 if none."""
+    for level, kind, data in ancillary:
+        if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS and len(data) >= 16:
+            sec, nsec = struct.unpack("qq", data[:16])
+            return sec + nsec * 1e-9
+    return 0.0
+
+
 def run(host: str, port: int, commands: str, out) -> None:
     def log(what: str, t: float | None = None) -> None:
         out.write(f"{time.time() if t is None else t:.6f} {what}\n")
@@ -267,6 +285,7 @@ def run(host: str, port: int, commands: str, out) -> None:
     sock = socket.create_connection((host, port), timeout=30)
     sock.settimeout(None)
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
     w, h = handshake(sock)
     sock.sendall(set_pixel_format() + set_encodings() + update_request(False, w, h))
     # O_RDWR: the FIFO never reports end-of-file while we hold a writer end ourselves.
@@ -277,8 +296,9 @@ def run(host: str, port: int, commands: str, out) -> None:
     while True:
         ready, _, _ = select.select([sock, cmd_fd], [], [])
         if sock in ready:
-            data = sock.recv(1 << 20)
+            data, anc, _, _ = sock.recvmsg(1 << 20, socket.CMSG_SPACE(16))
             t = time.time()
+            t_kernel = _kernel_time(anc)
             if not data:
                 parser.close()
                 raise RfbError("the server closed the connection")
@@ -286,7 +306,7 @@ def run(host: str, port: int, commands: str, out) -> None:
                 if kind == "update":
                     # Like a viewer: the next (incremental) request once an update is in.
                     sock.sendall(update_request(True, w, h))
-                    log(f"update {rects} {size}", t)
+                    log(f"update {rects} {size} {t_kernel:.6f}", t)
                 else:
                     log(f"{kind} {size}" if kind != "bell" else "bell", t)
         if cmd_fd in ready:
