@@ -256,3 +256,29 @@ def test_client_truncated_update_is_an_error_exit(tmp_path: Path) -> None:
     rc, lines, _ = _run_client(tmp_path, [update(raw(8, 8))[:-10]], [])
     assert rc == 1
     assert "error stream ended inside a message" in lines[-1]
+
+
+def test_report_timing_table_shows_the_source_and_reads_old_documents() -> None:
+    from thinwan.report.desktop_page import timing_table
+
+    def entry(source: str, agree: int, client: str = "client_ms") -> dict[str, object]:
+        return {
+            "source": source,
+            "inputs": 3,
+            "timed": 3,
+            "agree": agree,
+            "diff_ms_median": 0.2,
+            "diff_ms_min": 0.1,
+            "diff_ms_max": 1.4,
+            "worst": {"operation": "fill", "repeat": 1, "latency_ms": 9.0, client: 10.4},
+            "pass": agree == 3,
+        }
+
+    old = entry("screen", 2, client="screen_ms")
+    del old["source"]  # written before the RFB source existed
+    text = timing_table({"tigervnc/lan": {**entry("rfb", 3), "screen": entry("screen", 2)}, "x11/lan": old})
+    lines = text.splitlines()
+    assert lines[0].split()[:3] == ["platform/env", "source", "agree"]
+    assert lines[2].split()[:3] == ["tigervnc/lan", "rfb", "3/3"] and lines[2].endswith("pass")
+    assert lines[3].split()[:2] == ["(screen)", "2/3"] and lines[3].endswith("FAIL")
+    assert lines[4].split()[:3] == ["x11/lan", "screen", "2/3"] and "9.0 vs 10.4 ms" in lines[4]

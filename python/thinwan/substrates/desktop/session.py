@@ -13,6 +13,8 @@
         cap = d.stop_capture()            # fails if tcpdump dropped a packet
         d.screenshot(out / "letter.png")
         d.info()                          # platform, versions, ports, images, settings
+        d.start_rfb_client(out / "rfbclient.log")  # VNC: the viewer gives way to rfbclient.py
+        d.start_capture(out / "rfb.pcap"); d.do("fill"); d.stop_capture()  # input via RFB
 
 ``up`` (``__enter__``) raises :class:`PlatformUnavailable` (a :class:`DesktopError`) with
 the reason when the platform's package is missing or it fails to come up; ``down``
@@ -403,18 +405,21 @@ class Desktop(Managed):
         if not self.rfb.alive():
             raise DesktopError(f"the RFB client: {self.rfb.describe_exit()}")
         # The client holds the FIFO open for reading, so this open does not block.
-        fd = os.open(self._rfb_fifo, os.O_WRONLY | os.O_NONBLOCK)
         try:
-            os.write(fd, (line + "\n").encode())
-        finally:
-            os.close(fd)
+            fd = os.open(self._rfb_fifo, os.O_WRONLY | os.O_NONBLOCK)
+            try:
+                os.write(fd, (line + "\n").encode())
+            finally:
+                os.close(fd)
+        except OSError as e:
+            raise DesktopError(f"the RFB client does not take commands ({e}): {tail(self.rfb.log, 6)}") from None
 
     def _rfb_quit(self) -> None:
         if self.rfb is not None and self.rfb.alive():
             try:
                 self._rfb_command("quit")
                 self.rfb.popen.wait(timeout=2.0)
-            except (OSError, DesktopError, subprocess.TimeoutExpired):
+            except (DesktopError, subprocess.TimeoutExpired):
                 pass
 
     # -- capture and screenshots -------------------------------------------------------
