@@ -1,10 +1,13 @@
 """The RFB client's (rfbclient.py) message parser on hand-built byte streams (RFC 6143
-§7.6), its log → the client's latency per input, and the client against a fake RFB
-server on loopback (handshake, requests, input messages, error exit). No root."""
+§7.6), its log → the client's latency per input, the client against a fake RFB server on
+loopback (handshake, requests, input messages, error exit), and a recorded timing pass
+(TigerVNC over the 66-ms WAN, tests/desktop/data/tigervnc-wan-rfb) through the check.
+No root."""
 
 from __future__ import annotations
 
 import os
+import shutil
 import socket
 import struct
 import subprocess
@@ -13,6 +16,7 @@ import threading
 import time
 import zlib
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -20,6 +24,7 @@ import pytest
 
 from thinwan.analysis.desktop_ops import RfbLog, rfb_times, timing_problems
 from thinwan.substrates.desktop import rfbclient
+from thinwan.substrates.desktop.opsplit import CaptureError
 from thinwan.substrates.desktop.rfbclient import RfbError, UpdateParser
 
 RFBCLIENT = Path(rfbclient.__file__)
@@ -282,3 +287,51 @@ def test_report_timing_table_shows_the_source_and_reads_old_documents() -> None:
     assert lines[2].split()[:3] == ["tigervnc/lan", "rfb", "3/3"] and lines[2].endswith("pass")
     assert lines[3].split()[:2] == ["(screen)", "2/3"] and lines[3].endswith("FAIL")
     assert lines[4].split()[:3] == ["x11/lan", "screen", "2/3"] and "9.0 vs 10.4 ms" in lines[4]
+
+
+# -- a recorded timing pass -------------------------------------------------------------
+
+RECORDED = Path(__file__).with_name("data") / "tigervnc-wan-rfb"
+ADDR = {"server": "198.18.1.1", "client": "198.18.2.1"}
+
+
+def _recorded(tmp_path: Path, edit: Any = None) -> Path:
+    """TigerVNC over the 66-ms `wan`, the RFB client's pass cut to letter, scroll and fill
+    (3 each; rfb.pcap, rfbclient.log, inputs.json, desktop.json), as a run leaves it."""
+    d = tmp_path / "tigervnc" / "wan" / "rfb-timing"
+    shutil.copytree(RECORDED, d)
+    if edit is not None:
+        log = d / "rfbclient.log"
+        log.write_text(edit(log.read_text()))
+    return d
+
+
+def test_recorded_pass_agrees_and_a_late_read_fails_it(tmp_path: Path) -> None:
+    from thinwan.execute.desktop_runs import _check, analyse_rfb_pass
+
+    df = analyse_rfb_pass(_recorded(tmp_path / "a"), 50.0, ADDR)
+    assert list(df["operation"]) == ["letter"] * 3 + ["scroll"] * 3 + ["fill"] * 3
+    assert list(df["repeat"]) == [10, 11, 12] * 3 and df["env"].eq("wan").all()
+    assert (df["client_updates"] == 1).all()
+    # One RTT (66 ms) plus the server: 75–79 ms; the kernel had each last update 0.01–0.03
+    # ms after the capture, the client read it 0.04–0.33 ms after — except scroll #12,
+    # read 3.2 ms late (the client waited for a CPU), inside 5 %.
+    assert df["latency_ms"].between(75.0, 79.0).all()
+    assert (df["client_kernel_ms"] - df["latency_ms"]).between(0.0, 0.05).all()
+    assert round(float(df["client_diff_ms"].max()), 1) == 3.2
+    assert _check(df, True, df) == []
+    # The same pass with fill #11's update read 6 ms later: the check names it.
+    t_late = "1795494610.961097"  # its update line's read time
+
+    def late(text: str) -> str:
+        assert t_late in text
+        return text.replace(f"{t_late} update", f"{float(t_late) + 0.006:.6f} update")
+
+    bad = analyse_rfb_pass(_recorded(tmp_path / "b", late), 50.0, ADDR)
+    problems = _check(bad, True, bad)
+    assert len(problems) == 1 and problems[0].startswith("client timing (rfb): fill #11: the analyser says 75.7 ms")
+    # A client that stopped on a parse error: the pass cannot be trusted.
+    with pytest.raises(CaptureError, match="stopped on an error: unknown server message type 9"):
+        analyse_rfb_pass(
+            _recorded(tmp_path / "c", lambda t: t + "1795494613.0 error unknown server message type 9\n"), 50.0, ADDR
+        )
