@@ -22,6 +22,9 @@ __all__ = [
     "attribute_packets",
     "screen_times",
     "ScreenLog",
+    "RfbLog",
+    "rfb_times",
+    "TIMING_SOURCES",
     "timing_problems",
     "summarize",
     "wan_minus_lan",
@@ -213,30 +216,112 @@ def screen_times(
     return out
 
 
-def timing_problems(inputs: pd.DataFrame) -> list[str]:
+# The client-timing self-check's sources (docs/desktop.md "Self-checks"): the column of
+# ``inputs.parquet`` with the client's own latency, and how a message names that moment.
+TIMING_SOURCES = {
+    # screenwatch.py: when the client's screen first showed the operation's final picture.
+    "screen": ("screen_ms", "the client's screen showed the final picture at"),
+    # rfbclient.py: when the RFB client had received the operation's last update.
+    "rfb": ("client_ms", "the RFB client had received the last update at"),
+}
+
+
+def timing_problems(inputs: pd.DataFrame, source: str = "screen") -> list[str]:
     """The client-timing self-check over one platform × environment's inputs (columns of
     ``inputs.parquet``): one message per input whose analyser latency and client timing
-    disagree by more than 5 % or 1 ms (:func:`agree`), or that the client never showed.
-    Empty when the client was not timed at all (no ``screen_ms`` column, or none timed:
-    no screen watcher)."""
-    if "screen_ms" not in inputs or not inputs["screen_ms"].notna().any():
+    (``source``, a key of :data:`TIMING_SOURCES`) disagree by more than 5 % or 1 ms
+    (:func:`agree`), or that the client never showed or received. Empty when the client
+    was not timed at all (no such column, or none timed: no screen watcher)."""
+    column, moment = TIMING_SOURCES[source]
+    if column not in inputs or not inputs[column].notna().any():
         return []
     out = []
     for r in inputs.itertuples(index=False):
         if not np.isfinite(r.latency_ms):
             continue  # no update in the capture: the run's other check names it
-        what = f"{r.operation} #{r.repeat}"
-        if not np.isfinite(r.screen_ms):
-            out.append(
-                f"client timing: {what}: the client's screen never showed a new picture in the application's area "
-                f"(the analyser: {r.latency_ms:.1f} ms)"
+        # The screen's messages keep their original wording ("client timing: …").
+        what = f"client timing{'' if source == 'screen' else f' ({source})'}: {r.operation} #{r.repeat}"
+        client = getattr(r, column)
+        if not np.isfinite(client):
+            never = (
+                "the client's screen never showed a new picture in the application's area"
+                if source == "screen"
+                else "the RFB client received no update after its input"
             )
-        elif not agree(r.latency_ms, r.screen_ms):
+            out.append(f"{what}: {never} (the analyser: {r.latency_ms:.1f} ms)")
+        elif not agree(r.latency_ms, client):
+            kernel = getattr(r, "client_kernel_ms", np.nan)
+            why = (
+                f"; the kernel had it at {kernel:.1f} ms: the client waited {client - kernel:.1f} ms for a CPU"
+                if np.isfinite(kernel) and agree(r.latency_ms, kernel)
+                else ""
+            )
             out.append(
-                f"client timing: {what}: the analyser says {r.latency_ms:.1f} ms, the client's screen showed the "
-                f"final picture at {r.screen_ms:.1f} ms ({r.screen_ms - r.latency_ms:+.1f} ms; allowed 5 % or 1 ms)"
+                f"{what}: the analyser says {r.latency_ms:.1f} ms, {moment} "
+                f"{client:.1f} ms ({client - r.latency_ms:+.1f} ms; allowed 5 % or 1 ms{why})"
             )
     return out
+
+
+@dataclass
+class RfbLog:
+    """What the RFB client (``rfbclient.py``) wrote: ``inputs`` — ``(t, what)`` per input
+    message sent —, ``updates`` — ``(t, rects, bytes, t_kernel)`` per FramebufferUpdate
+    fully received (t: the ``recv()`` that completed it; t_kernel: the kernel's receive
+    time of its last segment, NaN if not logged) —, ``other`` — ``(t, kind, bytes)``
+    per other server message (bell, cut, colours) — and ``error``: the client's error
+    line, if it stopped on one."""
+
+    inputs: list[tuple[float, str]] = field(default_factory=list)
+    updates: list[tuple[float, int, int, float]] = field(default_factory=list)
+    other: list[tuple[float, str, int]] = field(default_factory=list)
+    error: str | None = None
+
+    @classmethod
+    def parse(cls, text: str) -> RfbLog:
+        log = cls()
+        for line in text.splitlines():
+            f = line.split()
+            try:
+                if len(f) >= 3 and f[1] == "input":
+                    log.inputs.append((float(f[0]), " ".join(f[2:])))
+                elif len(f) in (4, 5) and f[1] == "update":
+                    tk = float(f[4]) if len(f) == 5 and float(f[4]) > 0 else np.nan
+                    log.updates.append((float(f[0]), int(f[2]), int(f[3]), tk))
+                elif len(f) >= 2 and f[1] == "error":
+                    log.error = " ".join(f[2:])
+                elif len(f) in (2, 3) and f[1] in ("bell", "cut", "colours"):
+                    log.other.append((float(f[0]), f[1], int(f[2]) if len(f) == 3 else 1))
+            except ValueError:
+                continue  # a line cut short when the client was stopped
+        return log
+
+
+def rfb_times(windows: Sequence[tuple[float, float]], log: RfbLog) -> pd.DataFrame:
+    """The RFB client's own latency of each input (one row per window): ``client_ms`` =
+    the last FramebufferUpdate it received in the input's window − when it sent the input
+    (its first input message in the window, ``t_from`` being just before the input was
+    handed to it), NaN when none came after the input; ``client_kernel_ms``: the same
+    with the kernel's receive time of that update's last segment (what the client's time
+    would be without waiting for a CPU); ``client_updates``: how many updates came."""
+    ms = np.full(len(windows), np.nan)
+    kernel = np.full(len(windows), np.nan)
+    count = np.zeros(len(windows), dtype=int)
+    t_in = np.array([t for t, _ in log.inputs])
+    t_up = np.array([u[0] for u in log.updates])
+    t_k = np.array([u[3] for u in log.updates])
+    for i, (t_from, t_to) in enumerate(windows):
+        k = np.searchsorted(t_in, t_from, "left")
+        if k >= len(t_in) or t_in[k] >= t_to:
+            continue
+        sent = t_in[k]
+        sel = np.flatnonzero((t_up >= sent) & (t_up < t_to))
+        count[i] = len(sel)
+        if len(sel):
+            last = sel[np.argmax(t_up[sel])]
+            ms[i] = (t_up[last] - sent) * 1e3
+            kernel[i] = (t_k[last] - sent) * 1e3
+    return pd.DataFrame({"client_ms": ms, "client_kernel_ms": kernel, "client_updates": count})
 
 
 def attribute_packets(packets: pd.DataFrame, t_from: float, t_to: float) -> dict[str, float]:

@@ -12,8 +12,18 @@ Layout of ``out``::
 
     results.json            the --json document (also written when interrupted)
     results.parquet         one row per input (docs/desktop.md "Records")
+    client-timing.parquet   one row per input of the RFB timing passes (with client_ms)
     <platform>/<env>/run.pcap, ops.parquet, packets.parquet, inputs.json, capture.json,
                      <operation>.png, desktop-<platform>-*/ (logs, configuration)
+    <platform>/<env>/rfb-timing/   the VNC platforms' timing pass: rfb.pcap, inputs.json,
+                     rfbclient.log, ops.parquet, packets.parquet, inputs.parquet
+
+The client-timing self-check (docs/desktop.md "Self-checks"): on the VNC platforms a
+timing pass after the benchmark's operations replaces the viewer with ``rfbclient.py``,
+which gives ``TIMING_REPEAT`` inputs of each operation itself and logs when it sent
+each and received each update; the analyser's latency from that pass's capture is
+checked against the client's. The other platforms' viewers cannot be timed at receive
+level: their check compares the analyser with the client's screen (screenwatch.py).
 """
 
 from __future__ import annotations
@@ -30,10 +40,13 @@ import pandas as pd
 
 from .. import __version__
 from ..analysis.desktop_ops import (
+    TIMING_SOURCES,
+    RfbLog,
     ScreenLog,
     agree,
     attribute,
     attribute_packets,
+    rfb_times,
     screen_times,
     summarize,
     timing_problems,
@@ -45,13 +58,20 @@ from ..records.schema import write_text_atomic
 from ..substrates.desktop import Desktop, DesktopError, DesktopSettings, PlatformUnavailable, platform_status
 from ..substrates.desktop.envlab import env_json, env_lab_spec
 from ..substrates.desktop.opsplit import CaptureError, split_capture
-from ..substrates.desktop.platforms import platform_version
+from ..substrates.desktop.platforms import PLATFORMS, platform_version
+from ..substrates.desktop.session import RFB_PROTOCOL
 from ..substrates.desktop.settings import APP_H, APP_W
 from ..substrates.lab.topology import Lab
 from .desktop_media_runs import MEDIA_OPERATIONS, analyse_video, analyse_web, media_steps, run_video, run_web, web_rows
 from .executors import progress_bar
 
-__all__ = ["run_bench", "analyse_run", "BenchResult", "RESULT_KEYS"]
+__all__ = ["run_bench", "analyse_run", "analyse_rfb_pass", "BenchResult", "RESULT_KEYS", "TIMING_REPEAT", "RFB_DIR"]
+
+# The VNC platforms' client-timing pass: this many inputs of each operation (at most the
+# benchmark's repeat), given by the RFB client, in this subdirectory of the run.
+TIMING_REPEAT = 3
+RFB_DIR = "rfb-timing"
+RFB_PCAP = "rfb.pcap"
 
 # The keys of each entry of the document's "results" (issue 16).
 RESULT_KEYS = (
@@ -73,6 +93,7 @@ class BenchResult:
     document: dict[str, Any]
     inputs: pd.DataFrame  # one row per input, every platform × env
     failures: list[str] = field(default_factory=list)
+    timing: pd.DataFrame = field(default_factory=pd.DataFrame)  # the RFB timing passes' inputs
 
 
 def run_bench(
@@ -97,12 +118,17 @@ def run_bench(
         platforms[p] = platform_version(p)
     latency_ops = [op for op in bench.operations if op not in MEDIA_OPERATIONS]
     media_ops = [op for op in bench.operations if op in MEDIA_OPERATIONS]
-    steps = {p: len(latency_ops) * bench.repeat + sum(media_steps(bench, op, p) for op in media_ops) for p in runnable}
+    steps = {
+        p: len(latency_ops) * (bench.repeat + _timing_repeat(bench, p))
+        + sum(media_steps(bench, op, p) for op in media_ops)
+        for p in runnable
+    }
     total = len(bench.envs) * sum(steps.values())
     frames: list[pd.DataFrame] = []
+    timings: list[pd.DataFrame] = []
     failures: list[str] = []
     media = _Media()
-    doc = _document(bench, out, platforms, frames, failures, media)
+    doc = _document(bench, out, platforms, frames, failures, media, timings)
     write_text_atomic(out / "results.json", dumps_json(doc, indent=1) + "\n")
     settings = DesktopSettings(**bench.desktop)
     bar = progress_bar(total, "desktop", progress)
@@ -124,20 +150,31 @@ def run_bench(
                         for cell, cell_dir in cells:
                             key = _cell_key(bench, env_name, k, cell, latency_ops)
                             done = _cell_done(cell_dir, key)
+                            rfb = _timing_repeat(bench, p) > 0
+                            if done and cell == "latency" and rfb and not (run_dir / RFB_DIR / "inputs.json").exists():
+                                done = False  # finished before the timing pass existed
                             if done:
                                 n = (
-                                    len(latency_ops) * bench.repeat
+                                    len(latency_ops) * (bench.repeat + _timing_repeat(bench, p))
                                     if cell == "latency"
                                     else media_steps(bench, cell, p)
                                 )
                                 bar.update(n)
                             if cell == "latency":
+                                timing: pd.DataFrame | None = None
+                                problems = []
                                 if done:
                                     df = analyse_run(run_dir, bench.idle_ms, lab.addr)
+                                    if rfb:
+                                        timing = analyse_rfb_pass(run_dir / RFB_DIR, bench.idle_ms, lab.addr)
                                 else:
-                                    df = _run_one(bench, lab, p, env_name, env_settings, run_dir, bar, latency_ops)
+                                    df, timing, problems = _run_one(
+                                        bench, lab, p, env_name, env_settings, run_dir, bar, latency_ops
+                                    )
                                 frames.append(df)
-                                problems = _check(df, bench.client_timing == "fail")
+                                if timing is not None:
+                                    timings.append(timing)
+                                problems += _check(df, bench.client_timing == "fail", timing)
                             else:
                                 problems = _run_media(
                                     bench, lab, p, env_name, env_settings, cell_dir, bar, cell, media, run=not done
@@ -155,18 +192,29 @@ def run_bench(
                         failures.append(f"{p} {env_name}: {e}")
                         say(f"{p} {env_name}: FAILED: {e}")
                         continue
-                    doc = _document(bench, out, platforms, frames, failures, media)
+                    doc = _document(bench, out, platforms, frames, failures, media, timings)
                     write_text_atomic(out / "results.json", dumps_json(doc, indent=1) + "\n")
     finally:
         bar.close()
-        doc = _document(bench, out, platforms, frames, failures, media)
+        doc = _document(bench, out, platforms, frames, failures, media, timings)
         write_text_atomic(out / "results.json", dumps_json(doc, indent=1) + "\n")
         inputs = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+        timing_all = pd.concat(timings, ignore_index=True) if timings else pd.DataFrame()
+        if len(timing_all):
+            timing_all.to_parquet(out / "client-timing.parquet", index=False)
         if media.pages:
             pd.concat(media.pages, ignore_index=True).to_parquet(out / "web-pages.parquet", index=False)
         if len(inputs):
             inputs.to_parquet(out / "results.parquet", index=False)
-    return BenchResult(doc, inputs, failures)
+    return BenchResult(doc, inputs, failures, timing_all)
+
+
+def _timing_repeat(bench: Bench, platform: str) -> int:
+    """Inputs of each operation in ``platform``'s RFB timing pass (0: no pass, the
+    platform does not speak RFB)."""
+    if PLATFORMS[platform].protocol != RFB_PROTOCOL:
+        return 0
+    return min(bench.repeat, TIMING_REPEAT)
 
 
 @dataclass
@@ -265,11 +313,16 @@ def _run_one(
     run_dir: Path,
     bar: Any,
     operations: list[str],
-) -> pd.DataFrame:
-    """One platform in one environment: the inputs, the capture, the analysis."""
+) -> tuple[pd.DataFrame, pd.DataFrame | None, list[str]]:
+    """One platform in one environment: the inputs, the capture, the analysis; then, on a
+    VNC platform, the RFB client's timing pass. Returns the inputs, the timing pass's
+    inputs (None: no pass) and the problems of a timing pass that could not run."""
     run_dir.mkdir(parents=True, exist_ok=True)
     pcap = run_dir / "run.pcap"
     records = []
+    timing: pd.DataFrame | None = None
+    problems: list[str] = []
+    n_timing = _timing_repeat(bench, platform)
     with Desktop(platform, lab, settings, workdir=run_dir) as d:
         d.start_capture(pcap)
         for op in operations:
@@ -280,10 +333,60 @@ def _run_one(
         cap = d.stop_capture()
         info = d.info()
         screen = d.screen_changes()
-    (run_dir / "capture.json").write_text(json.dumps(cap.to_json(), indent=1) + "\n")
-    (run_dir / "inputs.json").write_text(json.dumps([r.to_json() for r in records], indent=1) + "\n")
-    (run_dir / "desktop.json").write_text(json.dumps(info, indent=1, default=str) + "\n")
-    return analyse_run(run_dir, bench.idle_ms, lab.addr, screen)
+        (run_dir / "capture.json").write_text(json.dumps(cap.to_json(), indent=1) + "\n")
+        (run_dir / "inputs.json").write_text(json.dumps([r.to_json() for r in records], indent=1) + "\n")
+        (run_dir / "desktop.json").write_text(json.dumps(info, indent=1, default=str) + "\n")
+        if n_timing:
+            try:
+                _rfb_pass(d, run_dir / RFB_DIR, operations, n_timing, bar)
+                timing = analyse_rfb_pass(run_dir / RFB_DIR, bench.idle_ms, lab.addr)
+            except (DesktopError, CaptureError) as e:
+                problems.append(f"client timing (rfb): the timing pass failed: {e}")
+    return analyse_run(run_dir, bench.idle_ms, lab.addr, screen), timing, problems
+
+
+def _rfb_pass(d: Desktop, rfb_dir: Path, operations: list[str], repeat: int, bar: Any) -> None:
+    """The VNC platforms' client-timing pass (docs/desktop.md "Self-checks"): the viewer
+    gives way to the RFB client, which gives ``repeat`` inputs of each operation in slow
+    motion while tcpdump captures as in the benchmark."""
+    rfb_dir.mkdir(parents=True, exist_ok=True)
+    d.start_rfb_client(rfb_dir / "rfbclient.log")
+    # Not run.pcap: tcpdump's log is named after the capture's stem in the desktop's
+    # directory, and the benchmark pass's counters must not be read for this one.
+    d.start_capture(rfb_dir / RFB_PCAP)
+    records = []
+    try:
+        for op in operations:
+            for _ in range(repeat):
+                records.append(d.do(op))
+                bar.update(1)
+    finally:
+        cap = d.stop_capture()
+    info = d.info()
+    (rfb_dir / "capture.json").write_text(json.dumps(cap.to_json(), indent=1) + "\n")
+    (rfb_dir / "inputs.json").write_text(json.dumps([r.to_json() for r in records], indent=1) + "\n")
+    (rfb_dir / "desktop.json").write_text(json.dumps(info, indent=1, default=str) + "\n")
+
+
+def analyse_rfb_pass(rfb_dir: Path, idle_ms: float, addr: dict[str, str]) -> pd.DataFrame:
+    """Analyse an RFB timing pass (``<platform>/<env>/rfb-timing/``): the analyser's
+    latency of each input from the pass's capture, and the RFB client's own —
+    ``client_ms`` = the last FramebufferUpdate it received in the input's window − when
+    it sent the input; ``client_diff_ms = client_ms − latency_ms``; ``client_updates``:
+    how many updates it received there; ``client_kernel_ms``: ``client_ms`` with the
+    kernel's receive time (the client's wait for a CPU taken out). Also written as the directory's inputs.parquet."""
+    records = json.loads((rfb_dir / "inputs.json").read_text())
+    att, windows = _attribute_run(rfb_dir, records, idle_ms, addr, rfb_dir.parent.name, RFB_PCAP)
+    log = RfbLog.parse((rfb_dir / "rfbclient.log").read_text(errors="replace"))
+    if log.error:
+        raise CaptureError(f"{rfb_dir / 'rfbclient.log'}: the RFB client stopped on an error: {log.error}")
+    times = rfb_times(windows, log)
+    for col in times:
+        att[col] = times[col].to_numpy()
+    att["client_diff_ms"] = att["client_ms"] - att["latency_ms"]
+    att["timing_source"] = "rfb"
+    att.to_parquet(rfb_dir / "inputs.parquet", index=False)
+    return att
 
 
 def analyse_run(
@@ -297,13 +400,34 @@ def analyse_run(
     written as inputs.parquet. Runs again on a kept directory, e.g. with another idle gap."""
     info = json.loads((run_dir / "desktop.json").read_text())
     records = json.loads((run_dir / "inputs.json").read_text())
-    platform, env = info["platform"], run_dir.name
     if screen is None:
         log = run_dir / "run-screen.log"
         screen = ScreenLog.parse(log.read_text(errors="replace")) if log.exists() else ScreenLog()
+    att, windows = _attribute_run(run_dir, records, idle_ms, addr, run_dir.name)
+    # The client's own timing: when its screen first showed the operation's final picture.
+    s = info["settings"]
+    att["screen_ms"] = screen_times(att, windows, screen, (s["app_x"], s["app_y"], APP_W, APP_H))
+    att["screen_diff_ms"] = att["screen_ms"] - att["latency_ms"]
+    att.to_parquet(run_dir / "inputs.parquet", index=False)
+    return att
+
+
+def _attribute_run(
+    run_dir: Path,
+    records: list[dict[str, Any]],
+    idle_ms: float,
+    addr: dict[str, str],
+    env: str,
+    pcap: str = "run.pcap",
+) -> tuple[pd.DataFrame, list[tuple[float, float]]]:
+    """The analyser over ``run_dir``'s capture ``pcap`` (writes ops.parquet,
+    packets.parquet) and each input's share of it: one row per record, and each input's
+    window."""
+    info = json.loads((run_dir / "desktop.json").read_text())
+    platform = info["platform"]
     x11 = platform == "x11"
     res = split_capture(
-        run_dir / "run.pcap",
+        run_dir / pcap,
         info["server_port"],
         addr=addr["client" if x11 else "server"],
         port_at_client=x11,
@@ -339,18 +463,18 @@ def analyse_run(
     att["settled"] = [r["settled"] for r in records]
     att["verified"] = [r["verified"] for r in records]
     att["waited_s"] = [r["waited_s"] for r in records]
-    # The client's own timing: when its screen first showed the operation's final picture.
-    s = info["settings"]
-    att["screen_ms"] = screen_times(att, windows, screen, (s["app_x"], s["app_y"], APP_W, APP_H))
-    att["screen_diff_ms"] = att["screen_ms"] - att["latency_ms"]
-    att.to_parquet(run_dir / "inputs.parquet", index=False)
-    return att
+    return att, windows
 
 
-def _check(df: pd.DataFrame, client_timing: bool = True) -> list[str]:
+def _check(df: pd.DataFrame, client_timing: bool = True, timing: pd.DataFrame | None = None) -> list[str]:
     """The run's checks on itself (docs/desktop.md "Self-checks"); with ``client_timing``
-    also the analyser against the client's own timing, input by input."""
-    problems = timing_problems(df) if client_timing else []
+    also the analyser against the client's own timing, input by input: the RFB timing
+    pass's (``timing``) when the platform had one, else the client's screen."""
+    problems = []
+    if client_timing:
+        problems = timing_problems(timing, "rfb") if timing is not None else timing_problems(df, "screen")
+    if timing is not None:
+        problems += [f"client timing (rfb) pass: {p}" for p in _check(timing, client_timing=False)]
     for r in df.itertuples(index=False):
         what = f"{r.operation} #{r.repeat}"
         if r.first_packet < 0:
@@ -369,6 +493,7 @@ def _document(
     frames: list[pd.DataFrame],
     failures: list[str],
     media: _Media,
+    timings: list[pd.DataFrame] | None = None,
 ) -> dict[str, Any]:
     inputs = pd.concat(frames, ignore_index=True) if frames else None
     results: list[dict[str, Any]] = []
@@ -399,7 +524,7 @@ def _document(
         **({"web": bench.web.model_dump()} if "web" in bench.operations else {}),
         **({"video": bench.video.model_dump()} if "video" in bench.operations else {}),
         "checks": {
-            "client_timing": _client_timing(inputs) if inputs is not None else {},
+            "client_timing": _client_timing(inputs, timings or []) if inputs is not None else {},
             # "fail": a disagreement above fails the run; "report": only recorded here.
             "client_timing_mode": bench.client_timing,
             # Inputs given while the previous update was still arriving (no idle gap
@@ -417,38 +542,62 @@ def _plain(v: Any) -> Any:
     return v.item() if hasattr(v, "item") else v
 
 
-def _client_timing(inputs: pd.DataFrame) -> dict[str, Any]:
-    """Self-check: the analyser's latency against the client's own (when its screen first
-    showed the operation's final picture), per platform × environment: how many inputs
-    agree within 5 % or 1 ms, and the worst disagreement (which input, by how much)."""
+def _client_timing(inputs: pd.DataFrame, timings: list[pd.DataFrame]) -> dict[str, Any]:
+    """Self-check: the analyser's latency against the client's own, per platform ×
+    environment: how many inputs agree within 5 % or 1 ms, and the worst disagreement
+    (which input, by how much). ``source`` says whose timing decided: ``rfb`` (the VNC
+    platforms' RFB timing pass: when the RFB client had received the last update) or
+    ``screen`` (when the client's screen first showed the final picture); an ``rfb``
+    entry also keeps the benchmark's own screen comparison under ``screen``."""
     out: dict[str, Any] = {}
-    if "screen_ms" not in inputs:
-        return out
+    rfb = {(str(t["platform"].iloc[0]), str(t["env"].iloc[0])): t for t in timings if len(t)}
     for (p, env), g in inputs.groupby(["platform", "env"], sort=False):
-        shown = g.dropna(subset=["latency_ms"])
-        timed = shown.dropna(subset=["screen_ms"])
-        if not len(timed):
-            out[f"{p}/{env}"] = {"timed": 0, "note": "no screen change seen (python3-xlib missing?)"}
-            continue
-        ok = [agree(a, b) for a, b in zip(timed["latency_ms"], timed["screen_ms"])]
-        d = timed["screen_diff_ms"]
-        worst = timed.loc[d.abs().idxmax()]
-        out[f"{p}/{env}"] = {
-            "inputs": len(shown),
-            "timed": len(timed),
-            "agree": int(sum(ok)),
-            "diff_ms_median": float(d.median()),
-            "diff_ms_min": float(d.min()),
-            "diff_ms_max": float(d.max()),
-            "worst": {
-                "operation": str(worst["operation"]),
-                "repeat": int(worst["repeat"]),
-                "latency_ms": float(worst["latency_ms"]),
-                "screen_ms": float(worst["screen_ms"]),
-            },
-            "pass": all(ok) and len(timed) == len(shown),
-        }
+        screen = _agreement(g, "screen")
+        if (p, env) in rfb:
+            out[f"{p}/{env}"] = {**_agreement(rfb[(p, env)], "rfb"), "screen": screen}
+        else:
+            out[f"{p}/{env}"] = screen
     return out
+
+
+def _agreement(g: pd.DataFrame, source: str) -> dict[str, Any]:
+    """One platform × environment's inputs against the client timing ``source``."""
+    column = TIMING_SOURCES[source][0]
+    diff = "screen_diff_ms" if source == "screen" else "client_diff_ms"
+    shown = g.dropna(subset=["latency_ms"])
+    timed = shown.dropna(subset=[column]) if column in shown else shown.iloc[:0]
+    if not len(timed):
+        note = "no screen change seen (python3-xlib missing?)" if source == "screen" else "the RFB client saw no update"
+        return {"source": source, "timed": 0, "note": note}
+    ok = [agree(a, b) for a, b in zip(timed["latency_ms"], timed[column])]
+    d = timed[diff]
+    worst = timed.loc[d.abs().idxmax()]
+    extra: dict[str, Any] = {}
+    if "client_kernel_ms" in timed:
+        # The RFB client's own wait for a CPU (its read − the kernel's receive), and how
+        # many inputs would agree without it: tells a slow client from a wrong analyser.
+        wait = timed[column] - timed["client_kernel_ms"]
+        extra = {
+            "agree_kernel": int(sum(agree(a, b) for a, b in zip(timed["latency_ms"], timed["client_kernel_ms"]))),
+            "cpu_wait_ms_max": float(wait.max()),
+        }
+    return {
+        "source": source,
+        "inputs": len(shown),
+        "timed": len(timed),
+        "agree": int(sum(ok)),
+        "diff_ms_median": float(d.median()),
+        "diff_ms_min": float(d.min()),
+        "diff_ms_max": float(d.max()),
+        "worst": {
+            "operation": str(worst["operation"]),
+            "repeat": int(worst["repeat"]),
+            "latency_ms": float(worst["latency_ms"]),
+            "client_ms": float(worst[column]),
+        },
+        "pass": all(ok) and len(timed) == len(shown),
+        **extra,
+    }
 
 
 def _not_idle(inputs: pd.DataFrame | None) -> list[str]:

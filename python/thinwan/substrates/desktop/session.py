@@ -13,6 +13,8 @@
         cap = d.stop_capture()            # fails if tcpdump dropped a packet
         d.screenshot(out / "letter.png")
         d.info()                          # platform, versions, ports, images, settings
+        d.start_rfb_client(out / "rfbclient.log")  # VNC: the viewer gives way to rfbclient.py
+        d.start_capture(out / "rfb.pcap"); d.do("fill"); d.stop_capture()  # input via RFB
 
 ``up`` (``__enter__``) raises :class:`PlatformUnavailable` (a :class:`DesktopError`) with
 the reason when the platform's package is missing or it fails to come up; ``down``
@@ -25,6 +27,7 @@ from __future__ import annotations
 import io
 import os
 import shutil
+import subprocess
 import tempfile
 import time
 from dataclasses import asdict, dataclass, field
@@ -62,6 +65,9 @@ INPUT = {
 # page) and reset only when another operation ran last.
 RESET_EACH_TIME = {"fill", "red_bitmap", "image"}
 SCREENWATCH_PY = Path(__file__).with_name("screenwatch.py")
+RFBCLIENT_PY = Path(__file__).with_name("rfbclient.py")
+# The platforms whose client can be timed at receive level by rfbclient.py.
+RFB_PROTOCOL = "RFB (VNC)"
 
 
 class PlatformUnavailable(DesktopError):
@@ -123,6 +129,8 @@ class Desktop(Managed):
         self.is_up = False
         self.screen_log: Path | None = None
         self._screen_watch: Proc | None = None
+        self.rfb: Proc | None = None  # rfbclient.py, once it replaced the viewer
+        self._rfb_fifo: Path | None = None
 
     # -- life cycle ------------------------------------------------------------------
 
@@ -156,8 +164,12 @@ class Desktop(Managed):
         if self._capture is not None:
             self._capture.abort()
             self._capture = None
+        self._rfb_quit()
         for p in reversed(self.procs):
             p.stop()
+        if self._rfb_fifo is not None:
+            self._rfb_fifo.unlink(missing_ok=True)
+            self._rfb_fifo = None
         for x in (self.client_x, self.server_x):
             if x is not None:
                 x.stop()
@@ -245,6 +257,9 @@ class Desktop(Managed):
         self._xdo("windowfocus", "--sync", window)
 
     def _inject(self, kind: str, what: str) -> None:
+        if self.rfb is not None:
+            self._rfb_command(f"key {what}" if kind == "key" else "click {} {}".format(*self._app_centre()))
+            return
         if kind == "key":
             # Press and release back to back, as xdotool's click does (~0.1 ms apart).
             # With xdotool's default 12-ms delay the release came 6 ms after the press, a
@@ -304,12 +319,23 @@ class Desktop(Managed):
             self._inject("key", RESET_KEY[op])
             self._mode = op
             self._pause()
-        before = self.grab_app() if self.settings.verify else None
+        # With the RFB client there is no client screen to look at (it draws nothing): the
+        # application's own log must show that it handled the input.
+        by_screen = self.settings.verify and self.rfb is None
+        before = self.grab_app() if by_screen else None
+        handled = self.app_events().count("\n")
         t_input = time.time()
         self._inject(*INPUT[op])
         t_done = time.time()
         waited, settled = self._pause()
         verified = None
+        if self.settings.verify and self.rfb is not None:
+            if self.app_events().count("\n") <= handled:
+                raise DesktopError(
+                    f"{self.platform}: operation {op} given by the RFB client never reached the application "
+                    f"(its log has no new line); rfbclient log:\n{tail(self.rfb.log, 6)}"
+                )
+            verified = True
         if before is not None:
             after = self.grab_app()
             problem = _check_update(op, before, after, self.images)
@@ -328,6 +354,74 @@ class Desktop(Managed):
             if not p.alive() and p.name not in self.options.get("may_exit", ()):
                 raise DesktopError(f"{self.platform}: {p.describe_exit()}")
 
+    # -- the RFB client (the VNC platforms' client timing) --------------------------------
+
+    def start_rfb_client(self, log: Path) -> None:
+        """Replace the viewer with ``rfbclient.py`` (VNC platforms only): the viewer is
+        stopped, the RFB client connects to the same server from the client namespace
+        and from then on gives the inputs (as RFB KeyEvent / PointerEvent messages) and
+        logs, to ``log``, when it sent each and when each FramebufferUpdate was fully
+        received (docs/desktop.md "Self-checks"). Raises DesktopError if the platform
+        does not speak RFB or the client does not come up."""
+        if PLATFORMS[self.platform].protocol != RFB_PROTOCOL:
+            raise DesktopError(f"{self.platform} does not speak RFB: its client cannot be timed by the RFB client")
+        if self.rfb is not None:
+            raise DesktopError("the RFB client is already running")
+        if self._capture is not None:
+            raise DesktopError("stop the capture before switching to the RFB client")
+        if self.viewer is not None:
+            self.viewer.stop()
+            self.procs.remove(self.viewer)
+            self.viewer = None
+        self._rfb_fifo = self.dir / "rfb-commands"
+        self._rfb_fifo.unlink(missing_ok=True)
+        os.mkfifo(self._rfb_fifo, 0o600)
+        log.unlink(missing_ok=True)
+        argv = [
+            SYSTEM_PYTHON,
+            "-u",
+            str(RFBCLIENT_PY),
+            self.lab.addr["server"],
+            str(self.server_port),
+            str(self._rfb_fifo),
+        ]
+        self.options["timing_client"] = argv
+        self.rfb = start_proc(self.lab.netns["client"], "rfbclient", argv, log)
+        self.procs.append(self.rfb)
+        deadline = time.monotonic() + self.settings.ready_timeout_s
+        while b" ready " not in (log.read_bytes() if log.exists() else b""):
+            if not self.rfb.alive() or time.monotonic() > deadline:
+                raise DesktopError(f"the RFB client did not connect: {tail(log)}")
+            time.sleep(0.02)
+        # The pointer over the application, as the viewer left it: keys go where it is.
+        self._rfb_command("move {} {}".format(*self._app_centre()))
+
+    def _app_centre(self) -> tuple[int, int]:
+        x, y, w, h = self.workload.area(self.settings)
+        return x + w // 2, y + h // 2
+
+    def _rfb_command(self, line: str) -> None:
+        assert self._rfb_fifo is not None and self.rfb is not None
+        if not self.rfb.alive():
+            raise DesktopError(f"the RFB client: {self.rfb.describe_exit()}")
+        # The client holds the FIFO open for reading, so this open does not block.
+        try:
+            fd = os.open(self._rfb_fifo, os.O_WRONLY | os.O_NONBLOCK)
+            try:
+                os.write(fd, (line + "\n").encode())
+            finally:
+                os.close(fd)
+        except OSError as e:
+            raise DesktopError(f"the RFB client does not take commands ({e}): {tail(self.rfb.log, 6)}") from None
+
+    def _rfb_quit(self) -> None:
+        if self.rfb is not None and self.rfb.alive():
+            try:
+                self._rfb_command("quit")
+                self.rfb.popen.wait(timeout=2.0)
+            except (DesktopError, subprocess.TimeoutExpired):
+                pass
+
     # -- capture and screenshots -------------------------------------------------------
 
     def start_capture(self, path: str | Path) -> None:
@@ -335,7 +429,9 @@ class Desktop(Managed):
         if self._capture is not None:
             raise DesktopError("a capture is already running")
         self._capture = Capture(self.lab.netns["client"], self.lab.tun["client"], Path(path), self.dir)
-        self._start_screen_watch(Path(path).with_name(Path(path).stem + "-screen.log"))
+        if self.rfb is None:
+            # The RFB client times itself; with it the client's screen shows nothing.
+            self._start_screen_watch(Path(path).with_name(Path(path).stem + "-screen.log"))
         # Let the traffic of whatever came before (bring-up, an earlier run) die down.
         self._capture.idle_for(self.settings.idle_s, self.settings.max_wait_s)
 
