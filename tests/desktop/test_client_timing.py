@@ -107,12 +107,18 @@ def rows(*triples: tuple[str, float, float]) -> pd.DataFrame:
 def test_timing_problems_name_the_operation_and_tolerate_5_percent_or_1_ms() -> None:
     ok = rows(("letter", 10.0, 10.9), ("scroll", 700.0, 734.0), ("fill", 0.8, 1.7))
     assert timing_problems(ok) == []
-    bad = rows(("letter", 10.0, 580.0), ("fill", 9.3, np.nan), ("image", 700.0, 740.0))
+    bad = rows(("letter", 10.0, 8.0), ("fill", 9.3, np.nan), ("image", 700.0, 660.0))
     got = timing_problems(bad)
     assert len(got) == 3
-    assert got[0].startswith("client timing: letter #0: the analyser says 10.0 ms") and "580.0 ms" in got[0]
+    assert got[0].startswith("client timing: letter #0: the analyser says 10.0 ms") and "8.0 ms" in got[0]
     assert got[1].startswith("client timing: fill #1: the client's screen never showed")
     assert got[2].startswith("client timing: image #2:")
+    # A screen final later than the analyser's end is the client's drawing (no packet
+    # arrived in between): recorded, not a failure; the RFB receive time counts both ways.
+    late = rows(("letter", 10.0, 580.0), ("image", 700.0, 740.0))
+    assert timing_problems(late) == []
+    rfb = late.rename(columns={"screen_ms": "client_ms"})
+    assert len(timing_problems(rfb, "rfb")) == 2
     # Not timed at all (no screen watcher): nothing to check, nothing to fail.
     assert timing_problems(bad.drop(columns=["screen_ms"])) == []
     assert timing_problems(bad.assign(screen_ms=np.nan)) == []
@@ -156,7 +162,7 @@ def write_run(run_dir: Path, late_ms: float, same_picture: bool) -> None:
     )
 
 
-def test_a_run_fails_on_a_late_new_picture_not_on_a_same_picture_repaint(tmp_path: Path) -> None:
+def test_a_late_new_picture_is_recorded_a_same_picture_repaint_ignored(tmp_path: Path) -> None:
     addr = {"server": SRV, "client": CLI}
     write_run(tmp_path / "a" / "lan", 450.0, same_picture=True)
     write_run(tmp_path / "b" / "lan", 450.0, same_picture=False)
@@ -164,11 +170,17 @@ def test_a_run_fails_on_a_late_new_picture_not_on_a_same_picture_repaint(tmp_pat
     b = analyse_run(tmp_path / "b" / "lan", 500.0, addr)
     assert round(a["latency_ms"][0], 3) == round(b["latency_ms"][0], 3) == 9.0
     assert round(a["screen_ms"][0], 3) == 9.5 and _check(a) == []
-    assert round(b["screen_ms"][0], 3) == 450.0
-    problems = _check(b)
-    assert len(problems) == 1 and problems[0].startswith("client timing: fill #0: the analyser says 9.0 ms")
+    # A new picture 450 ms after the input with no packet after 9 ms: the client changed
+    # its screen by itself, which the analyser cannot have missed (the check is one-sided,
+    # timing_problems); the row keeps the disagreement for the report.
+    assert round(b["screen_ms"][0], 3) == 450.0 and round(b["screen_diff_ms"][0], 3) == 441.0
+    assert _check(b) == []
+    # The screen final before the analyser's end (it counted traffic that changed nothing) fails.
+    early = b.assign(latency_ms=600.0)
+    problems = _check(early)
+    assert len(problems) == 1 and problems[0].startswith("client timing: fill #0: the analyser says 600.0 ms")
     # The user's choice: report only.
-    assert _check(b, client_timing=False) == []
+    assert _check(early, client_timing=False) == []
 
 
 def test_the_option_is_read_from_the_file_and_the_command_line() -> None:

@@ -231,7 +231,15 @@ def timing_problems(inputs: pd.DataFrame, source: str = "screen") -> list[str]:
     ``inputs.parquet``): one message per input whose analyser latency and client timing
     (``source``, a key of :data:`TIMING_SOURCES`) disagree by more than 5 % or 1 ms
     (:func:`agree`), or that the client never showed or received. Empty when the client
-    was not timed at all (no such column, or none timed: no screen watcher)."""
+    was not timed at all (no such column, or none timed: no screen watcher).
+
+    The screen's check is one-sided: a screen that showed the final picture *later* than
+    the analyser's end is the client's drawing or a wait for a CPU, never the analyser's
+    error — the analyser's end is the last server→client packet of the input's window, and
+    the screen's time lies in the same window, so no packet the analyser left out arrived
+    between the two. A screen final *before* the analyser's end means the analyser counted
+    traffic that changed nothing (docs/desktop.md "Self-checks"). The RFB client's receive
+    time is checked both ways."""
     column, moment = TIMING_SOURCES[source]
     if column not in inputs or not inputs[column].notna().any():
         return []
@@ -249,7 +257,7 @@ def timing_problems(inputs: pd.DataFrame, source: str = "screen") -> list[str]:
                 else "the RFB client received no update after its input"
             )
             out.append(f"{what}: {never} (the analyser: {r.latency_ms:.1f} ms)")
-        elif not agree(r.latency_ms, client):
+        elif not agree(r.latency_ms, client) and (source != "screen" or client < r.latency_ms):
             kernel = getattr(r, "client_kernel_ms", np.nan)
             why = (
                 f"; the kernel had it at {kernel:.1f} ms: the client waited {client - kernel:.1f} ms for a CPU"
