@@ -128,7 +128,9 @@ class RowOptions:
 
 def _check_label(label: Any, where: str) -> str:
     if label not in CONTROLLER_TYPES:
-        raise TrainSetError(f"{where}: label {label!r} is not an application type (one of {', '.join(CONTROLLER_TYPES)})")
+        raise TrainSetError(
+            f"{where}: label {label!r} is not an application type (one of {', '.join(CONTROLLER_TYPES)})"
+        )
     return str(label)
 
 
@@ -273,7 +275,7 @@ def _sim_rows(src: SimSource, opts: RowOptions) -> pd.DataFrame:
     if scenario.queue.discipline != "qds":
         raise TrainSetError(
             f"{src.scenario}: queue.discipline is {scenario.queue.discipline!r}: only a QDS run records the "
-            "monitor's features (qds_flows); set it to \"qds\""
+            'monitor\'s features (qds_flows); set it to "qds"'
         )
     frames = []
     for run in src.runs:
@@ -313,8 +315,10 @@ def read_model(path: Path | None) -> str | None:
         text = Path(path).read_text(encoding="utf-8")
     except FileNotFoundError:
         raise TrainSetError(f"{path}: no such file") from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise TrainSetError(f"{path}: cannot read: {e}") from None
+    except UnicodeDecodeError:
+        raise TrainSetError(f"{path}: not a model: not UTF-8 text (a model is JSON)") from None
+    except OSError as e:
+        raise TrainSetError(f"{path}: cannot read: {e.strerror}") from None
     try:
         _native.qds_predict([], text)
     except ValueError as e:

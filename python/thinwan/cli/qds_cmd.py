@@ -40,7 +40,11 @@ def add_qds_subcommand(subparsers: Any) -> argparse.ArgumentParser:
         "--client-delay-ms", type=float, default=5.0, help="--lab: one-way delay of the last hop (default 5)"
     )
     p.add_argument("--cc", default="cubic", help="--lab: TCP congestion control of the lab's hosts (default cubic)")
-    p.add_argument("config", help="daemon configuration (TOML; docs/qds-lab.md)")
+    p.add_argument(
+        "config",
+        help="daemon configuration (TOML; docs/qds-lab.md), or `train` / `evaluate` to train or measure the "
+        "classifier on labelled captures (`thinwan qds train --help`)",
+    )
     p.add_argument(
         "args",
         nargs=argparse.REMAINDER,
@@ -89,7 +93,9 @@ def _rows_parser(prog: str, doc: str) -> argparse.ArgumentParser:
     from . import Parser, positive_number
 
     p = Parser(prog=prog, description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("set", nargs="?", help="training set (TOML: [[capture]] and [[sim]] entries; docs/qds.md)")
+    p.add_argument(
+        "sets", nargs="*", metavar="SET", help="training set(s) (TOML: [[capture]] and [[sim]] entries; docs/qds.md)"
+    )
     p.add_argument(
         "--capture",
         action="append",
@@ -130,7 +136,7 @@ def _cmd_train(argv: list[str]) -> int:
     args = p.parse_args(argv)
     from ..analysis import qds_train as qt
 
-    rows = qt.rows_of(_sources(args, p), _row_options(args))
+    rows = qt.rows_of(_sources(args), _row_options(args))
     model = qt.train_model(rows)
     Path(args.out).write_text(model + "\n", encoding="utf-8")
     # The model's fit on its own training rows (not a test: see evaluate --leave-one-out).
@@ -156,14 +162,15 @@ def _cmd_evaluate(argv: list[str]) -> int:
         help="--leave-one-out: a training set whose rows every fold also trains on (e.g. simulated runs)",
     )
     args = p.parse_args(argv)
-    if args.train_also and not args.leave_one_out:
-        p.error("--train-also goes with --leave-one-out")
     from pathlib import Path
 
     from ..analysis import qds_train as qt
 
+    if args.train_also and not args.leave_one_out:
+        raise qt.TrainSetError("--train-also goes with --leave-one-out")
+
     opts = _row_options(args)
-    rows = qt.rows_of(_sources(args, p), opts)
+    rows = qt.rows_of(_sources(args), opts)
     if rows.empty:
         raise qt.TrainSetError("no row to evaluate on (every source was shorter than the warm-up, or idle)")
     if args.leave_one_out:
@@ -182,17 +189,17 @@ def _cmd_evaluate(argv: list[str]) -> int:
 _MODES = {"train": _cmd_train, "evaluate": _cmd_evaluate}
 
 
-def _sources(args: argparse.Namespace, p: argparse.ArgumentParser) -> list[Any]:
+def _sources(args: argparse.Namespace) -> list[Any]:
     from pathlib import Path
 
     from ..analysis import qds_train as qt
 
     sources: list[Any] = []
-    if args.set:
-        sources += qt.read_train_set(Path(args.set)).sources
+    for s in args.sets:
+        sources += qt.read_train_set(Path(s)).sources
     sources += [qt.parse_capture_arg(c) for c in args.capture]
     if not sources:
-        p.error("give a training set file or at least one --capture")
+        raise qt.TrainSetError("give a training set file or at least one --capture")
     return sources
 
 
