@@ -171,3 +171,16 @@ def test_a_model_trained_on_other_features_is_refused(captures: dict[str, Path],
     f.write_text(json.dumps(m))
     assert main(["qds", "evaluate", "--capture", f"video={captures['video']}:{PORT}", "--model", str(f)]) == 2
     assert "retrain it" in capsys.readouterr().err
+
+
+def test_the_shipped_training_sets_and_real_model_load() -> None:
+    root = Path(__file__).resolve().parents[1] / "scenarios" / "qds" / "train"
+    for name, runs in (("sim-train.toml", (0, 1, 2, 3)), ("sim-test.toml", (100, 101))):
+        sources = qt.read_train_set(root / name).sources
+        assert len(sources) == 5 and all(isinstance(s, qt.SimSource) and s.runs == runs for s in sources)
+        assert all(s.scenario.is_file() for s in sources)
+    real = qt.read_train_set(root / "real-captures.toml").sources
+    assert {s.group for s in real} == {"tigervnc", "x11", "x11vnc", "xrdp"}
+    assert all(s.port_at_client == (s.group == "x11") for s in real)
+    model = json.loads(qt.read_model(root / "qds-classifier-real.json") or "")
+    assert [c["app"] for c in model["classes"]] == ["video", "data", "interactive"]
