@@ -184,3 +184,34 @@ def test_the_shipped_training_sets_and_real_model_load() -> None:
     assert all(s.port_at_client == (s.group == "x11") for s in real)
     model = json.loads(qt.read_model(root / "qds-classifier-real.json") or "")
     assert [c["app"] for c in model["classes"]] == ["video", "data", "interactive"]
+
+
+def test_windows_and_the_busiest_flow_narrow_the_label(tmp_path: Path) -> None:
+    # Two flows of one server in one capture: a 5.9-Mbit/s stream and a side connection
+    # of 100-byte updates (as plain X11's window manager beside the application).
+    big, small = tmp_path / "big.pcap", tmp_path / "small.pcap"
+    write_stream(big, 1448, 2.0, 4.0, cport=40_001)
+    write_stream(small, 100, 100.0, 4.0, cport=40_002)
+    both = tmp_path / "both.pcap"
+    with both.open("wb") as f:
+        w = dpkt.pcap.Writer(f, linktype=101)
+        packets = [(ts, buf) for p in (big, small) for ts, buf in dpkt.pcap.Reader(p.open("rb"))]
+        for ts, buf in sorted(packets, key=lambda x: x[0]):
+            w.writepkt(buf, ts=ts)
+    flows = _native.qds_capture_features(str(both), PORT)["flows"]
+    assert [f["bytes_down"] for f in flows] == [2000 * 1488, 40 * 140]
+    s = tmp_path / "set.toml"
+    s.write_text(f'[[capture]]\nfile = "both.pcap"\nlabel = "video"\nport = {PORT}\nflows = "busiest"\n')
+    rows = qt.rows_of(qt.read_train_set(s).sources)
+    assert set(rows["flow"]) == {0} and len(rows) == 22
+    # A window from 2.5 to 3.0 s of the capture clock keeps ticks 2.5 … 4.0 s (end + the
+    # 1-s rate window).
+    s.write_text(
+        f'[[capture]]\nfile = "both.pcap"\nlabel = "video"\nport = {PORT}\nflows = "busiest"\n'
+        f"windows = [[{T0 + 2.5}, {T0 + 3.0}]]\n"
+    )
+    rows = qt.rows_of(qt.read_train_set(s).sources)
+    assert rows["t_s"].round(1).tolist() == [x / 10 for x in range(25, 41)]
+    s.write_text(f'[[capture]]\nfile = "both.pcap"\nlabel = "video"\nport = {PORT}\nflows = "first"\n')
+    with pytest.raises(qt.TrainSetError, match='flows must be "all" or "busiest"'):
+        qt.read_train_set(s)

@@ -71,6 +71,10 @@ pub struct CaptureFeatures {
     pub rows: Vec<FeatureRow>,
     /// Every flow of the display server, in order of its first packet.
     pub flows: Vec<FlowKey>,
+    /// IP bytes each flow sent toward the client (same order): which flow carried the
+    /// capture's activity, when a display server has side connections (plain X11's
+    /// window manager, a second client).
+    pub bytes_down: Vec<u64>,
     /// pcap or pcapng.
     pub format: Format,
     /// Packets in the file.
@@ -79,6 +83,8 @@ pub struct CaptureFeatures {
     pub packets_matched: u64,
     /// Control periods run.
     pub ticks: u64,
+    /// The capture time of the first matched packet, from which [`FeatureRow::t`] counts.
+    pub origin: Instant,
 }
 
 /// Replay the capture at `path` through the QDS monitor and collect the classifier's
@@ -89,6 +95,7 @@ pub fn features(path: &Path, opts: &FeatureOptions) -> Result<CaptureFeatures, E
     let mut monitor: FlowMonitor<FlowKey> = FlowMonitor::new(opts.monitor);
     let mut index: BTreeMap<FlowKey, u32> = BTreeMap::new();
     let mut flows = Vec::new();
+    let mut bytes_down: Vec<u64> = Vec::new();
     let mut rows = Vec::new();
     let mut port_counts = vec![0u32; 65536];
     let mut bad_link: Option<(u64, String)> = None;
@@ -137,10 +144,14 @@ pub fn features(path: &Path, opts: &FeatureOptions) -> Result<CaptureFeatures, E
             Dir::ClientToServer => Toward::Server,
         };
         let key = p.flow_key(toward);
-        index.entry(key).or_insert_with(|| {
+        let i = *index.entry(key).or_insert_with(|| {
             flows.push(key);
+            bytes_down.push(0);
             (flows.len() - 1) as u32
         });
+        if toward == Toward::Client {
+            bytes_down[i as usize] += u64::from(p.ip_len);
+        }
         monitor.observe(now, key, toward, &p.segment());
     })?;
     if matched == 0 {
@@ -160,7 +171,16 @@ pub fn features(path: &Path, opts: &FeatureOptions) -> Result<CaptureFeatures, E
     // The last, partial period.
     tick(next_tick, now0(origin), &mut monitor, &index, &mut rows);
     ticks += 1;
-    Ok(CaptureFeatures { rows, flows, format, packets_total: total, packets_matched: matched, ticks })
+    Ok(CaptureFeatures {
+        rows,
+        flows,
+        bytes_down,
+        format,
+        packets_total: total,
+        packets_matched: matched,
+        ticks,
+        origin: now0(origin),
+    })
 }
 
 /// The capture's origin (set before the first tick).
@@ -260,11 +280,14 @@ mod tests {
         let f = features(&path, &opts(5900)).unwrap();
         std::fs::remove_file(&path).ok();
         assert_eq!(f.flows.len(), 2, "the port-22 flow is not the server's");
+        // 1,500 segments of 1,488 bytes and 60 of 240.
+        assert_eq!(f.bytes_down, [1500 * 1488, 60 * 240]);
         // The last packet is the last ACK at 3.0 s − 2 ms + 20 ms: ticks at 0.1 … 3.0 s,
         // then the final one at 3.1 s. The first RTT sample closes at 20 ms, so both
         // flows are timed from the first tick: 31 rows each.
         assert_eq!(f.ticks, 31);
         assert_eq!(f.rows.len(), 62);
+        assert_eq!(f.origin, Instant::ZERO, "the first packet's time");
         let fast: Vec<&FeatureRow> =
             f.rows.iter().filter(|r| f.flows[r.flow as usize].client.port() == 40_001).collect();
         let slow: Vec<&FeatureRow> =

@@ -87,8 +87,10 @@ fn qds_default_keys() -> PyResult<String> {
 /// core's flow monitor, one row per (control period, flow with an RTT estimate), as the
 /// QDS controller classifies them. `period_ms` / `rate_window_ms`: `qds.period_ms` and
 /// `qds.rate_window_ms` (None: the core's defaults). Returns {"rows": {"t_s", "flow",
-/// "rtt_s", "rate_bps", "idle", "f_<feature>"…: ndarray}, "flows": [{"client", "server"}],
-/// "format", "packets_total", "packets_matched", "ticks"}. Raises ValueError naming the
+/// "rtt_s", "rate_bps", "idle", "f_<feature>"…: ndarray}, "flows": [{"client", "server",
+/// "bytes_down"}] (`flow` indexes it),
+/// "format", "packets_total", "packets_matched", "ticks", "origin_s" (the first matched
+/// packet's capture time, s since the epoch: `t_s` counts from it)}. Raises ValueError naming the
 /// file on a bad file or when no packet is the server's.
 #[pyfunction]
 #[pyo3(signature = (path, port, addr=None, port_at_client=false, period_ms=None, rate_window_ms=None))]
@@ -136,9 +138,10 @@ fn qds_capture_features(
         col!(format!("f_{name}"), |r| r.features.as_array()[i]);
     }
     let flows = pyo3::types::PyList::empty(py);
-    for k in &f.flows {
-        flows
-            .append([("client", k.client.to_string()), ("server", k.server.to_string())].into_py_dict(py)?)?;
+    for (k, bytes) in f.flows.iter().zip(&f.bytes_down) {
+        let d = [("client", k.client.to_string()), ("server", k.server.to_string())].into_py_dict(py)?;
+        d.set_item("bytes_down", bytes)?;
+        flows.append(d)?;
     }
     let out = PyDict::new(py);
     out.set_item("rows", rows)?;
@@ -147,6 +150,7 @@ fn qds_capture_features(
     out.set_item("packets_total", f.packets_total)?;
     out.set_item("packets_matched", f.packets_matched)?;
     out.set_item("ticks", f.ticks)?;
+    out.set_item("origin_s", f.origin.as_secs_f64())?;
     Ok(out.into_any().unbind())
 }
 

@@ -17,6 +17,8 @@ A **training set** is a TOML file (paths relative to it)::
     port_at_client = false     # true: the listener is the user's display (plain X11)
     addr = "198.18.1.1"        # optional: the listener's address
     group = "tigervnc"         # optional (default: the file as written): --leave-one-out folds
+    windows = [[1795485583.4, 1795485583.9]]  # optional: only these spans carry the label
+    flows = "all"              # or "busiest": only the flow that sent most toward the client
 
     [[sim]]
     scenario = "sim-c20-3-9.toml"  # a scenario with queue.discipline = "qds"
@@ -28,6 +30,14 @@ capture or run (the monitor's windows are still filling before), and — unless
 ``include_idle`` — not idle (no payload toward the client in the feature window: the
 classifier has nothing to go on, and an idle flow sends nothing through the scheduler,
 so its type does not matter there).
+
+``windows`` (capture clock, seconds since the epoch, e.g. a benchmark's page loads from
+``t_input`` to ``t_end``) narrows a capture's label to when the activity ran: a row is kept
+only if its tick lies in some ``[start, end + rate window]`` — the feature window still
+holds the activity's packets for one rate window after it ended. Without it, every row of
+the capture has the label, its quiet periods included. ``flows = "busiest"`` labels only
+the flow that sent the most bytes toward the client: a plain X11 display also serves side
+connections (the window manager) that carry none of the activity.
 """
 
 from __future__ import annotations
@@ -90,6 +100,8 @@ class CaptureSource:
     port_at_client: bool = False
     addr: str | None = None
     group: str = ""
+    windows: tuple[tuple[float, float], ...] | None = None
+    busiest_only: bool = False
 
     @property
     def name(self) -> str:
@@ -167,7 +179,7 @@ def parse_capture_arg(text: str) -> CaptureSource:
     )
 
 
-_CAPTURE_KEYS = {"file", "label", "port", "port_at_client", "addr", "group"}
+_CAPTURE_KEYS = {"file", "label", "port", "port_at_client", "addr", "group", "windows", "flows"}
 _SIM_KEYS = {"scenario", "runs", "group"}
 
 
@@ -190,6 +202,9 @@ def read_train_set(path: Path) -> TrainSet:
             if key not in c:
                 raise TrainSetError(f"{where}: missing key {key!r}")
         file = path.parent / str(c["file"])
+        which = c.get("flows", "all")
+        if which not in ("all", "busiest"):
+            raise TrainSetError(f'{where}: flows must be "all" or "busiest", got {which!r}')
         at_client = c.get("port_at_client", False)
         if not isinstance(at_client, bool):
             raise TrainSetError(f"{where}: port_at_client must be true or false, got {at_client!r}")
@@ -201,6 +216,8 @@ def read_train_set(path: Path) -> TrainSet:
                 port_at_client=at_client,
                 addr=c.get("addr"),
                 group=str(c.get("group", c["file"])),
+                windows=_windows(c.get("windows"), where),
+                busiest_only=which == "busiest",
             )
         )
     for i, s in enumerate(data.get("sim", [])):
@@ -220,6 +237,21 @@ def read_train_set(path: Path) -> TrainSet:
     if not out.sources:
         raise TrainSetError(f"{path}: no [[capture]] or [[sim]] entry")
     return out
+
+
+def _windows(w: Any, where: str) -> tuple[tuple[float, float], ...] | None:
+    if w is None:
+        return None
+    ok = isinstance(w, list) and all(
+        isinstance(x, list)
+        and len(x) == 2
+        and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in x)
+        and x[0] <= x[1]
+        for x in w
+    )
+    if not ok:
+        raise TrainSetError(f"{where}: windows must be a list of [start, end] pairs (s since the epoch, start ≤ end)")
+    return tuple((float(a), float(b)) for a, b in w)
 
 
 def rows_of(sources: Iterable[CaptureSource | SimSource], opts: RowOptions = RowOptions()) -> pd.DataFrame:
@@ -260,11 +292,27 @@ def _capture_rows(src: CaptureSource, opts: RowOptions) -> pd.DataFrame:
             f"{src.file}: the server's flows on port {src.port} were never timed (no RTT estimate), so the "
             "controller classifies nothing in this capture"
         )
+    if src.busiest_only:
+        busiest = int(np.argmax([f["bytes_down"] for f in r["flows"]]))
+        df = df[df["flow"] == busiest]
     df = _keep(df, opts)
+    if src.windows is not None:
+        after = (opts.rate_window_ms if opts.rate_window_ms is not None else _default_rate_window_ms()) / 1e3
+        t = float(r["origin_s"]) + df["t_s"].to_numpy()
+        inside = np.zeros(len(df), bool)
+        for a, b in src.windows:
+            inside |= (t >= a) & (t <= b + after)
+        df = df[inside]
     df.insert(0, "source", src.name)
     df.insert(1, "group", src.group)
     df.insert(2, "label", src.label)
     return df[["source", "group", "label", "t_s", "flow", "idle", *FEATURE_COLUMNS]]
+
+
+def _default_rate_window_ms() -> float:
+    from .. import _native
+
+    return float(json.loads(_native.qds_default_keys())["rate_window_ms"])
 
 
 def _sim_rows(src: SimSource, opts: RowOptions) -> pd.DataFrame:
