@@ -182,6 +182,8 @@ def test_the_shipped_training_sets_and_real_model_load() -> None:
     real = qt.read_train_set(root / "real-captures.toml").sources
     assert {s.group for s in real} == {"tigervnc", "x11", "x11vnc", "xrdp"}
     assert all(s.port_at_client == (s.group == "x11") for s in real)
+    session = qt.read_train_set(root / "fitted-session.toml").sources
+    assert [s.label for s in session] == ["interactive", "data"] and all(s.file.is_file() for s in session)
     model = json.loads(qt.read_model(root / "qds-classifier-real.json") or "")
     assert [c["app"] for c in model["classes"]] == ["video", "data", "interactive"]
 
