@@ -43,7 +43,7 @@ connections (the window manager) that carry none of the activity.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -431,8 +431,3 @@ def leave_one_out(rows: pd.DataFrame, extra: pd.DataFrame | None = None) -> dict
     for g, fold in folds.items():
         out["by_group"][g].update(fold)
     return out
-
-
-def summary_json(report: Mapping[str, Any]) -> str:
-    """The report as one JSON object."""
-    return json.dumps(report, indent=1, sort_keys=False)
