@@ -9,7 +9,8 @@
 //!
 //! [`ip`] also turns a parsed packet into what the QDS flow monitor reads
 //! ([`ip::qds_segment`]: flow key, direction, sequence numbers, flags, timestamps), for
-//! the middlebox daemon's captured frames and for captures.
+//! the middlebox daemon's captured frames and for captures; [`qds::features`] replays a
+//! capture through the monitor and returns the classifier's input per (flow, period).
 
 #![warn(missing_docs)]
 
@@ -24,6 +25,7 @@ use thinwan_proto::{Duration, Instant};
 pub mod filter;
 pub mod flows;
 pub mod ip;
+pub mod qds;
 pub mod reader;
 pub mod write;
 

@@ -93,6 +93,147 @@ fn qds_default_keys() -> PyResult<String> {
         .map_err(|e| pyo3::exceptions::PyValueError::new_err(e.to_string()))
 }
 
+/// The classifier's inputs from a capture (`thinwan_capture::qds::features`): the
+/// packets of the display server on `port` (`addr`: its address, None = any;
+/// `port_at_client`: the listener is the user's display, plain X11) replayed through the
+/// core's flow monitor, one row per (control period, flow with an RTT estimate), as the
+/// QDS controller classifies them. `period_ms` / `rate_window_ms`: `qds.period_ms` and
+/// `qds.rate_window_ms` (None: the core's defaults). Returns {"rows": {"t_s", "flow",
+/// "rtt_s", "rate_bps", "idle", "f_<feature>"…: ndarray}, "flows": [{"client", "server",
+/// "bytes_down"}] (`flow` indexes it),
+/// "format", "packets_total", "packets_matched", "ticks", "origin_s" (the first matched
+/// packet's capture time, s since the epoch: `t_s` counts from it)}. Raises ValueError naming the
+/// file on a bad file or when no packet is the server's.
+#[pyfunction]
+#[pyo3(signature = (path, port, addr=None, port_at_client=false, period_ms=None, rate_window_ms=None))]
+fn qds_capture_features(
+    py: Python<'_>,
+    path: std::path::PathBuf,
+    port: u16,
+    addr: Option<&str>,
+    port_at_client: bool,
+    period_ms: Option<f64>,
+    rate_window_ms: Option<f64>,
+) -> PyResult<PyObject> {
+    use thinwan_capture::qds;
+    use thinwan_proto::qds::{controller::QdsConfig, monitor::MonitorConfig};
+    let addr = match addr {
+        Some(a) => Some(a.parse().map_err(|_| PyValueError::new_err(format!("not an IP address: {a:?}")))?),
+        None => None,
+    };
+    let ms = |name: &str, v: Option<f64>, default: thinwan_proto::Duration| match v {
+        None => Ok(default),
+        Some(x) if x.is_finite() && x > 0.0 => Ok(thinwan_proto::Duration::from_millis_f64(x)),
+        Some(x) => Err(PyValueError::new_err(format!("{name} must be > 0 ms, got {x}"))),
+    };
+    let mut monitor = MonitorConfig::default();
+    monitor.rate_window = ms("rate window", rate_window_ms, monitor.rate_window)?;
+    let opts = qds::FeatureOptions {
+        filter: thinwan_capture::Filter { port, addr, port_at_client },
+        period: ms("period", period_ms, QdsConfig::default().period)?,
+        monitor,
+    };
+    let f =
+        py.allow_threads(|| qds::features(&path, &opts)).map_err(|e| PyValueError::new_err(e.to_string()))?;
+    let rows = PyDict::new(py);
+    macro_rules! col {
+        ($name:expr, $f:expr) => {
+            rows.set_item($name, f.rows.iter().map($f).collect::<Vec<_>>().into_pyarray(py))?
+        };
+    }
+    col!("t_s", |r| r.t.as_secs_f64());
+    col!("flow", |r| r.flow);
+    col!("rtt_s", |r| r.rtt.as_secs_f64());
+    col!("rate_bps", |r| r.rate_bps);
+    col!("idle", |r| r.idle());
+    for (i, name) in QDS_FEATURES.iter().enumerate() {
+        col!(format!("f_{name}"), |r| r.features.as_array()[i]);
+    }
+    let flows = pyo3::types::PyList::empty(py);
+    for (k, bytes) in f.flows.iter().zip(&f.bytes_down) {
+        let d = [("client", k.client.to_string()), ("server", k.server.to_string())].into_py_dict(py)?;
+        d.set_item("bytes_down", bytes)?;
+        flows.append(d)?;
+    }
+    let out = PyDict::new(py);
+    out.set_item("rows", rows)?;
+    out.set_item("flows", flows)?;
+    out.set_item("format", if f.format == thinwan_capture::Format::Pcap { "pcap" } else { "pcapng" })?;
+    out.set_item("packets_total", f.packets_total)?;
+    out.set_item("packets_matched", f.packets_matched)?;
+    out.set_item("ticks", f.ticks)?;
+    out.set_item("origin_s", f.origin.as_secs_f64())?;
+    Ok(out.into_any().unbind())
+}
+
+/// Labelled feature rows (`features[i]`: the `QDS_FEATURES` in order; `labels[i]`: a
+/// type name) → the core's `Model::train`, as the JSON `qds.model_file` reads.
+#[pyfunction]
+fn qds_train(features: Vec<Vec<f64>>, labels: Vec<String>) -> PyResult<String> {
+    use thinwan_proto::qds::classify::Model;
+    if features.len() != labels.len() {
+        return Err(PyValueError::new_err(format!(
+            "{} feature rows but {} labels",
+            features.len(),
+            labels.len()
+        )));
+    }
+    let rows = qds_rows(&features)?;
+    let samples = rows
+        .into_iter()
+        .zip(labels.iter())
+        .map(|(f, l)| Ok((f, qds_app(l)?)))
+        .collect::<PyResult<Vec<_>>>()?;
+    serde_json::to_string_pretty(&Model::train(&samples)).map_err(|e| PyValueError::new_err(e.to_string()))
+}
+
+/// The type `Model::predict` names for each row of `features` (as in [`qds_train`]);
+/// `model_json`: a model's JSON (checked by `Model::validate`), None = the shipped one.
+#[pyfunction]
+#[pyo3(signature = (features, model_json=None))]
+fn qds_predict(features: Vec<Vec<f64>>, model_json: Option<&str>) -> PyResult<Vec<&'static str>> {
+    use thinwan_proto::qds::classify::{shipped_model, Model};
+    let model = match model_json {
+        None => shipped_model(),
+        Some(text) => {
+            let m = Model::from_json(text).map_err(|e| PyValueError::new_err(format!("not a model: {e}")))?;
+            m.validate().map_err(|e| PyValueError::new_err(e.to_string()))?;
+            m
+        }
+    };
+    Ok(qds_rows(&features)?.iter().map(|f| model.predict(f).name()).collect())
+}
+
+/// The shipped classifier's JSON (`classify::SHIPPED_MODEL_JSON`).
+#[pyfunction]
+fn qds_shipped_model() -> &'static str {
+    thinwan_proto::qds::classify::SHIPPED_MODEL_JSON
+}
+
+fn qds_rows(features: &[Vec<f64>]) -> PyResult<Vec<thinwan_proto::qds::classify::Features>> {
+    use thinwan_proto::qds::classify::{Features, N_FEATURES};
+    features
+        .iter()
+        .enumerate()
+        .map(|(i, x)| match x.as_slice() {
+            &[size_mean, size_sd, iat_mean_us, iat_sd_us, rate_down_bps, rate_up_bps, full_share, burst_pkts] => {
+                Ok(Features { size_mean, size_sd, iat_mean_us, iat_sd_us, rate_down_bps, rate_up_bps, full_share, burst_pkts })
+            }
+            _ => Err(PyValueError::new_err(format!("row {i}: {} features, expected {N_FEATURES}", x.len()))),
+        })
+        .collect()
+}
+
+fn qds_app(name: &str) -> PyResult<thinwan_proto::qds::classify::AppType> {
+    use thinwan_proto::qds::classify::AppType;
+    AppType::ALL.into_iter().find(|a| a.name() == name).ok_or_else(|| {
+        PyValueError::new_err(format!(
+            "unknown application type {name:?} (one of {})",
+            AppType::ALL.map(|a| a.name()).join(", ")
+        ))
+    })
+}
+
 /// A dict of numpy columns from named `Vec` fields of a records table.
 macro_rules! table {
     ($py:expr, $t:expr, [$($col:ident),*]) => {{
@@ -465,6 +606,10 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(mux_frame_payload_default, m)?)?;
     m.add_function(wrap_pyfunction!(qds_default_qt_ms, m)?)?;
     m.add_function(wrap_pyfunction!(qds_default_keys, m)?)?;
+    m.add_function(wrap_pyfunction!(qds_capture_features, m)?)?;
+    m.add_function(wrap_pyfunction!(qds_train, m)?)?;
+    m.add_function(wrap_pyfunction!(qds_predict, m)?)?;
+    m.add_function(wrap_pyfunction!(qds_shipped_model, m)?)?;
     m.add_function(wrap_pyfunction!(analyze_capture, m)?)?;
     m.add_function(wrap_pyfunction!(analyze_tcp_capture, m)?)?;
     Ok(())
