@@ -85,6 +85,10 @@ DOCUMENTED_DEFAULTS = {
         "sack_off_after_timeout": False,
         "rack_tlp": False,
         "thin_linear_timeouts": False,
+        "dsack": False,
+        "rack_reo_wnd": "static",
+        "prr": False,
+        "quick_ack": False,
     },
     "traffic": {
         "model": "thin-client",
@@ -230,6 +234,10 @@ def test_to_toml_round_trips() -> None:
         ({"scenario": {"seed": -1}}, "scenario.seed: Input should be greater than or equal to 0"),
         ({"records": {"trace_connections": "x"}}, "records.trace_connections: Input should be 'all' or 'none'"),
         ({"tcp": {"sack": False, "rack_tlp": True}}, "tcp.rack_tlp: needs tcp.sack = true"),
+        ({"tcp": {"sack": False, "dsack": True}}, "tcp.dsack: needs tcp.sack = true"),
+        ({"tcp": {"sack": False, "prr": True}}, "tcp.prr: needs tcp.sack = true"),
+        ({"tcp": {"rack_reo_wnd": "adaptive"}}, 'tcp.rack_reo_wnd: "adaptive" needs tcp.rack_tlp = true'),
+        ({"tcp": {"rack_reo_wnd": "grow"}}, "tcp.rack_reo_wnd: Input should be 'static' or 'adaptive'"),
         (
             {"queue": {"discipline": "red"}},
             "queue.discipline: Input should be 'droptail', 'priority', 'fq_codel', 'classes' or 'qds'",
