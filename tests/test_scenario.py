@@ -385,6 +385,8 @@ ADDED_AFTER_OGAWA2011 = {
         "client_delay_max_ms",
     },
     "mux": {"mode", "trunks", "frame_payload_bytes", "notsent_lowat_bytes", "lanes", "max_lanes", "bulk_limit"},
+    # Issue #21's RACK-TLP completion and Linux details (off: today's TCP).
+    "tcp": {"dsack", "rack_reo_wnd", "prr", "quick_ack"},
     "traffic": {
         "pcap_file",
         "pcap_server_port",

@@ -171,25 +171,20 @@ pub struct TcpSec {
     /// Linux thin-stream linear timeouts.
     pub thin_linear_timeouts: bool,
     /// RFC 2883 DSACK at the receiver, used by RACK-TLP at the sender.
-    #[serde(default)]
     pub dsack: bool,
     /// RACK's reordering window (RFC 8985 §6.2 step 4).
-    #[serde(default)]
     pub rack_reo_wnd: RackReoWnd,
     /// RFC 6937 PRR in SACK-based recovery.
-    #[serde(default)]
     pub prr: bool,
     /// Linux's quick-ACK mode at the receiver.
-    #[serde(default)]
     pub quick_ack: bool,
 }
 
 /// `tcp.rack_reo_wnd`.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum RackReoWnd {
     /// min_RTT/4, zero in recovery or once DupThresh segments are SACKed.
-    #[default]
     Static,
     /// RFC 8985 §6.2 steps 3–4 in full.
     Adaptive,

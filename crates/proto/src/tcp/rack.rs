@@ -153,11 +153,13 @@ impl Rack {
     }
 
     /// `RACK.reo_wnd_mult`.
+    #[cfg(test)]
     pub fn reo_wnd_mult(&self) -> u32 {
         self.reo_wnd_mult
     }
 
     /// `RACK.reordering_seen`.
+    #[cfg(test)]
     pub fn reordering_seen(&self) -> bool {
         self.reordering_seen
     }
