@@ -319,15 +319,17 @@ impl<E: RttEstimator> Sender<E> {
             }
             self.note_delivered(now, ack.ack);
         }
-        self.rack.dsack = dsack;
+        if m.dsack {
+            self.rack.dsack = dsack; // (RACK's state is read only with RACK-TLP: not on every ACK)
+        }
         let advanced = ack.ack > self.snd_una;
-        if ack.ack > self.snd_una {
+        if advanced {
             self.on_new_ack(now, ack.ack);
         } else if m.rack_tlp && m.dsack {
             // A probe's DSACK may come on a duplicate ACK, even once all is acknowledged.
             self.tlp_process_ack(ack.ack, ack.sack.as_slice().is_empty());
         }
-        if ack.ack == self.snd_una && self.snd_una < self.snd_max && !advanced {
+        if !advanced && self.snd_una < self.snd_max {
             // RFC 5681 §2 also asks for an unchanged window; our receiver shrinks the
             // window by the out-of-order bytes it holds, so (like Linux and ns-3) we do
             // not require it.
