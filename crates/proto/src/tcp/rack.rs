@@ -47,16 +47,17 @@ pub(super) struct Rack {
     /// `RACK.fack`: the highest end sequence delivered (step 3).
     fack: u64,
     /// `RACK.dsack_round`: a DSACK already grew the window in the round trip ending
-    /// when SND.UNA reaches this.
-    dsack_round: Option<u64>,
+    /// when SND.UNA reaches this; 0 for none (SND.NXT is > 0 once a DSACK can come).
+    /// Plain integers, not `Option`s, keep the sender's cold part a line shorter.
+    dsack_round: u64,
     /// `RACK.reo_wnd_mult` (≥ 1).
     reo_wnd_mult: u32,
     /// `RACK.reo_wnd_persist`: recoveries left before the multiplier resets.
     reo_wnd_persist: u8,
     /// `RACK.reordering_seen` (step 3).
     reordering_seen: bool,
-    /// The DSACK block of the ACK being processed (RFC 2883 §4), if any.
-    pub dsack: Option<(u64, u64)>,
+    /// End of the DSACK block of the ACK being processed (RFC 2883 §4), 0 for none.
+    pub dsack_end: u64,
 }
 
 impl Default for Rack {
@@ -68,11 +69,11 @@ impl Default for Rack {
             min_rtt: None,
             reo_deadline: None,
             fack: 0,
-            dsack_round: None,
+            dsack_round: 0,
             reo_wnd_mult: 1,
             reo_wnd_persist: 0,
             reordering_seen: false,
-            dsack: None,
+            dsack_end: 0,
         }
     }
 }
@@ -114,11 +115,11 @@ impl Rack {
     /// re-arms its persistence; each recovery that ends without one counts down
     /// `RACK.reo_wnd_persist`, and at zero the multiplier returns to 1.
     pub fn update_reo_wnd(&mut self, snd_una: u64, snd_nxt: u64, dsack: bool, exiting_recovery: bool) {
-        if self.dsack_round.is_some_and(|r| snd_una >= r) {
-            self.dsack_round = None;
+        if self.dsack_round != 0 && snd_una >= self.dsack_round {
+            self.dsack_round = 0;
         }
-        if self.dsack_round.is_none() && dsack {
-            self.dsack_round = Some(snd_nxt);
+        if self.dsack_round == 0 && dsack {
+            self.dsack_round = snd_nxt;
             self.reo_wnd_mult += 1;
             self.reo_wnd_persist = REO_WND_PERSIST;
         } else if exiting_recovery {

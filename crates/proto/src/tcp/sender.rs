@@ -320,7 +320,8 @@ impl<E: RttEstimator> Sender<E> {
             self.note_delivered(now, ack.ack);
         }
         if m.dsack {
-            self.rack.dsack = dsack; // (RACK's state is read only with RACK-TLP: not on every ACK)
+            // (RACK's state is read only with RACK-TLP: not written on every ACK.)
+            self.rack.dsack_end = dsack.map_or(0, |(_, e)| e);
         }
         let advanced = ack.ack > self.snd_una;
         if advanced {
@@ -889,7 +890,7 @@ impl<E: RttEstimator> Sender<E> {
     /// follow.
     fn tlp_process_ack(&mut self, ack: u64, dupack_without_sack: bool) {
         let Some(end) = self.tlp.end_seq.filter(|&e| ack >= e) else { return };
-        let spurious = self.rack.dsack.is_some_and(|(_, e)| e == end);
+        let spurious = self.rack.dsack_end == end;
         if !self.tlp.is_retrans || spurious || dupack_without_sack {
             self.tlp = Tlp::default();
         } else if ack > end {
