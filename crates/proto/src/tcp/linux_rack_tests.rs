@@ -259,6 +259,36 @@ mod prr {
             "RFC 6937 §3.1: the same total, spread over the round trip"
         );
     }
+
+    /// 20 segments in flight, the first 15 lost, ACKs of the last 5 arrive (RFC 6937
+    /// §3.1's burst-loss setting), with RACK marking the losses. Segments sent per ACK.
+    fn burst_loss_rack(prr: bool) -> Vec<usize> {
+        let mut c = cfg(Mechanisms { rack_tlp: true, prr, ..Default::default() });
+        c.initial_cwnd_segments = 20;
+        let mut s = Sender::new(c);
+        let mut r = receiver(ReceiverOptions::default());
+        s.write(20_000);
+        let w = drain(&mut s, ms(0));
+        s.write(100_000);
+        let mut sent = Vec::new();
+        for (i, sg) in w[15..].iter().enumerate() {
+            let now = ms(100 + i as u64);
+            let a = ack_of(&mut r, now, *sg).unwrap();
+            s.handle_ack(now, &a);
+            sent.push(drain(&mut s, now).len());
+        }
+        sent
+    }
+
+    #[test]
+    fn prr_ssrb_after_a_burst_loss_on_the_rack_path() {
+        // RFC 6937 §3.1, 15 of 20 lost: N N on the first two ACKs; the third starts
+        // recovery (RACK: DupThresh SACKed, reo_wnd 0) with pipe = 22 − 3 − 15 = 4 and
+        // ssthresh = 11. RFC 6675 sends ssthresh − pipe = 7 at once, then 1 per ACK …
+        assert_eq!(burst_loss_rack(false), [1, 1, 7, 1, 1], "RFC 6937 §3.1, RFC 6675 row: 7R R R");
+        // … PRR-SSRB one more than delivered per ACK: 2, 2, 2 (pipe 4, 5, 6).
+        assert_eq!(burst_loss_rack(true), [1, 1, 2, 2, 2], "RFC 6937 §3.1, PRR-SSRB row: 2R 2R 2R");
+    }
 }
 
 mod quick_ack {
