@@ -33,9 +33,9 @@ impl Default for ReceiverConfig {
     }
 }
 
-/// Receiver mechanisms beyond RFC 2018 / RFC 1122 (all off by default). Held by value
-/// in each receiver: the idle RTO is per path.
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
+/// Receiver mechanisms beyond RFC 2018 / RFC 1122 (all off by default); the idle RTO
+/// depends on the path, so receivers of different paths hold different ones.
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub struct ReceiverOptions {
     /// Report a duplicate segment in a DSACK block (RFC 2883 §4).
     pub dsack: bool,
@@ -47,6 +47,13 @@ pub struct ReceiverOptions {
     /// mode. A pure receiver takes its only RTT sample from the handshake, so Linux holds
     /// it at RTT + max(2·RTT, 200 ms) for the connection's life ([`idle_rto_after_handshake`]).
     pub idle_rto: Duration,
+}
+
+impl Default for ReceiverOptions {
+    /// Both off; the idle RTO before any RTT sample, Linux's `TCP_TIMEOUT_INIT` (1 s).
+    fn default() -> Self {
+        ReceiverOptions { dsack: false, quick_ack: false, idle_rto: Duration::from_secs(1) }
+    }
 }
 
 /// Linux's `TCP_MAX_QUICKACKS`.
