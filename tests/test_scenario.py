@@ -86,6 +86,10 @@ DOCUMENTED_DEFAULTS = {
         "sack_off_after_timeout": False,
         "rack_tlp": False,
         "thin_linear_timeouts": False,
+        "dsack": False,
+        "rack_reo_wnd": "static",
+        "prr": False,
+        "quick_ack": False,
     },
     "traffic": {
         "model": "thin-client",
@@ -231,6 +235,10 @@ def test_to_toml_round_trips() -> None:
         ({"scenario": {"seed": -1}}, "scenario.seed: Input should be greater than or equal to 0"),
         ({"records": {"trace_connections": "x"}}, "records.trace_connections: Input should be 'all' or 'none'"),
         ({"tcp": {"sack": False, "rack_tlp": True}}, "tcp.rack_tlp: needs tcp.sack = true"),
+        ({"tcp": {"sack": False, "dsack": True}}, "tcp.dsack: needs tcp.sack = true"),
+        ({"tcp": {"sack": False, "prr": True}}, "tcp.prr: needs tcp.sack = true"),
+        ({"tcp": {"rack_reo_wnd": "adaptive"}}, 'tcp.rack_reo_wnd: "adaptive" needs tcp.rack_tlp = true'),
+        ({"tcp": {"rack_reo_wnd": "grow"}}, "tcp.rack_reo_wnd: Input should be 'static' or 'adaptive'"),
         (
             {"queue": {"discipline": "red"}},
             "queue.discipline: Input should be 'droptail', 'priority', 'fq_codel', 'classes' or 'qds'",
@@ -378,6 +386,8 @@ ADDED_AFTER_OGAWA2011 = {
         "client_delay_max_ms",
     },
     "mux": {"mode", "trunks", "frame_payload_bytes", "notsent_lowat_bytes", "lanes", "max_lanes", "bulk_limit"},
+    # Issue #21's RACK-TLP completion and Linux details (off: today's TCP).
+    "tcp": {"dsack", "rack_reo_wnd", "prr", "quick_ack"},
     "traffic": {
         "pcap_file",
         "pcap_server_port",

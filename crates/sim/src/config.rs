@@ -170,6 +170,24 @@ pub struct TcpSec {
     pub rack_tlp: bool,
     /// Linux thin-stream linear timeouts.
     pub thin_linear_timeouts: bool,
+    /// RFC 2883 DSACK at the receiver, used by RACK-TLP at the sender.
+    pub dsack: bool,
+    /// RACK's reordering window (RFC 8985 §6.2 step 4).
+    pub rack_reo_wnd: RackReoWnd,
+    /// RFC 6937 PRR in SACK-based recovery.
+    pub prr: bool,
+    /// Linux's quick-ACK mode at the receiver.
+    pub quick_ack: bool,
+}
+
+/// `tcp.rack_reo_wnd`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RackReoWnd {
+    /// min_RTT/4, zero in recovery or once DupThresh segments are SACKed.
+    Static,
+    /// RFC 8985 §6.2 steps 3–4 in full.
+    Adaptive,
 }
 
 /// `[traffic]`
@@ -349,6 +367,12 @@ impl Config {
         QueueSpec::try_from(&self.queue).map_err(|e| format!("queue.{e}"))?;
         if (self.tcp.rack_tlp || self.tcp.sack_off_after_timeout) && !self.tcp.sack {
             return bad("tcp", "rack_tlp and sack_off_after_timeout need sack = true");
+        }
+        if (self.tcp.dsack || self.tcp.prr) && !self.tcp.sack {
+            return bad("tcp", "dsack and prr need sack = true");
+        }
+        if self.tcp.rack_reo_wnd == RackReoWnd::Adaptive && !self.tcp.rack_tlp {
+            return bad("tcp.rack_reo_wnd", "\"adaptive\" needs rack_tlp = true");
         }
         if self.traffic.model == Model::Constant {
             return bad(

@@ -266,6 +266,10 @@ class TcpSection(_Section):
     sack_off_after_timeout: bool = False
     rack_tlp: bool = False
     thin_linear_timeouts: bool = False
+    dsack: bool = False
+    rack_reo_wnd: Literal["static", "adaptive"] = "static"
+    prr: bool = False
+    quick_ack: bool = False
 
     @model_validator(mode="wrap")
     @classmethod
@@ -289,7 +293,7 @@ class TcpSection(_Section):
     def _rwnd_at_least_mss(cls, v: int, info: ValidationInfo) -> int:
         return _at_least(v, info, "mss")
 
-    @field_validator("sack_off_after_timeout", "rack_tlp")
+    @field_validator("sack_off_after_timeout", "rack_tlp", "dsack", "prr")
     @classmethod
     def _needs_sack(cls, v: bool, info: ValidationInfo) -> bool:
         if v and not info.data.get("sack"):
@@ -298,6 +302,13 @@ class TcpSection(_Section):
             if tcp_profiles.profile_values(profile).get(info.field_name):
                 hint = f' (tcp.profile = "{profile}" turns it on: set tcp.{info.field_name} = false as well)'
             raise ValueError(f"needs tcp.sack = true{hint}")
+        return v
+
+    @field_validator("rack_reo_wnd")
+    @classmethod
+    def _adaptive_needs_rack(cls, v: str, info: ValidationInfo) -> str:
+        if v == "adaptive" and not info.data.get("rack_tlp"):
+            raise ValueError('"adaptive" needs tcp.rack_tlp = true (it adapts RACK\'s reordering window)')
         return v
 
 

@@ -7,6 +7,7 @@
 //! - RFC 2018 — SACK option (receiver); RFC 6675 — SACK-based loss recovery (sender)
 //! - RFC 6298 — the retransmission timer; Karn's rule
 //! - RFC 1122 §4.2.3.2 — delayed ACK; RFC 896 — Nagle
+//! - RFC 2883 — duplicate SACK (DSACK); RFC 8985 — RACK-TLP; RFC 6937 — PRR
 //!
 //! Modelling choices (documented in docs/model.md):
 //! - Sequence numbers are unwrapped 64-bit byte offsets starting at 0 (a 300-s run never
@@ -16,14 +17,18 @@
 //!   `poll_transmit(now)` until `None`, then ask `poll_timeout()` when to call
 //!   `handle_timeout(now)` next.
 
+mod prr;
 mod rack;
 pub mod receiver;
 pub mod rtt;
 pub mod scoreboard;
 pub mod sender;
 
-pub use receiver::{Receiver, ReceiverConfig};
-pub use rtt::{Rfc6298, RtoConfig, RttEstimator};
+pub use rack::ReoWnd;
+pub use receiver::{
+    idle_rto_after_handshake, Receiver, ReceiverConfig, ReceiverOptions, ReceiverShared, MAX_QUICKACKS,
+};
+pub use rtt::{Estimator, LinuxRtt, Rfc6298, RtoConfig, RttEstimator};
 pub use sender::{Mechanisms, Recovery, Sender, SenderConfig, SenderStats};
 
 /// At most four SACK blocks fit in the 40-byte option space without timestamps
@@ -84,6 +89,8 @@ pub struct Ack {
     pub sack: SackBlocks,
 }
 
+#[cfg(test)]
+mod linux_rack_tests;
 #[cfg(test)]
 mod mechanism_tests;
 #[cfg(test)]

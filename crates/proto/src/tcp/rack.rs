@@ -19,8 +19,24 @@ pub(super) struct Sent {
     pub lost: bool,
 }
 
-/// RFC 8985 §6.1: the most recently sent segment known delivered, and its RTT.
-#[derive(Clone, Debug, Default)]
+/// How RACK's reordering window is chosen (`tcp.rack_reo_wnd`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ReoWnd {
+    /// min_RTT/4 (≤ SRTT), zero in recovery or once DupThresh segments are SACKed.
+    #[default]
+    Static,
+    /// RFC 8985 §6.2 steps 3–4 in full: once reordering has been seen the window stays
+    /// open in recovery too, and with DSACK it grows by min_RTT/4 per round trip in which
+    /// a DSACK arrives, persisting for 16 recoveries.
+    Adaptive,
+}
+
+/// RFC 8985 §6.2 step 4: recoveries a grown window persists for (`TCP_RACK_RECOVERY_THRESH`).
+const REO_WND_PERSIST: u8 = 16;
+
+/// RFC 8985 §6.1: the most recently sent segment known delivered, and its RTT; §6.2
+/// steps 3–4: the reordering state.
+#[derive(Clone, Debug)]
 pub(super) struct Rack {
     xmit_ts: Option<Instant>,
     end_seq: u64,
@@ -28,6 +44,38 @@ pub(super) struct Rack {
     min_rtt: Option<Duration>,
     /// Reordering timer (RFC 8985 §6.2 step 5).
     pub reo_deadline: Option<Instant>,
+    /// `RACK.fack`: the highest end sequence delivered (step 3).
+    fack: u64,
+    /// `RACK.dsack_round`: a DSACK already grew the window in the round trip ending
+    /// when SND.UNA reaches this; 0 for none (SND.NXT is > 0 once a DSACK can come).
+    /// Plain integers, not `Option`s, keep the sender's cold part a line shorter.
+    dsack_round: u64,
+    /// `RACK.reo_wnd_mult` (≥ 1).
+    reo_wnd_mult: u32,
+    /// `RACK.reo_wnd_persist`: recoveries left before the multiplier resets.
+    reo_wnd_persist: u8,
+    /// `RACK.reordering_seen` (step 3).
+    reordering_seen: bool,
+    /// End of the DSACK block of the ACK being processed (RFC 2883 §4), 0 for none.
+    pub dsack_end: u64,
+}
+
+impl Default for Rack {
+    fn default() -> Self {
+        Rack {
+            xmit_ts: None,
+            end_seq: 0,
+            rtt: Duration::ZERO,
+            min_rtt: None,
+            reo_deadline: None,
+            fack: 0,
+            dsack_round: 0,
+            reo_wnd_mult: 1,
+            reo_wnd_persist: 0,
+            reordering_seen: false,
+            dsack_end: 0,
+        }
+    }
 }
 
 /// `RACK_sent_after(t1, seq1, t2, seq2)`: was (t1, seq1) sent after (t2, seq2)?
@@ -39,6 +87,13 @@ impl Rack {
     /// RFC 8985 §6.2 step 1–2: a segment was delivered (cumulatively or selectively
     /// acknowledged) at `now`.
     pub fn on_delivered(&mut self, now: Instant, seg: &Sent) {
+        // Step 3: a never-retransmitted segment delivered below the highest end
+        // sequence delivered so far was reordered (segments come in ascending order).
+        if seg.end > self.fack {
+            self.fack = seg.end;
+        } else if seg.end < self.fack && !seg.retransmitted {
+            self.reordering_seen = true;
+        }
         let rtt = now - seg.xmit_ts;
         // An ambiguous retransmission whose "RTT" is below the path minimum was
         // answered by the original: it tells nothing about the probe's fate.
@@ -55,20 +110,59 @@ impl Rack {
         }
     }
 
-    /// RFC 8985 §6.2 step 4 without reordering detection (our paths never reorder):
-    /// zero in recovery or once DupThresh segments are SACKed, else min_RTT/4 ≤ SRTT.
+    /// RFC 8985 §6.2 step 4, `RACK_update_reo_wnd()`'s first half, once per ACK: a DSACK
+    /// grows the multiplier, at most once per round trip (`RACK.dsack_round`), and
+    /// re-arms its persistence; each recovery that ends without one counts down
+    /// `RACK.reo_wnd_persist`, and at zero the multiplier returns to 1.
+    pub fn update_reo_wnd(&mut self, snd_una: u64, snd_nxt: u64, dsack: bool, exiting_recovery: bool) {
+        if self.dsack_round != 0 && snd_una >= self.dsack_round {
+            self.dsack_round = 0;
+        }
+        if self.dsack_round == 0 && dsack {
+            self.dsack_round = snd_nxt;
+            self.reo_wnd_mult += 1;
+            self.reo_wnd_persist = REO_WND_PERSIST;
+        } else if exiting_recovery {
+            self.reo_wnd_persist = self.reo_wnd_persist.saturating_sub(1);
+            if self.reo_wnd_persist == 0 {
+                self.reo_wnd_mult = 1;
+            }
+        }
+    }
+
+    /// RFC 8985 §6.2 step 4, the window itself. [`ReoWnd::Static`]: zero in recovery or
+    /// once DupThresh segments are SACKed, else min_RTT/4 ≤ SRTT. [`ReoWnd::Adaptive`]:
+    /// the zero applies only while no reordering has been seen, and the window is
+    /// `reo_wnd_mult`·min_RTT/4 ≤ SRTT.
     pub fn reo_wnd(
         &self,
+        mode: ReoWnd,
         in_recovery: bool,
         sacked_segments: u32,
         dupthresh: u32,
         srtt: Option<Duration>,
     ) -> Duration {
-        if in_recovery || sacked_segments >= dupthresh {
+        let (keep_open, mult) = match mode {
+            ReoWnd::Static => (false, 1),
+            ReoWnd::Adaptive => (self.reordering_seen, self.reo_wnd_mult as u64),
+        };
+        if !keep_open && (in_recovery || sacked_segments >= dupthresh) {
             return Duration::ZERO;
         }
-        let quarter = Duration::from_nanos(self.min_rtt.map_or(0, |m| m.as_nanos() / 4));
+        let quarter = Duration::from_nanos(self.min_rtt.map_or(0, |m| m.as_nanos() / 4).saturating_mul(mult));
         srtt.map_or(quarter, |s| quarter.min(s))
+    }
+
+    /// `RACK.reo_wnd_mult`.
+    #[cfg(test)]
+    pub fn reo_wnd_mult(&self) -> u32 {
+        self.reo_wnd_mult
+    }
+
+    /// `RACK.reordering_seen`.
+    #[cfg(test)]
+    pub fn reordering_seen(&self) -> bool {
+        self.reordering_seen
     }
 
     /// RFC 8985 §6.2 step 5: mark lost every unacknowledged segment sent before the
@@ -122,5 +216,85 @@ pub(super) fn probe_timeout(srtt: Option<Duration>, one_in_flight: bool) -> Dura
         None => Duration::from_secs(1),
         Some(s) if one_in_flight => s.saturating_mul(2) + WC_DEL_ACK,
         Some(s) => s.saturating_mul(2),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! RFC 8985 §6.2 steps 3–4 on RACK's own state.
+    use super::*;
+
+    fn delivered(rack: &mut Rack, end: u64, retransmitted: bool) {
+        let seg = Sent {
+            start: end - 1000,
+            end,
+            xmit_ts: Instant::ZERO,
+            retransmitted,
+            sacked: false,
+            lost: false,
+        };
+        rack.on_delivered(Instant::from_nanos(100_000_000), &seg);
+    }
+
+    const MS: u64 = 1_000_000;
+
+    #[test]
+    fn dsack_grows_the_multiplier_once_per_round_trip() {
+        let mut r = Rack::default();
+        r.update_reo_wnd(0, 10_000, true, false);
+        assert_eq!(r.reo_wnd_mult(), 2, "RACK.reo_wnd_mult += 1; RACK.dsack_round = SND.NXT");
+        r.update_reo_wnd(5_000, 12_000, true, false);
+        assert_eq!(r.reo_wnd_mult(), 2, "SND.UNA < dsack_round: same round trip");
+        r.update_reo_wnd(10_000, 14_000, true, false);
+        assert_eq!(r.reo_wnd_mult(), 3, "SND.UNA ≥ dsack_round: the round is over");
+    }
+
+    #[test]
+    fn multiplier_persists_sixteen_recoveries_then_resets() {
+        let mut r = Rack::default();
+        r.update_reo_wnd(0, 10_000, true, false);
+        for k in 1..=15 {
+            r.update_reo_wnd(10_000 * k, 10_000 * k + 1, false, true);
+            assert_eq!(r.reo_wnd_mult(), 2, "RACK.reo_wnd_persist after {k} recoveries");
+        }
+        r.update_reo_wnd(200_000, 200_001, false, true);
+        assert_eq!(r.reo_wnd_mult(), 1, "the 16th recovery without DSACK resets the multiplier");
+        // A DSACK re-arms the persistence: 16 more recoveries.
+        r.update_reo_wnd(300_000, 300_001, true, false);
+        r.update_reo_wnd(300_001, 300_002, false, true);
+        assert_eq!(r.reo_wnd_mult(), 2);
+    }
+
+    #[test]
+    fn window_grows_with_the_multiplier_up_to_srtt() {
+        let mut r = Rack::default();
+        delivered(&mut r, 1000, false); // min_RTT 100 ms
+        let srtt = Some(Duration::from_nanos(160 * MS));
+        let w = |r: &Rack| r.reo_wnd(ReoWnd::Adaptive, false, 0, 3, srtt);
+        assert_eq!(w(&r), Duration::from_nanos(25 * MS), "min_RTT/4");
+        r.update_reo_wnd(0, 10_000, true, false);
+        assert_eq!(w(&r), Duration::from_nanos(50 * MS), "2·min_RTT/4");
+        for k in 1..10 {
+            r.update_reo_wnd(10_000 * k, 10_000 * (k + 1), true, false);
+        }
+        assert_eq!(w(&r), Duration::from_nanos(160 * MS), "capped at SRTT");
+        assert_eq!(
+            r.reo_wnd(ReoWnd::Static, false, 0, 3, srtt),
+            Duration::from_nanos(25 * MS),
+            "static ignores the multiplier"
+        );
+    }
+
+    #[test]
+    fn reordering_seen_keeps_the_window_open_in_recovery() {
+        let mut r = Rack::default();
+        delivered(&mut r, 3000, false);
+        assert_eq!(r.reo_wnd(ReoWnd::Adaptive, true, 0, 3, None), Duration::ZERO, "no reordering yet");
+        delivered(&mut r, 2000, true);
+        assert!(!r.reordering_seen(), "a retransmitted segment below RACK.fack proves nothing");
+        delivered(&mut r, 1000, false);
+        assert!(r.reordering_seen(), "RFC 8985 §6.2 step 3");
+        assert_eq!(r.reo_wnd(ReoWnd::Adaptive, true, 5, 3, None), Duration::from_nanos(25 * MS));
+        assert_eq!(r.reo_wnd(ReoWnd::Static, true, 5, 3, None), Duration::ZERO);
     }
 }

@@ -1,6 +1,7 @@
 //! The data receiver: reassembly, cumulative and selective ACKs (RFC 2018), delayed
-//! ACK (RFC 1122 §4.2.3.2, RFC 5681 §4.2). The application reads in-order data as soon
-//! as it arrives, so the advertised window only shrinks by out-of-order bytes held.
+//! ACK (RFC 1122 §4.2.3.2, RFC 5681 §4.2), optionally duplicate SACK (RFC 2883) and
+//! Linux's quick-ACK mode. The application reads in-order data as soon as it arrives,
+//! so the advertised window only shrinks by out-of-order bytes held.
 
 use std::sync::Arc;
 
@@ -32,6 +33,39 @@ impl Default for ReceiverConfig {
     }
 }
 
+/// Receiver mechanisms beyond RFC 2018 / RFC 1122 (all off by default); the idle RTO
+/// depends on the path, so receivers of different paths hold different ones.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ReceiverOptions {
+    /// Report a duplicate segment in a DSACK block (RFC 2883 §4).
+    pub dsack: bool,
+    /// Linux's quick-ACK mode (`tcp_event_data_recv`, `tcp_incr_quickack`): ACK every
+    /// in-order segment for up to [`MAX_QUICKACKS`] ACKs at the first data, after an idle
+    /// period longer than [`ReceiverOptions::idle_rto`] and after a duplicate segment.
+    pub quick_ack: bool,
+    /// The receiver's own RTO (`icsk_rto`), the idle period that re-enters quick-ACK
+    /// mode. A pure receiver takes its only RTT sample from the handshake, so Linux holds
+    /// it at RTT + max(2·RTT, 200 ms) for the connection's life ([`idle_rto_after_handshake`]).
+    pub idle_rto: Duration,
+}
+
+impl Default for ReceiverOptions {
+    /// Both off; the idle RTO before any RTT sample, Linux's `TCP_TIMEOUT_INIT` (1 s).
+    fn default() -> Self {
+        ReceiverOptions { dsack: false, quick_ack: false, idle_rto: Duration::from_secs(1) }
+    }
+}
+
+/// Linux's `TCP_MAX_QUICKACKS`.
+pub const MAX_QUICKACKS: u8 = 16;
+
+/// The RTO a Linux receiver keeps after the handshake's single RTT sample `rtt`
+/// (`tcp_rtt_estimator`'s first-measure branch, then `tcp_set_rto`): SRTT = RTT,
+/// rttvar = max(2·RTT, `min_rto`).
+pub fn idle_rto_after_handshake(rtt: Duration, min_rto: Duration) -> Duration {
+    rtt + rtt.saturating_mul(2).max(min_rto)
+}
+
 /// What a segment did at the receiver.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Delivery {
@@ -41,30 +75,66 @@ pub struct Delivery {
     pub to: u64,
 }
 
+/// A receiver's configuration and mechanisms, shared by the receivers of one path.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct ReceiverShared {
+    /// RFC 2018 / RFC 1122 parameters.
+    pub cfg: ReceiverConfig,
+    /// DSACK and quick ACKs.
+    pub opts: ReceiverOptions,
+}
+
 /// The receiving half of a connection. Its configuration is shared (as the sender's
-/// is), so that a simulator's 10⁴ receivers are 88 bytes each rather than 104.
+/// is), and times that may be unset use `Instant::MAX`, so that a simulator's 10⁴
+/// receivers stay 88 bytes each.
 pub struct Receiver {
-    cfg: Arc<ReceiverConfig>,
+    shared: Arc<ReceiverShared>,
     rcv_nxt: u64,
     ooo: RangeSet,
-    /// Blocks in the order RFC 2018 §4 reports them: most recently changed first.
+    /// Blocks in the order RFC 2018 §4 reports them: most recently changed first; while
+    /// `dsack_pending`, a DSACK block first (RFC 2883 §4).
     recent: Vec<(u64, u64)>,
-    unacked_segments: u32,
+    /// Delayed-ACK deadline, `Instant::MAX` when not armed.
+    delack_deadline: Instant,
+    /// Last in-order data arrival (`icsk_ack.lrcvtime`), `Instant::MAX` before the first.
+    last_rcv: Instant,
+    /// Estimated sender MSS (`icsk_ack.rcv_mss`, `tcp_measure_rcv_mss`).
+    rcv_mss: u16,
+    unacked_segments: u8,
     ack_now: bool,
-    delack_deadline: Option<Instant>,
+    /// Quick ACKs left (`icsk_ack.quick`).
+    quick: u8,
+    /// `recent[0]` is a DSACK block not yet sent (it is sent once).
+    dsack_pending: bool,
 }
 
 impl Receiver {
     /// A receiver expecting byte 0, from its own configuration or one shared.
     pub fn new(cfg: impl Into<Arc<ReceiverConfig>>) -> Self {
+        Self::with_options(*cfg.into(), ReceiverOptions::default())
+    }
+
+    /// The same with the mechanisms of `opts`.
+    pub fn with_options(cfg: ReceiverConfig, opts: ReceiverOptions) -> Self {
+        Self::with_shared(Arc::new(ReceiverShared { cfg, opts }))
+    }
+
+    /// A receiver of a configuration many share.
+    pub fn with_shared(shared: Arc<ReceiverShared>) -> Self {
+        // tcp_initialize_rcv_mss: min(TCP_MSS_DEFAULT = 536, rcv_wnd/2), ≥ TCP_MIN_MSS (88).
+        let rcv_mss = (shared.cfg.rwnd / 2).clamp(88, 536) as u16;
         Receiver {
-            cfg: cfg.into(),
+            shared,
             rcv_nxt: 0,
             ooo: RangeSet::new(),
             recent: Vec::with_capacity(MAX_SACK_BLOCKS + 1),
+            delack_deadline: Instant::MAX,
+            last_rcv: Instant::MAX,
+            rcv_mss,
             unacked_segments: 0,
             ack_now: false,
-            delack_deadline: None,
+            quick: 0,
+            dsack_pending: false,
         }
     }
 
@@ -72,10 +142,23 @@ impl Receiver {
     pub fn handle_segment(&mut self, now: Instant, seg: &DataSegment) -> Delivery {
         let from = self.rcv_nxt;
         let (s, e) = (seg.seq, seg.end());
+        if self.dsack_pending {
+            // A DSACK not yet sent gives way to the news of this segment.
+            self.recent.remove(0);
+            self.dsack_pending = false;
+        }
+        let dup = if self.shared.opts.dsack { self.duplicate_part(s, e) } else { None };
         if e <= self.rcv_nxt {
             // Entirely old: ACK at once so the sender learns where we are (RFC 5681 §4.2).
             self.ack_now = true;
+            if self.shared.opts.quick_ack {
+                // tcp_data_queue, "A retransmit, 2nd most common case": quick-ACK mode.
+                self.incr_quickack();
+            }
         } else if s <= self.rcv_nxt {
+            if self.shared.opts.quick_ack {
+                self.event_data_recv(now, seg.len);
+            }
             let filled_gap = !self.ooo.is_empty();
             self.rcv_nxt = e;
             // Held ranges are disjoint and non-adjacent, so at most one now joins.
@@ -87,11 +170,11 @@ impl Receiver {
                 // RFC 5681 §4.2: ACK at once when a segment fills (part of) a gap.
                 self.ack_now = true;
             } else {
-                self.unacked_segments += 1;
-                if !self.cfg.delayed_ack || self.unacked_segments >= 2 {
+                self.unacked_segments = self.unacked_segments.saturating_add(1);
+                if !self.shared.cfg.delayed_ack || self.unacked_segments >= 2 || self.quick > 0 {
                     self.ack_now = true;
-                } else if self.delack_deadline.is_none() {
-                    self.delack_deadline = Some(now + self.cfg.delayed_ack_timeout);
+                } else if self.delack_deadline == Instant::MAX {
+                    self.delack_deadline = now + self.shared.cfg.delayed_ack_timeout;
                 }
             }
         } else {
@@ -102,12 +185,18 @@ impl Receiver {
             self.ack_now = true;
         }
         self.refresh_recent();
+        if let Some(d) = dup {
+            // RFC 2883 §4: first in the next ACK; the block holding it (if any) is
+            // already first of the others.
+            self.recent.insert(0, d);
+            self.dsack_pending = true;
+        }
         Delivery { from, to: self.rcv_nxt }
     }
 
     /// Fire the delayed-ACK timer if due.
     pub fn handle_timeout(&mut self, now: Instant) {
-        if self.delack_deadline.is_some_and(|d| d <= now) {
+        if self.delack_deadline <= now {
             self.ack_now = true;
         }
     }
@@ -119,14 +208,22 @@ impl Receiver {
         }
         self.ack_now = false;
         self.unacked_segments = 0;
-        self.delack_deadline = None;
-        let sack = if self.cfg.sack { SackBlocks::from_slice(&self.recent) } else { SackBlocks::default() };
-        Some(Ack { ack: self.rcv_nxt, wnd: self.cfg.rwnd.saturating_sub(self.ooo.total_bytes()), sack })
+        self.delack_deadline = Instant::MAX;
+        // tcp_dec_quickack_mode: one quick ACK used per ACK sent.
+        self.quick = self.quick.saturating_sub(1);
+        let sack =
+            if self.shared.cfg.sack { SackBlocks::from_slice(&self.recent) } else { SackBlocks::default() };
+        if self.dsack_pending {
+            self.recent.remove(0); // RFC 2883 §4: each duplicate is reported once
+            self.dsack_pending = false;
+        }
+        let wnd = self.shared.cfg.rwnd.saturating_sub(self.ooo.total_bytes());
+        Some(Ack { ack: self.rcv_nxt, wnd, sack })
     }
 
     /// When `handle_timeout` should be called next.
     pub fn poll_timeout(&self) -> Option<Instant> {
-        self.delack_deadline
+        (self.delack_deadline != Instant::MAX).then_some(self.delack_deadline)
     }
 
     /// Next byte expected.
@@ -137,6 +234,46 @@ impl Receiver {
     /// Out-of-order bytes held.
     pub fn held_bytes(&self) -> u64 {
         self.ooo.total_bytes()
+    }
+
+    /// RFC 2883 §4: the first contiguous part of `[s, e)` already received — below
+    /// `rcv_nxt`, or inside a held out-of-order block.
+    fn duplicate_part(&self, s: u64, e: u64) -> Option<(u64, u64)> {
+        if s < self.rcv_nxt {
+            return Some((s, e.min(self.rcv_nxt)));
+        }
+        let i = self.ooo.ranges().partition_point(|&(_, re)| re <= s);
+        let &(rs, re) = self.ooo.ranges().get(i)?;
+        (rs < e).then(|| (s.max(rs), e.min(re)))
+    }
+
+    /// `tcp_event_data_recv`: quick-ACK mode at the first in-order data and after an
+    /// idle period longer than the receiver's RTO.
+    fn event_data_recv(&mut self, now: Instant, len: u32) {
+        // tcp_measure_rcv_mss: a segment at least as large as the estimate raises it.
+        if len >= self.rcv_mss as u32 {
+            self.rcv_mss = len.min(u16::MAX as u32) as u16;
+        }
+        if self.last_rcv == Instant::MAX || now - self.last_rcv > self.shared.opts.idle_rto {
+            self.incr_quickack();
+        }
+        self.last_rcv = now;
+    }
+
+    /// `tcp_incr_quickack(sk, TCP_MAX_QUICKACKS)`: rcv_wnd / (2·rcv_mss) quick ACKs
+    /// (2 if that is 0), at most 16; never fewer than are left.
+    fn incr_quickack(&mut self) {
+        let rcv_wnd = self.shared.cfg.rwnd.saturating_sub(self.ooo.total_bytes());
+        let q = match rcv_wnd / (2 * self.rcv_mss as u64) {
+            0 => 2,
+            q => q.min(MAX_QUICKACKS as u64) as u8,
+        };
+        self.quick = self.quick.max(q);
+    }
+
+    /// Quick ACKs left (Linux `icsk_ack.quick`).
+    pub fn quick_acks_left(&self) -> u8 {
+        self.quick
     }
 
     /// Keep reported blocks in step with the reassembly map (merges, cumulative ACK).

@@ -7,8 +7,9 @@
 //! Window growth and loss recovery are separate: [`Recovery`] picks the recovery
 //! policy; the RTT estimator is any [`RttEstimator`].
 
-use super::rack::{probe_timeout, Rack, Sent, Tlp};
-use super::rtt::{Rfc6298, RtoConfig, RttEstimator};
+use super::prr::Prr;
+use super::rack::{probe_timeout, Rack, ReoWnd, Sent, Tlp};
+use super::rtt::{Estimator, RtoConfig, RttEstimator};
 use super::scoreboard::RangeSet;
 use super::{Ack, DataSegment};
 use crate::time::{Duration, Instant};
@@ -65,6 +66,22 @@ pub struct Mechanisms {
     /// No RTO backoff for the first 6 timeouts while < 4 segments are in flight
     /// (Linux `tcp_thin_linear_timeouts`, `TCP_THIN_LINEAR_RETRIES` = 6).
     pub thin_linear_timeouts: bool,
+    /// Recognise DSACK blocks (RFC 2883 §4, RFC 3708), keep them out of the scoreboard
+    /// and hand them to RACK (RFC 8985 §6.2 step 4) and TLP (§7.4.2); needs a DSACK
+    /// receiver ([`super::ReceiverOptions::dsack`]).
+    pub dsack: bool,
+    /// RACK's reordering window (RFC 8985 §6.2 step 4).
+    pub rack_reo_wnd: ReoWnd,
+    /// RFC 6937 PRR-SSRB paces sending during SACK-based recovery.
+    pub prr: bool,
+}
+
+/// RFC 2883 §4 / RFC 3708 §2: the first SACK block is a DSACK when it lies below the
+/// cumulative ACK or inside the second block.
+fn dsack_block(ack: &Ack) -> Option<(u64, u64)> {
+    let b = ack.sack.as_slice();
+    let &(s, e) = b.first()?;
+    (e <= ack.ack || b.get(1).is_some_and(|&(s2, e2)| s2 <= s && e <= e2)).then_some((s, e))
 }
 
 /// Linux's `TCP_THIN_LINEAR_RETRIES`.
@@ -120,7 +137,7 @@ pub struct SenderStats {
 /// only its state; the counters only losses bump, and RACK-TLP's state, read only when
 /// RACK-TLP is on, come last.
 #[repr(C, align(64))]
-pub struct Sender<E: RttEstimator = Rfc6298> {
+pub struct Sender<E: RttEstimator = Estimator> {
     /// Oldest unacknowledged byte (RFC 793 SND.UNA).
     snd_una: u64,
     /// Next byte to send; after a timeout it goes back to `snd_una` (go-back-N).
@@ -171,6 +188,8 @@ pub struct Sender<E: RttEstimator = Rfc6298> {
     stats: SenderStats,
     rack: Rack,
     tlp: Tlp,
+    /// RFC 6937 state of the recovery in progress (with [`Mechanisms::prr`]).
+    prr: Prr,
 }
 
 /// An optional time or sequence number in 8 bytes (an `Option<u64>` takes 16): the
@@ -206,11 +225,12 @@ impl<T: Unset> Opt<T> {
 }
 
 impl Sender {
-    /// A connection with nothing written, the RFC 6298 estimator and an initial window.
+    /// A connection with nothing written, the estimator its RTO configuration asks for
+    /// ([`Estimator::for_config`]: RFC 6298, or Linux's) and an initial window.
     /// `cfg` may be shared (an `Arc`) by many senders.
     pub fn new(cfg: impl Into<Arc<SenderConfig>>) -> Self {
         let cfg = cfg.into();
-        let est = if cfg.mechanisms.asymmetric_rtt_gain { Rfc6298::asymmetric() } else { Rfc6298::new() };
+        let est = Estimator::for_config(&cfg.rto, cfg.mechanisms.asymmetric_rtt_gain);
         Self::with_estimator(cfg, est)
     }
 
@@ -256,6 +276,7 @@ impl<E: RttEstimator> Sender<E> {
             tlp: Tlp::default(),
             probe_due: false,
             stats: SenderStats::default(),
+            prr: Prr::default(),
         }
     }
 
@@ -283,8 +304,14 @@ impl<E: RttEstimator> Sender<E> {
         }
         self.rwnd = ack.wnd;
         let sack = self.cfg.recovery == Recovery::Sack;
+        let m = self.cfg.mechanisms;
+        let dsack = if sack && m.dsack { dsack_block(ack) } else { None };
+        // RFC 6937 DeliveredData = change in snd.una + change in SACKed bytes.
+        let prr_before = m.prr.then(|| (self.snd_una, self.sacked.total_bytes()));
+        let was_recovering = self.recovering();
         if sack {
-            for &(s, e) in ack.sack.as_slice() {
+            // A DSACK block reports a duplicate, not new data: not for the scoreboard.
+            for &(s, e) in &ack.sack.as_slice()[dsack.is_some() as usize..] {
                 let (s, e) = (s.max(ack.ack), e.min(self.snd_max));
                 if s < e {
                     self.sacked.insert(s, e);
@@ -292,9 +319,18 @@ impl<E: RttEstimator> Sender<E> {
             }
             self.note_delivered(now, ack.ack);
         }
-        if ack.ack > self.snd_una {
+        if m.dsack {
+            // (RACK's state is read only with RACK-TLP: not written on every ACK.)
+            self.rack.dsack_end = dsack.map_or(0, |(_, e)| e);
+        }
+        let advanced = ack.ack > self.snd_una;
+        if advanced {
             self.on_new_ack(now, ack.ack);
-        } else if self.snd_una < self.snd_max {
+        } else if m.rack_tlp && m.dsack {
+            // A probe's DSACK may come on a duplicate ACK, even once all is acknowledged.
+            self.tlp_process_ack(ack.ack, ack.sack.as_slice().is_empty());
+        }
+        if !advanced && self.snd_una < self.snd_max {
             // RFC 5681 §2 also asks for an unchanged window; our receiver shrinks the
             // window by the out-of-order bytes it holds, so (like Linux and ns-3) we do
             // not require it.
@@ -305,6 +341,10 @@ impl<E: RttEstimator> Sender<E> {
                 self.on_dupack_reno();
             }
         }
+        if m.rack_tlp {
+            let exiting = was_recovering && !self.recovering();
+            self.rack.update_reo_wnd(self.snd_una, self.snd_max, dsack.is_some(), exiting);
+        }
         if sack && !self.sack_suspended {
             if self.cfg.mechanisms.rack_tlp {
                 self.rack_detect_loss(now);
@@ -312,6 +352,12 @@ impl<E: RttEstimator> Sender<E> {
                 self.update_lost_edge();
             }
             self.maybe_enter_sack_recovery();
+            if let Some((una, sacked)) = prr_before.filter(|_| self.in_recovery) {
+                // RFC 6937 §3: cwnd = pipe + sndcnt, so NextSeg() sends sndcnt.
+                let delivered = (self.snd_una - una + self.sacked.total_bytes()).saturating_sub(sacked);
+                let pipe = self.pipe();
+                self.cwnd = pipe + self.prr.on_ack(delivered, pipe, self.ssthresh, self.mss());
+            }
         }
         self.arm_tlp(now);
     }
@@ -411,6 +457,12 @@ impl<E: RttEstimator> Sender<E> {
         SenderStats { bytes_sent: self.bytes_sent, segments_sent: self.segments_sent, ..self.stats.clone() }
     }
 
+    /// RACK's state, for the tests of its reordering window.
+    #[cfg(test)]
+    pub(super) fn rack(&self) -> &Rack {
+        &self.rack
+    }
+
     // ----- internals ----------------------------------------------------------------
 
     fn mss(&self) -> u64 {
@@ -466,7 +518,11 @@ impl<E: RttEstimator> Sender<E> {
             self.sack_suspended = false;
         }
         if self.cfg.mechanisms.rack_tlp && self.tlp.end_seq.is_some_and(|e| ack >= e) {
-            self.end_tlp_episode();
+            if self.cfg.mechanisms.dsack {
+                self.tlp_process_ack(ack, false);
+            } else {
+                self.end_tlp_episode();
+            }
         }
         if self.in_recovery {
             match self.cfg.recovery {
@@ -521,7 +577,7 @@ impl<E: RttEstimator> Sender<E> {
         if let Some(s) = newest {
             if !s.retransmitted {
                 let rtt = now - s.xmit_ts;
-                self.rtt.on_sample(rtt);
+                self.rtt.on_sample_acked(rtt, ack, self.snd_max, &self.cfg.rto);
                 self.last_sample = Opt::some(rtt);
                 self.backoff = 0;
             }
@@ -550,13 +606,20 @@ impl<E: RttEstimator> Sender<E> {
     fn rack_detect_loss(&mut self, now: Instant) {
         let sacked_segs = self.sent.iter().filter(|s| s.sacked).count() as u32;
         let reo_wnd = self.rack.reo_wnd(
-            self.in_recovery || self.recover.get().is_some_and(|r| self.snd_una < r),
+            self.cfg.mechanisms.rack_reo_wnd,
+            self.recovering(),
             sacked_segs,
             self.cfg.dupthresh,
             self.rtt.srtt(),
         );
         let marked = self.rack.detect_loss(now, reo_wnd, self.sent.iter_mut());
         self.stats.rack_marked_lost += marked as u64;
+    }
+
+    /// In fast recovery or in the recovery after a timeout (RFC 8985 "Fast or RTO
+    /// recovery"): `recover` not yet acknowledged.
+    fn recovering(&self) -> bool {
+        self.in_recovery || self.recover.get().is_some_and(|r| self.snd_una < r)
     }
 
     fn recovery_done(&self) -> bool {
@@ -611,6 +674,7 @@ impl<E: RttEstimator> Sender<E> {
         self.recover = Opt::some(self.snd_max); // (4.1) RecoveryPoint = HighData
         self.ssthresh = self.flight_size().div_ceil(2).max(2 * self.mss()); // (4.2)
         self.cwnd = self.ssthresh;
+        self.prr = Prr::start(self.flight_size()); // RFC 6937 §3: RecoverFS = snd.nxt − snd.una
         self.in_recovery = true;
         self.high_rxt = self.snd_una;
         self.tlp = Tlp::default();
@@ -818,10 +882,29 @@ impl<E: RttEstimator> Sender<E> {
         self.tlp = Tlp::default();
     }
 
+    /// RFC 8985 §7.4.2 `TLP_process_ack` with DSACK: a retransmitted probe whose
+    /// duplicate the receiver reports (a DSACK ending at `TLP.end_seq`) was spurious and
+    /// leaves the window alone; an ACK beyond `TLP.end_seq` means it repaired a loss
+    /// (reduce, as [`Self::end_tlp_episode`]); a duplicate ACK without SACK blocks ends
+    /// the episode too. An ACK of exactly `TLP.end_seq` waits for the DSACK that may
+    /// follow.
+    fn tlp_process_ack(&mut self, ack: u64, dupack_without_sack: bool) {
+        let Some(end) = self.tlp.end_seq.filter(|&e| ack >= e) else { return };
+        let spurious = self.rack.dsack_end == end;
+        if !self.tlp.is_retrans || spurious || dupack_without_sack {
+            self.tlp = Tlp::default();
+        } else if ack > end {
+            self.end_tlp_episode();
+        }
+    }
+
     /// Bookkeeping for a segment that leaves now.
     fn emit(&mut self, now: Instant, seq: u64, len: u32) -> DataSegment {
         let end = seq + len as u64;
         let retransmission = seq < self.snd_max;
+        if self.in_recovery && self.cfg.mechanisms.prr {
+            self.prr.on_sent(len as u64); // RFC 6937 §3: prr_out += (data sent)
+        }
         if retransmission {
             self.stats.bytes_retransmitted += end.min(self.snd_max) - seq;
             for s in self.sent.iter_mut() {

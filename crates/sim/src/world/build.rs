@@ -2,9 +2,10 @@
 //! traffic sources, routes, the tunnel's lanes. Runs once per run: cold.
 
 use super::*;
-use crate::config::{MuxMode, RecoveryName, RtoFormula, RttGain, TopologyKind, TraceConnections};
+use crate::config::{MuxMode, RackReoWnd, RecoveryName, RtoFormula, RttGain, TopologyKind, TraceConnections};
 use thinwan_proto::link::{Impairment, Jitter, LinkDir, LossModel};
 use thinwan_proto::qdisc::QueueSpec;
+use thinwan_proto::tcp::{idle_rto_after_handshake, ReceiverOptions, ReceiverShared, ReoWnd};
 use thinwan_proto::traffic::{Calibrated, GameCalibrated, GameParams, Model, ParamError, TrafficSpec};
 
 impl World {
@@ -90,6 +91,12 @@ impl World {
                 sack_off_after_timeout: tcp.sack_off_after_timeout,
                 rack_tlp: tcp.rack_tlp,
                 thin_linear_timeouts: tcp.thin_linear_timeouts,
+                dsack: tcp.dsack,
+                rack_reo_wnd: match tcp.rack_reo_wnd {
+                    RackReoWnd::Static => ReoWnd::Static,
+                    RackReoWnd::Adaptive => ReoWnd::Adaptive,
+                },
+                prr: tcp.prr,
             },
         });
         let rcfg = Arc::new(ReceiverConfig {
@@ -98,6 +105,25 @@ impl World {
             delayed_ack_timeout: Duration::from_millis_f64(tcp.delayed_ack_ms),
             sack: tcp.sack,
         });
+        // The receivers' configuration, shared by every receiver of a path (read on every
+        // segment: it stays cached). Quick-ACK's idle RTO is the one a Linux receiver keeps
+        // from its handshake, over the pair's propagation RTT; without quick ACKs one
+        // configuration serves all.
+        let ropts = ReceiverOptions { dsack: tcp.dsack, quick_ack: tcp.quick_ack, idle_rto: Duration::ZERO };
+        let min_rto = Duration::from_millis_f64(tcp.min_rto_ms);
+        let rshared_all = Arc::new(ReceiverShared { cfg: *rcfg, opts: ropts });
+        let mut rshared_by_path: std::collections::HashMap<u64, Arc<ReceiverShared>> = Default::default();
+        let mut idle_rto = |one_way_ms: f64| {
+            if !tcp.quick_ack {
+                return rshared_all.clone();
+            }
+            let rtt = Duration::from_millis_f64(2.0 * one_way_ms);
+            let opts = ReceiverOptions { idle_rto: idle_rto_after_handshake(rtt, min_rto), ..ropts };
+            rshared_by_path
+                .entry(rtt.as_nanos())
+                .or_insert_with(|| Arc::new(ReceiverShared { cfg: *rcfg, opts }))
+                .clone()
+        };
         let traffic = traffic_spec(&cfg)?;
         let mux_topology = t.kind == TopologyKind::Mux;
         let tunnel_mode = mux_topology && cfg.mux.mode == MuxMode::Mux;
@@ -165,12 +191,15 @@ impl World {
                 (0, [[base, 0, base + 1], [base + 2, 1, base + 3]])
             };
             let first_conn = conns.len() as u32;
+            let path_ms = t.access_delay_ms
+                + t.bottleneck_delay_ms
+                + if middlebox { client_delays[i as usize] } else { client_delay };
             for role in 0..=separate as u8 {
                 conns.push(Conn::new(
                     i,
                     role.max(role0),
                     Sender::new(scfg.clone()),
-                    Receiver::new(rcfg.clone()),
+                    Receiver::with_shared(idle_rto(path_ms)),
                     tunnel_mode,
                 ));
                 conn_routes.push(routes);
@@ -225,7 +254,7 @@ impl World {
                     k as u32,
                     role,
                     Sender::new(scfg.clone()),
-                    Receiver::new(rcfg.clone()),
+                    Receiver::with_shared(idle_rto(t.access_delay_ms + t.bottleneck_delay_ms)),
                     false,
                 ));
                 conn_routes.push(routes);
