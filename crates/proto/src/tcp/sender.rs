@@ -5,8 +5,10 @@
 //! `poll_transmit(now)` until it returns `None`, then re-arm with `poll_timeout()`.
 //!
 //! Window growth and loss recovery are separate: [`Recovery`] picks the recovery
-//! policy; the RTT estimator is any [`RttEstimator`].
+//! policy, the congestion controller ([`super::cc`]) the window's growth and the
+//! ssthresh of a congestion event; the RTT estimator is any [`RttEstimator`].
 
+use super::cc::{AckSample, Algorithm, Controller, CwndUnit, Window};
 use super::rack::{probe_timeout, Rack, Sent, Tlp};
 use super::rtt::{Rfc6298, RtoConfig, RttEstimator};
 use super::scoreboard::RangeSet;
@@ -47,6 +49,10 @@ pub struct SenderConfig {
     pub send_buffer: Option<u64>,
     /// Optional mechanisms (all off by default).
     pub mechanisms: Mechanisms,
+    /// Window growth and reduction (RFC 5681 Reno or RFC 9438 CUBIC).
+    pub congestion_control: Algorithm,
+    /// What cwnd and ssthresh count: bytes, or segments as Linux does.
+    pub cwnd_unit: CwndUnit,
 }
 
 /// Mechanisms under study (Ogawa §5, RFC 8985, Linux thin streams). Each
@@ -82,6 +88,8 @@ impl Default for SenderConfig {
             rto: RtoConfig::default(),
             send_buffer: None,
             mechanisms: Mechanisms::default(),
+            congestion_control: Algorithm::Reno,
+            cwnd_unit: CwndUnit::Bytes,
         }
     }
 }
@@ -169,6 +177,9 @@ pub struct Sender<E: RttEstimator = Rfc6298> {
     sacked: RangeSet,
     /// The other counters (its first two unused: see `bytes_sent`).
     stats: SenderStats,
+    /// The congestion controller (enum dispatch, inline). Out of the hot lines: Reno
+    /// reads only its tag there, CUBIC its curve on ACKs outside recovery.
+    cc: Controller,
     rack: Rack,
     tlp: Tlp,
 }
@@ -219,6 +230,14 @@ impl Sender {
     pub const HOT_BYTES: usize = std::mem::offset_of!(Sender, stats);
 }
 
+/// One full segment in the window's unit: SMSS bytes, or 1.
+fn seg_of(cfg: &SenderConfig) -> u64 {
+    match cfg.cwnd_unit {
+        CwndUnit::Bytes => cfg.mss as u64,
+        CwndUnit::Packets => 1,
+    }
+}
+
 const _: () = assert!(Sender::HOT_BYTES <= 4 * 64, "the hot part of a sender should stay four cache lines");
 
 impl<E: RttEstimator> Sender<E> {
@@ -230,7 +249,8 @@ impl<E: RttEstimator> Sender<E> {
             snd_una: 0,
             snd_nxt: 0,
             snd_max: 0,
-            cwnd: cfg.initial_cwnd_segments as u64 * cfg.mss as u64,
+            cwnd: cfg.initial_cwnd_segments as u64 * seg_of(&cfg),
+            cc: Controller::new(cfg.congestion_control),
             cfg,
             rtt,
             ssthresh: u64::MAX,
@@ -300,9 +320,9 @@ impl<E: RttEstimator> Sender<E> {
             // not require it.
             self.dupacks += 1;
             if self.sack_suspended {
-                self.cwnd += self.mss(); // Ogawa §5.3: grow on every ACK
+                self.cwnd += self.seg(); // Ogawa §5.3: grow on every ACK
             } else if !sack {
-                self.on_dupack_reno();
+                self.on_dupack_reno(now);
             }
         }
         if sack && !self.sack_suspended {
@@ -311,7 +331,7 @@ impl<E: RttEstimator> Sender<E> {
             } else {
                 self.update_lost_edge();
             }
-            self.maybe_enter_sack_recovery();
+            self.maybe_enter_sack_recovery(now);
         }
         self.arm_tlp(now);
     }
@@ -335,7 +355,7 @@ impl<E: RttEstimator> Sender<E> {
         }
         if rack_tlp && due(self.rack.reo_deadline) {
             self.rack_detect_loss(now);
-            self.maybe_enter_sack_recovery();
+            self.maybe_enter_sack_recovery(now);
         }
         None
     }
@@ -368,13 +388,25 @@ impl<E: RttEstimator> Sender<E> {
 
     // ----- observers ----------------------------------------------------------------
 
-    /// Congestion window, bytes.
+    /// Congestion window, bytes (a packet-counted window: segments × SMSS).
     pub fn cwnd(&self) -> u64 {
-        self.cwnd
+        self.cwnd * self.bytes_per_unit()
     }
     /// Slow-start threshold, bytes (`u64::MAX` before the first loss).
     pub fn ssthresh(&self) -> u64 {
-        self.ssthresh
+        if self.ssthresh == u64::MAX {
+            return u64::MAX;
+        }
+        self.ssthresh * self.bytes_per_unit()
+    }
+    /// Congestion window and slow-start threshold as counted: bytes, or segments with
+    /// [`CwndUnit::Packets`].
+    pub fn window(&self) -> Window {
+        Window { cwnd: self.cwnd, ssthresh: self.ssthresh, seg: self.seg(), unit: self.cfg.cwnd_unit }
+    }
+    /// The congestion controller.
+    pub fn controller(&self) -> &Controller {
+        &self.cc
     }
     /// The RTT estimator.
     pub fn rtt(&self) -> &dyn RttEstimator {
@@ -417,6 +449,19 @@ impl<E: RttEstimator> Sender<E> {
         self.cfg.mss as u64
     }
 
+    /// One full segment in the window's unit.
+    fn seg(&self) -> u64 {
+        seg_of(&self.cfg)
+    }
+
+    /// Bytes one unit of the window stands for (for observers).
+    fn bytes_per_unit(&self) -> u64 {
+        match self.cfg.cwnd_unit {
+            CwndUnit::Bytes => 1,
+            CwndUnit::Packets => self.mss(),
+        }
+    }
+
     /// Is the SACK scoreboard in use right now (Ogawa §5.3 suspends it)?
     fn use_scoreboard(&self) -> bool {
         self.cfg.recovery == Recovery::Sack && !self.sack_suspended
@@ -425,6 +470,49 @@ impl<E: RttEstimator> Sender<E> {
     /// RFC 5681 FlightSize: sent but not cumulatively acknowledged.
     fn flight_size(&self) -> u64 {
         self.snd_max - self.snd_una
+    }
+
+    /// FlightSize in the window's unit (segments: those not cumulatively acknowledged).
+    fn flight_in_unit(&self) -> u64 {
+        match self.cfg.cwnd_unit {
+            CwndUnit::Bytes => self.flight_size(),
+            CwndUnit::Packets => {
+                (self.sent.len() - self.sent.iter().take_while(|s| s.end <= self.snd_una).count()) as u64
+            }
+        }
+    }
+
+    /// [`Self::outstanding`] in the window's unit: segments (as first cut) in
+    /// `[snd_una, snd_nxt)` not wholly SACKed, like Linux's packets in flight.
+    fn outstanding_in_unit(&self) -> u64 {
+        match self.cfg.cwnd_unit {
+            CwndUnit::Bytes => self.outstanding(),
+            CwndUnit::Packets => {
+                if self.snd_nxt == self.snd_max && self.sacked.is_empty() {
+                    return self.flight_in_unit(); // the common case, without a walk
+                }
+                let scoreboard = self.use_scoreboard();
+                let (una, nxt) = (self.snd_una, self.snd_nxt);
+                self.sent
+                    .iter()
+                    .take_while(|s| s.start < nxt)
+                    .filter(|s| s.end > una && !(scoreboard && s.sacked))
+                    .count() as u64
+            }
+        }
+    }
+
+    /// [`Self::pipe`] in the window's unit: with segments, RFC 6675 SetPipe() counts a
+    /// segment once if not lost and once more if retransmitted in this recovery.
+    fn pipe_in_unit(&self) -> u64 {
+        if self.cfg.cwnd_unit == CwndUnit::Bytes {
+            return self.pipe();
+        }
+        let live = self.sent.iter().filter(|s| s.end > self.snd_una && !s.sacked);
+        if self.cfg.mechanisms.rack_tlp {
+            return live.filter(|s| !s.lost).count() as u64;
+        }
+        live.map(|s| u64::from(s.end > self.lost_edge) + u64::from(s.start < self.high_rxt)).sum()
     }
 
     /// Bytes considered in the network when sending in order from `snd_nxt`.
@@ -454,6 +542,13 @@ impl<E: RttEstimator> Sender<E> {
 
     fn on_new_ack(&mut self, now: Instant, ack: u64) {
         let acked = ack - self.snd_una;
+        // What the window counts of this ACK, before the state moves on.
+        let (acked_u, prior_in_flight) = match self.cfg.cwnd_unit {
+            CwndUnit::Bytes => (acked, self.outstanding()),
+            CwndUnit::Packets => {
+                (self.sent.iter().take_while(|s| s.end <= ack).count() as u64, self.outstanding_in_unit())
+            }
+        };
         self.take_rtt_sample(now, ack);
         self.snd_una = ack;
         self.snd_nxt = self.snd_nxt.max(ack);
@@ -466,7 +561,7 @@ impl<E: RttEstimator> Sender<E> {
             self.sack_suspended = false;
         }
         if self.cfg.mechanisms.rack_tlp && self.tlp.end_seq.is_some_and(|e| ack >= e) {
-            self.end_tlp_episode();
+            self.end_tlp_episode(now);
         }
         if self.in_recovery {
             match self.cfg.recovery {
@@ -475,15 +570,15 @@ impl<E: RttEstimator> Sender<E> {
                 Recovery::NewReno => {
                     if self.recovery_done() {
                         // RFC 6582 §3.2 (3), option 1.
-                        let w = self.ssthresh.min(self.flight_size().max(self.mss()) + self.mss());
+                        let w = self.ssthresh.min(self.flight_in_unit().max(self.seg()) + self.seg());
                         self.exit_recovery(w);
                     } else {
                         // RFC 6582 §3.2 (5): partial ACK — retransmit the next hole,
                         // deflate by the amount acked, add back one SMSS if ≥ SMSS acked.
                         self.pending_rtx = Opt::some(self.snd_una);
-                        self.cwnd = self.cwnd.saturating_sub(acked).max(self.mss());
-                        if acked >= self.mss() {
-                            self.cwnd += self.mss();
+                        self.cwnd = self.cwnd.saturating_sub(acked_u).max(self.seg());
+                        if acked_u >= self.seg() {
+                            self.cwnd += self.seg();
                         }
                         restart_timer = !self.partial_acked;
                         self.partial_acked = true;
@@ -495,12 +590,14 @@ impl<E: RttEstimator> Sender<E> {
                     }
                 }
             }
-        } else if self.sack_suspended || self.cwnd < self.ssthresh {
-            // RFC 5681 (2): slow start, at most one SMSS per ACK.
-            self.cwnd += acked.min(self.mss());
+        } else if self.sack_suspended {
+            // Ogawa §5.3: slow-start growth, one SMSS per ACK at most, until `recover`.
+            self.cwnd += acked_u.min(self.seg());
         } else {
-            // RFC 5681 (3): congestion avoidance, about one SMSS per RTT.
-            self.cwnd += (self.mss() * self.mss() / self.cwnd).max(1);
+            let mut w = self.window();
+            let sample = AckSample { now, acked: acked_u, prior_in_flight, srtt: self.rtt.srtt() };
+            self.cc.on_ack(&mut w, &sample);
+            self.cwnd = w.cwnd;
         }
         // Drop the records of acknowledged segments.
         while self.sent.front().is_some_and(|s| s.end <= ack) {
@@ -575,18 +672,24 @@ impl<E: RttEstimator> Sender<E> {
     fn exit_recovery(&mut self, cwnd: u64) {
         self.in_recovery = false;
         self.partial_acked = false;
-        self.cwnd = cwnd.max(self.mss());
+        self.cwnd = cwnd.max(self.seg());
+    }
+
+    /// The congestion controller's ssthresh for a congestion event loss recovery found.
+    fn congestion_ssthresh(&mut self, now: Instant) -> u64 {
+        let (w, flight) = (self.window(), self.flight_in_unit());
+        self.cc.on_congestion_event(now, &w, flight)
     }
 
     /// RFC 5681 §3.2 (2)–(4) for Reno and NewReno.
-    fn on_dupack_reno(&mut self) {
+    fn on_dupack_reno(&mut self, now: Instant) {
         if self.in_recovery {
-            self.cwnd += self.mss(); // (4) inflate for each segment that left the network
+            self.cwnd += self.seg(); // (4) inflate for each segment that left the network
         } else if self.dupacks == self.cfg.dupthresh && self.may_enter_recovery() {
-            self.ssthresh = self.flight_size().div_ceil(2).max(2 * self.mss()); // (2)
+            self.ssthresh = self.congestion_ssthresh(now); // (2)
             self.recover = Opt::some(self.snd_max);
             self.pending_rtx = Opt::some(self.snd_una); // (3) retransmit
-            self.cwnd = self.ssthresh + self.cfg.dupthresh as u64 * self.mss();
+            self.cwnd = self.ssthresh + self.cfg.dupthresh as u64 * self.seg();
             self.in_recovery = true;
             self.partial_acked = false;
             self.stats.fast_retransmits += 1;
@@ -595,7 +698,7 @@ impl<E: RttEstimator> Sender<E> {
 
     /// RFC 6675 §5 (4): enter on DupThresh duplicate ACKs or when IsLost(HighACK + 1);
     /// with RACK (RFC 8985 §6.2), when RACK has marked a segment lost.
-    fn maybe_enter_sack_recovery(&mut self) {
+    fn maybe_enter_sack_recovery(&mut self, now: Instant) {
         if self.snd_una == self.snd_max || !self.may_enter_recovery() {
             return;
         }
@@ -609,7 +712,7 @@ impl<E: RttEstimator> Sender<E> {
             return;
         }
         self.recover = Opt::some(self.snd_max); // (4.1) RecoveryPoint = HighData
-        self.ssthresh = self.flight_size().div_ceil(2).max(2 * self.mss()); // (4.2)
+        self.ssthresh = self.congestion_ssthresh(now); // (4.2)
         self.cwnd = self.ssthresh;
         self.in_recovery = true;
         self.high_rxt = self.snd_una;
@@ -654,9 +757,10 @@ impl<E: RttEstimator> Sender<E> {
         let thin = self.sent.len() < 4 && self.ssthresh != u64::MAX;
         // RFC 5681 (4); keep ssthresh when the segment already timed out once.
         if self.backoff == 0 {
-            self.ssthresh = self.flight_size().div_ceil(2).max(2 * self.mss());
+            let (w, flight) = (self.window(), self.flight_in_unit());
+            self.ssthresh = self.cc.on_rto(now, &w, flight);
         }
-        self.cwnd = self.mss(); // loss window
+        self.cwnd = self.seg(); // loss window
                                 // RFC 6582 §3.2 (1) / RFC 6675 §5.1: no fast recovery for data sent before the timeout.
         self.recover = Opt::some(self.snd_max);
         self.in_recovery = false;
@@ -696,7 +800,7 @@ impl<E: RttEstimator> Sender<E> {
     /// RFC 6675 §4 NextSeg() under the `cwnd − pipe ≥ 1 SMSS` rule of §5 (C); with RACK,
     /// rule (1) retransmits the first segment RACK marked lost.
     fn next_seg_sack(&mut self) -> Option<(u64, u32)> {
-        if self.cwnd < self.pipe() + self.mss() {
+        if self.cwnd < self.pipe_in_unit() + self.seg() {
             return None;
         }
         // (1) the first unSACKed byte that is lost (and, without RACK, above HighRxt).
@@ -748,7 +852,7 @@ impl<E: RttEstimator> Sender<E> {
         if idle {
             // RFC 5681 §4.1: restart from the initial window after an idle period > RTO.
             if self.cfg.slow_start_restart {
-                self.cwnd = self.cwnd.min(self.cfg.initial_cwnd_segments as u64 * self.mss());
+                self.cwnd = self.cwnd.min(self.cfg.initial_cwnd_segments as u64 * self.seg());
             }
             // Spec §5.2: the path may have changed while idle; the next sample is the first.
             if self.cfg.mechanisms.rto_reset_after_idle && self.rtt.srtt().is_some() {
@@ -756,8 +860,15 @@ impl<E: RttEstimator> Sender<E> {
                 self.stats.rto_resets += 1;
             }
         }
-        let window = self.cwnd.min(self.rwnd);
-        if self.outstanding() + len > window {
+        let fits = match self.cfg.cwnd_unit {
+            CwndUnit::Bytes => self.outstanding() + len <= self.cwnd.min(self.rwnd),
+            // A packet-counted window admits one more segment of any size; the
+            // receiver's window still counts bytes.
+            CwndUnit::Packets => {
+                self.outstanding() + len <= self.rwnd && self.outstanding_in_unit() < self.cwnd
+            }
+        };
+        if !fits {
             return None;
         }
         // RFC 896: hold a small new segment while data is unacknowledged.
@@ -809,10 +920,9 @@ impl<E: RttEstimator> Sender<E> {
     /// RFC 8985 §7.4: the probe's episode is over. Without DSACK we cannot tell whether
     /// a retransmitted probe repaired a real loss, so (conservatively) we assume it did
     /// and reduce the window as for a loss.
-    fn end_tlp_episode(&mut self) {
+    fn end_tlp_episode(&mut self, now: Instant) {
         if self.tlp.is_retrans && !self.in_recovery {
-            self.ssthresh =
-                self.flight_size().div_ceil(2).max(2 * self.mss()).min(self.cwnd.max(2 * self.mss()));
+            self.ssthresh = self.congestion_ssthresh(now).min(self.cwnd.max(2 * self.seg()));
             self.cwnd = self.ssthresh;
         }
         self.tlp = Tlp::default();
@@ -836,6 +946,12 @@ impl<E: RttEstimator> Sender<E> {
             }
             if self.in_recovery && self.cfg.recovery == Recovery::Sack {
                 self.high_rxt = self.high_rxt.max(end);
+            }
+        }
+        if self.snd_una == self.snd_max {
+            // Nothing was in flight: the controller may discount the quiet time.
+            if let Some(last) = self.last_send.get() {
+                self.cc.on_tx_start(now, now - last);
             }
         }
         if end > self.snd_max {
