@@ -85,6 +85,8 @@ DOCUMENTED_DEFAULTS = {
         "sack_off_after_timeout": False,
         "rack_tlp": False,
         "thin_linear_timeouts": False,
+        "congestion_control": "reno",
+        "cwnd_unit": "bytes",
     },
     "traffic": {
         "model": "thin-client",
@@ -230,6 +232,8 @@ def test_to_toml_round_trips() -> None:
         ({"scenario": {"seed": -1}}, "scenario.seed: Input should be greater than or equal to 0"),
         ({"records": {"trace_connections": "x"}}, "records.trace_connections: Input should be 'all' or 'none'"),
         ({"tcp": {"sack": False, "rack_tlp": True}}, "tcp.rack_tlp: needs tcp.sack = true"),
+        ({"tcp": {"congestion_control": "bbr"}}, "tcp.congestion_control: Input should be 'reno' or 'cubic'"),
+        ({"tcp": {"cwnd_unit": "segments"}}, "tcp.cwnd_unit: Input should be 'bytes' or 'packets'"),
         (
             {"queue": {"discipline": "red"}},
             "queue.discipline: Input should be 'droptail', 'priority', 'fq_codel', 'classes' or 'qds'",
@@ -397,6 +401,7 @@ ADDED_AFTER_OGAWA2011 = {
         "mix_shift",
     },
     "records": {"packet_rtt", "pcap", "pcap_conns"},
+    "tcp": {"congestion_control", "cwnd_unit"},
     "qds": set(DOCUMENTED_DEFAULTS["qds"]),
     "queue": {
         "fq_codel_target_ms",

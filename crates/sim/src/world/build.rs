@@ -2,9 +2,13 @@
 //! traffic sources, routes, the tunnel's lanes. Runs once per run: cold.
 
 use super::*;
-use crate::config::{MuxMode, RecoveryName, RtoFormula, RttGain, TopologyKind, TraceConnections};
+use crate::config::{
+    CongestionControlName, CwndUnitName, MuxMode, RecoveryName, RtoFormula, RttGain, TopologyKind,
+    TraceConnections,
+};
 use thinwan_proto::link::{Impairment, Jitter, LinkDir, LossModel};
 use thinwan_proto::qdisc::QueueSpec;
+use thinwan_proto::tcp::{CongestionControl, CwndUnit};
 use thinwan_proto::traffic::{Calibrated, GameCalibrated, GameParams, Model, ParamError, TrafficSpec};
 
 impl World {
@@ -90,6 +94,14 @@ impl World {
                 sack_off_after_timeout: tcp.sack_off_after_timeout,
                 rack_tlp: tcp.rack_tlp,
                 thin_linear_timeouts: tcp.thin_linear_timeouts,
+            },
+            congestion_control: match tcp.congestion_control {
+                CongestionControlName::Reno => CongestionControl::Reno,
+                CongestionControlName::Cubic => CongestionControl::Cubic,
+            },
+            cwnd_unit: match tcp.cwnd_unit {
+                CwndUnitName::Bytes => CwndUnit::Bytes,
+                CwndUnitName::Packets => CwndUnit::Packets,
             },
         });
         let rcfg = Arc::new(ReceiverConfig {

@@ -1,0 +1,63 @@
+//! `tcp.congestion_control` and `tcp.cwnd_unit` in whole simulations: each combination
+//! runs, is deterministic, and changes what the default (Reno in bytes) does.
+
+mod common;
+use common::{base, set};
+use serde_json::json;
+use thinwan_sim::{simulate, RunRecords};
+
+fn run(v: &serde_json::Value, run: u64) -> RunRecords {
+    simulate(&v.to_string(), run).expect("valid scenario")
+}
+
+/// 40 pairs through an 8-packet buffer: losses, recoveries and timeouts.
+fn lossy(cc: &str, unit: &str) -> serde_json::Value {
+    let mut v = base();
+    set(&mut v, "topology.pairs", json!(40));
+    set(&mut v, "queue.limit_packets", json!(8));
+    set(&mut v, "records.traces", json!(true));
+    set(&mut v, "tcp.congestion_control", json!(cc));
+    set(&mut v, "tcp.cwnd_unit", json!(unit));
+    v
+}
+
+#[test]
+fn every_controller_and_unit_is_deterministic_and_takes_effect() {
+    let dbg = |r: &RunRecords| format!("{r:?}");
+    let reno_bytes = dbg(&run(&lossy("reno", "bytes"), 0));
+    for (cc, unit) in [("cubic", "bytes"), ("reno", "packets"), ("cubic", "packets")] {
+        let v = lossy(cc, unit);
+        let (a, b) = (run(&v, 0), run(&v, 0));
+        assert!(a.packets.dropped > 0, "{cc}/{unit}: the scenario should drop packets");
+        assert!(a.connections.fast_retransmits.iter().any(|&n| n > 0), "{cc}/{unit}: no recovery ran");
+        assert!(dbg(&a) == dbg(&b), "{cc}/{unit}: same seed, different records");
+        assert!(dbg(&a) != reno_bytes, "{cc}/{unit}: records identical to reno/bytes");
+        if unit == "packets" {
+            // Traces report bytes: a packet-counted window is a whole number of segments.
+            let mss = v["tcp"]["mss"].as_f64().expect("mss");
+            assert!(
+                a.conn_trace.cwnd.iter().all(|&c| c % mss == 0.0),
+                "{cc}/{unit}: cwnd not segments × mss"
+            );
+        }
+    }
+}
+
+#[test]
+fn a_greedy_cubic_flow_fills_the_bottleneck() {
+    for unit in ["bytes", "packets"] {
+        let mut v = base();
+        set(&mut v, "traffic.model", json!("bulk"));
+        set(&mut v, "topology.pairs", json!(1));
+        set(&mut v, "queue.limit_packets", json!(0));
+        set(&mut v, "queue.limit_bytes", json!(62_500)); // ~ one BDP at 10 Mbit/s × 44 ms
+        set(&mut v, "scenario.duration_s", json!(20.0));
+        set(&mut v, "scenario.drain_s", json!(0.0));
+        set(&mut v, "tcp.congestion_control", json!("cubic"));
+        set(&mut v, "tcp.cwnd_unit", json!(unit));
+        let r = run(&v, 0);
+        let util = r.ports.bytes_tx[0] as f64 * 8.0 / (r.ports.rate_bps[0] * 20.0);
+        assert!(util > 0.9, "{unit}: utilisation {util}");
+        assert!(r.ports.drops_overflow[0] > 0, "{unit}: a greedy CUBIC flow overflows the buffer too");
+    }
+}
