@@ -493,10 +493,12 @@ impl<E: RttEstimator> Sender<E> {
                 }
                 let scoreboard = self.use_scoreboard();
                 let (una, nxt) = (self.snd_una, self.snd_nxt);
+                // A record partly acknowledged (a retransmission cut it elsewhere) counts
+                // only if bytes of it past SND.UNA were sent again since go-back-N.
                 self.sent
                     .iter()
                     .take_while(|s| s.start < nxt)
-                    .filter(|s| s.end > una && !(scoreboard && s.sacked))
+                    .filter(|s| s.end > una && s.start.max(una) < nxt && !(scoreboard && s.sacked))
                     .count() as u64
             }
         }

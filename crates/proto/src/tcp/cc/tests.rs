@@ -337,6 +337,32 @@ mod sender {
     }
 
     #[test]
+    fn go_back_n_after_a_partial_ack_of_a_segment_is_not_blocked() {
+        // Three 600-byte segments; the timeout's retransmission [0, 1000) ends inside the
+        // second, whose rest is then all that is outstanding. When that is lost too, the
+        // one-segment loss window must admit its retransmission.
+        let mut c = cfg(Algorithm::Reno, CwndUnit::Packets, 4);
+        c.recovery = Recovery::NewReno;
+        let mut s = Sender::new(c);
+        assert_eq!(small_writes(&mut s, 3, 600), 3);
+        let rto = s.poll_timeout().expect("armed");
+        assert_eq!(s.handle_timeout(rto), Some(0));
+        let rtx = s.poll_transmit(rto).expect("go-back-N");
+        assert_eq!((rtx.seq, rtx.len), (0, 1000));
+        s.handle_ack(
+            rto + Duration::from_millis(100),
+            &Ack { ack: 1000, wnd: 1 << 20, sack: SackBlocks::default() },
+        );
+        let next = s.poll_transmit(rto + Duration::from_millis(100)).expect("the rest");
+        assert_eq!((next.seq, next.len), (1000, 800));
+        let rto2 = s.poll_timeout().expect("armed");
+        assert_eq!(s.handle_timeout(rto2), Some(1000));
+        assert_eq!(s.window().cwnd, 1);
+        let again = s.poll_transmit(rto2).expect("the loss window admits one segment");
+        assert_eq!((again.seq, again.len), (1000, 800));
+    }
+
+    #[test]
     fn cubic_sack_recovery_reduces_to_seven_tenths_of_the_flight() {
         let mut s = Sender::new(cfg(Algorithm::Cubic, CwndUnit::Bytes, 10));
         let mut r = Receiver::new(ReceiverConfig {
