@@ -480,6 +480,21 @@ def test_lab_section_is_checked_but_not_part_of_the_simulated_scenario(tmp_path:
         load_scenario(bad)
 
 
+def test_lab_congestion_control_follows_the_tcp_section_unless_set(tmp_path: Path) -> None:
+    from thinwan.substrates.lab.linkspec import lab_spec
+
+    cubic = '[tcp]\ncongestion_control = "cubic"\n'
+    spec = lab_spec(load_scenario(write(tmp_path, cubic, name="cubic.toml")))
+    assert spec.tcp.sysctls()["net.ipv4.tcp_congestion_control"] == "cubic"
+    assert "cubic" in spec.tcp.route_options()
+    assert any("tcp.cwnd_unit=bytes" in n for n in spec.notes), "Linux counts packets"
+    bbr = load_scenario(write(tmp_path, cubic + '[lab]\ncongestion_control = "bbr"\n', name="bbr.toml"))
+    assert lab_spec(bbr).tcp.congestion_control == "bbr"
+    packets = load_scenario(write(tmp_path, '[tcp]\ncwnd_unit = "packets"\n', name="packets.toml"))
+    assert lab_spec(packets).tcp.congestion_control == "reno"
+    assert not any("cwnd_unit" in n for n in lab_spec(packets).notes)
+
+
 def test_lab_section_is_part_of_the_model_and_overrides_the_topology(tmp_path: Path) -> None:
     from thinwan.substrates.lab.linkspec import lab_spec
 
