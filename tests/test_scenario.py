@@ -90,6 +90,8 @@ DOCUMENTED_DEFAULTS = {
         "rack_reo_wnd": "static",
         "prr": False,
         "quick_ack": False,
+        "congestion_control": "reno",
+        "cwnd_unit": "bytes",
     },
     "traffic": {
         "model": "thin-client",
@@ -239,6 +241,8 @@ def test_to_toml_round_trips() -> None:
         ({"tcp": {"sack": False, "prr": True}}, "tcp.prr: needs tcp.sack = true"),
         ({"tcp": {"rack_reo_wnd": "adaptive"}}, 'tcp.rack_reo_wnd: "adaptive" needs tcp.rack_tlp = true'),
         ({"tcp": {"rack_reo_wnd": "grow"}}, "tcp.rack_reo_wnd: Input should be 'static' or 'adaptive'"),
+        ({"tcp": {"congestion_control": "bbr"}}, "tcp.congestion_control: Input should be 'reno' or 'cubic'"),
+        ({"tcp": {"cwnd_unit": "segments"}}, "tcp.cwnd_unit: Input should be 'bytes' or 'packets'"),
         (
             {"queue": {"discipline": "red"}},
             "queue.discipline: Input should be 'droptail', 'priority', 'fq_codel', 'classes' or 'qds'",
@@ -387,7 +391,7 @@ ADDED_AFTER_OGAWA2011 = {
     },
     "mux": {"mode", "trunks", "frame_payload_bytes", "notsent_lowat_bytes", "lanes", "max_lanes", "bulk_limit"},
     # Issue #21's RACK-TLP completion and Linux details (off: today's TCP).
-    "tcp": {"dsack", "rack_reo_wnd", "prr", "quick_ack"},
+    "tcp": {"profile", "congestion_control", "cwnd_unit", "dsack", "rack_reo_wnd", "prr", "quick_ack"},
     "traffic": {
         "pcap_file",
         "pcap_server_port",
@@ -408,7 +412,6 @@ ADDED_AFTER_OGAWA2011 = {
         "mix_shift",
     },
     "records": {"packet_rtt", "pcap", "pcap_conns"},
-    "tcp": {"profile"},
     "qds": set(DOCUMENTED_DEFAULTS["qds"]),
     "queue": {
         "fq_codel_target_ms",
@@ -485,6 +488,21 @@ def test_lab_section_is_checked_but_not_part_of_the_simulated_scenario(tmp_path:
     bad = write(tmp_path, "[lab]\nfoo = 1\n", name="bad.toml")
     with pytest.raises(ScenarioError, match="bad.toml: lab.foo: unknown key"):
         load_scenario(bad)
+
+
+def test_lab_congestion_control_follows_the_tcp_section_unless_set(tmp_path: Path) -> None:
+    from thinwan.substrates.lab.linkspec import lab_spec
+
+    cubic = '[tcp]\ncongestion_control = "cubic"\n'
+    spec = lab_spec(load_scenario(write(tmp_path, cubic, name="cubic.toml")))
+    assert spec.tcp.sysctls()["net.ipv4.tcp_congestion_control"] == "cubic"
+    assert "cubic" in spec.tcp.route_options()
+    assert any("tcp.cwnd_unit=bytes" in n for n in spec.notes), "Linux counts packets"
+    bbr = load_scenario(write(tmp_path, cubic + '[lab]\ncongestion_control = "bbr"\n', name="bbr.toml"))
+    assert lab_spec(bbr).tcp.congestion_control == "bbr"
+    packets = load_scenario(write(tmp_path, '[tcp]\ncwnd_unit = "packets"\n', name="packets.toml"))
+    assert lab_spec(packets).tcp.congestion_control == "reno"
+    assert not any("cwnd_unit" in n for n in lab_spec(packets).notes)
 
 
 def test_lab_section_is_part_of_the_model_and_overrides_the_topology(tmp_path: Path) -> None:

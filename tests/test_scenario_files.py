@@ -1,4 +1,5 @@
-"""Every file in scenarios/ loads with the loader its kind names, so a key renamed or
+"""Every file in scenarios/ loads with the loader its kind names (scenario, sweep,
+desktop benchmark, QDS training set), so a key renamed or
 removed in the code cannot leave a shipped scenario, sweep or benchmark file broken
 (the daemons' configs — thinwan-mux's in scenarios/mux/, thinwan-qds's with a top-level
 ``downlink`` — are read by the Rust daemons and checked by their tests)."""
@@ -9,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from thinwan.analysis.qds_train import read_train_set
 from thinwan.config.desktop_bench import load_bench
 from thinwan.config.files import read_toml
 from thinwan.config.scenario import load_scenario
@@ -27,7 +29,9 @@ def test_every_shipped_file_loads(path: Path) -> None:
     top = read_toml(path)
     if "downlink" in top:
         pytest.skip("a thinwan-qds daemon config")
-    if "sweep" in top:
+    if "capture" in top or "sim" in top:
+        assert read_train_set(path).sources  # a QDS classifier training set (docs/qds.md)
+    elif "sweep" in top:
         assert load_sweep(path).points
     elif "benchmark" in top:
         assert load_bench(path).platforms

@@ -145,8 +145,10 @@ def test_a_profile_that_is_not_a_string_is_refused(value: object) -> None:
 def test_a_file_key_that_contradicts_the_profile_says_how_to_fix_it() -> None:
     with pytest.raises(ScenarioError) as e:
         scenario_from_dict({"tcp": {"profile": "linux", "sack": False}}, source="x.toml")
-    assert 'tcp.rack_tlp: needs tcp.sack = true (tcp.profile = "linux" turns it on' in str(e.value)
-    ok = scenario_from_dict({"tcp": {"profile": "linux", "sack": False, "rack_tlp": False}})
+    for key in ("rack_tlp", "dsack", "prr"):
+        assert f'tcp.{key}: needs tcp.sack = true (tcp.profile = "linux" turns it on' in str(e.value)
+    off = {"rack_tlp": False, "dsack": False, "prr": False, "rack_reo_wnd": "static"}
+    ok = scenario_from_dict({"tcp": {"profile": "linux", "sack": False, **off}})
     assert (ok.tcp.sack, ok.tcp.rack_tlp, ok.tcp.header_bytes) == (False, False, 52)
 
 

@@ -178,6 +178,10 @@ pub struct TcpSec {
     pub prr: bool,
     /// Linux's quick-ACK mode at the receiver.
     pub quick_ack: bool,
+    /// Window growth and reduction (RFC 5681 or RFC 9438).
+    pub congestion_control: CongestionControlName,
+    /// What cwnd and ssthresh count.
+    pub cwnd_unit: CwndUnitName,
 }
 
 /// `tcp.rack_reo_wnd`.
@@ -285,6 +289,26 @@ pub enum RecoveryName {
     Reno,
     /// RFC 6582 NewReno.
     Newreno,
+}
+
+/// `tcp.congestion_control`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CongestionControlName {
+    /// RFC 5681.
+    Reno,
+    /// RFC 9438.
+    Cubic,
+}
+
+/// `tcp.cwnd_unit`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CwndUnitName {
+    /// Bytes (RFC 5681).
+    Bytes,
+    /// Segments (Linux's `snd_cwnd`).
+    Packets,
 }
 
 /// `tcp.rtt_gain`.

@@ -271,6 +271,11 @@ class TcpSection(_Section):
     prr: bool = False
     quick_ack: bool = False
 
+    # Window growth and reduction: RFC 5681 Reno or RFC 9438 CUBIC (docs/model.md).
+    congestion_control: Literal["reno", "cubic"] = "reno"
+    # What cwnd and ssthresh count: bytes (RFC 5681) or segments (Linux's snd_cwnd).
+    cwnd_unit: Literal["bytes", "packets"] = "bytes"
+
     @model_validator(mode="wrap")
     @classmethod
     def _apply_profile(cls, data: Any, handler: Any) -> TcpSection:
@@ -468,7 +473,8 @@ class LabSection(_Section):
     ignores them. ``loss``, ``loss_rev`` and ``jitter`` left unset take the
     ``[topology]`` values; set, they replace them (``loss = 0`` turns loss off)."""
 
-    congestion_control: str = "reno"
+    # Any algorithm the kernel has (bbr, …); unset: tcp.congestion_control.
+    congestion_control: str | None = None
     ecn: bool = False
     timestamps: bool = True
     rack: bool = False

@@ -33,11 +33,6 @@ __all__ = ["PROFILES", "overlay", "profile_values", "resolve", "sources"]
 RFC: dict[str, tuple[Any, str]] = {}
 
 # What Linux 6.x does with its default sysctls, in the keys thinwan has.
-# Added when merged (helpers A and B of issue #21; one line each here):
-#   congestion_control ("cubic": net.ipv4.tcp_congestion_control default),
-#   cwnd_unit ("packets": snd_cwnd counts segments), dsack (tcp_dsack = 1),
-#   rack_reo_wnd ("adaptive": RFC 8985 §6.2 as tcp_rack_update_reo_wnd), prr (tcp_input.c
-#   tcp_cwnd_reduction: always on), quick_ack (tcp_incr_quickack / tcp_event_data_recv).
 LINUX: dict[str, tuple[Any, str]] = {
     "recovery": ("newreno", "without SACK Linux recovers as NewReno (tcp_input.c, RFC 6582)"),
     "sack": (True, "ip-sysctl tcp_sack: default 1"),
@@ -67,12 +62,16 @@ LINUX: dict[str, tuple[Any, str]] = {
     "sack_off_after_timeout": (False, "not in Linux (Ogawa §5.3)"),
     "rack_tlp": (True, "ip-sysctl tcp_recovery: default 0x1 (RACK); tcp_early_retrans: default 3 (TLP)"),
     "thin_linear_timeouts": (False, "ip-sysctl tcp_thin_linear_timeouts: default 0"),
+    "congestion_control": ("cubic", "ip-sysctl tcp_congestion_control: default cubic (tcp_cubic.c, RFC 9438)"),
+    "cwnd_unit": ("packets", "tcp.h: snd_cwnd and snd_ssthresh count segments (tcp_cong_avoid_ai, tcp_slow_start)"),
+    "dsack": (True, "ip-sysctl tcp_dsack: default 1 (RFC 2883)"),
+    "rack_reo_wnd": ("adaptive", "tcp_recovery.c tcp_rack_update_reo_wnd / tcp_rack_reo_wnd (RFC 8985 §6.2)"),
+    "prr": (True, "tcp_input.c tcp_cwnd_reduction: PRR in every recovery, not a sysctl (RFC 6937)"),
+    "quick_ack": (True, "tcp_input.c tcp_event_data_recv / tcp_incr_quickack, TCP_MAX_QUICKACKS 16"),
 }
 
 # The defaults of ns-2.33's Agent/TCP/FullTcp (Reno) and of Agent/TCP it inherits from.
 # Values ns-2 states in segments or seconds are converted with segsize_ = 536.
-# Added when merged: congestion_control ("reno": windowOption_ 1, ns-default:921),
-#   cwnd_unit ("bytes": window = int(cwnd_) × maxseg_ bytes, tcp-full.cc:968).
 NS2_FULLTCP: dict[str, tuple[Any, str]] = {
     "recovery": ("reno", "Agent/TCP/FullTcp reno_fastrecov_ true (ns-default:1223); /Newreno is a subclass"),
     "sack": (False, "SACK is the subclass Agent/TCP/FullTcp/Sack (ns-default:1234-1240)"),
@@ -105,6 +104,8 @@ NS2_FULLTCP: dict[str, tuple[Any, str]] = {
     "sack_off_after_timeout": (False, "not in ns-2.33 (Ogawa §5.3)"),
     "rack_tlp": (False, "not in ns-2.33"),
     "thin_linear_timeouts": (False, "not in ns-2.33"),
+    "congestion_control": ("reno", "windowOption_ 1: Reno's increase (ns-default:921; tcp.cc opencwnd)"),
+    "cwnd_unit": ("bytes", "window = int(cwnd_) × maxseg_ bytes (tcp-full.cc:968): a byte budget, grown per ACK"),
 }
 
 PROFILES: dict[str, dict[str, tuple[Any, str]]] = {"rfc": RFC, "linux": LINUX, "ns2-fulltcp": NS2_FULLTCP}

@@ -27,6 +27,7 @@ fn cfg(m: Mechanisms) -> SenderConfig {
         rto: RtoConfig { min: Duration::from_millis(200), ..Default::default() },
         send_buffer: None,
         mechanisms: m,
+        ..Default::default()
     }
 }
 

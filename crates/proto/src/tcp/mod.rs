@@ -3,6 +3,7 @@
 //!
 //! Reading list, in the order the code follows them:
 //! - RFC 5681 — slow start, congestion avoidance, fast retransmit/recovery, restart after idle
+//! - RFC 9438 — CUBIC (module `cc`, with Reno and Linux's packet-counted windows)
 //! - RFC 6582 — NewReno's partial-ACK handling
 //! - RFC 2018 — SACK option (receiver); RFC 6675 — SACK-based loss recovery (sender)
 //! - RFC 6298 — the retransmission timer; Karn's rule
@@ -17,6 +18,7 @@
 //!   `poll_transmit(now)` until `None`, then ask `poll_timeout()` when to call
 //!   `handle_timeout(now)` next.
 
+pub mod cc;
 mod prr;
 mod rack;
 pub mod receiver;
@@ -24,6 +26,7 @@ pub mod rtt;
 pub mod scoreboard;
 pub mod sender;
 
+pub use cc::{Algorithm as CongestionControl, CwndUnit};
 pub use rack::ReoWnd;
 pub use receiver::{
     idle_rto_after_handshake, Receiver, ReceiverConfig, ReceiverOptions, ReceiverShared, MAX_QUICKACKS,

@@ -7,7 +7,9 @@
 //! instead of in a half-RTT silence (RFC 6675) followed by a burst; once the pipe is at
 //! or below ssthresh (heavy losses), it grows back by at most one SMSS more than was
 //! delivered per ACK. The sender sets `cwnd = pipe + sndcnt` and its usual
-//! `cwnd − pipe ≥ 1 SMSS` rule does the rest.
+//! `cwnd − pipe ≥ 1 SMSS` rule does the rest. Every amount is in the window's unit:
+//! bytes, or segments with `cwnd_unit = "packets"` (then "SMSS" is one segment, as in
+//! Linux's `tcp_cwnd_reduction`).
 
 /// One recovery episode's PRR state (RFC 6937 §3, "At the beginning of recovery").
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

@@ -5,8 +5,10 @@
 //! `poll_transmit(now)` until it returns `None`, then re-arm with `poll_timeout()`.
 //!
 //! Window growth and loss recovery are separate: [`Recovery`] picks the recovery
-//! policy; the RTT estimator is any [`RttEstimator`].
+//! policy, the congestion controller ([`super::cc`]) the window's growth and the
+//! ssthresh of a congestion event; the RTT estimator is any [`RttEstimator`].
 
+use super::cc::{AckSample, Algorithm, Controller, CwndUnit, Window};
 use super::prr::Prr;
 use super::rack::{probe_timeout, Rack, ReoWnd, Sent, Tlp};
 use super::rtt::{Estimator, RtoConfig, RttEstimator};
@@ -48,6 +50,10 @@ pub struct SenderConfig {
     pub send_buffer: Option<u64>,
     /// Optional mechanisms (all off by default).
     pub mechanisms: Mechanisms,
+    /// Window growth and reduction (RFC 5681 Reno or RFC 9438 CUBIC).
+    pub congestion_control: Algorithm,
+    /// What cwnd and ssthresh count: bytes, or segments as Linux does.
+    pub cwnd_unit: CwndUnit,
 }
 
 /// Mechanisms under study (Ogawa §5, RFC 8985, Linux thin streams). Each
@@ -99,6 +105,8 @@ impl Default for SenderConfig {
             rto: RtoConfig::default(),
             send_buffer: None,
             mechanisms: Mechanisms::default(),
+            congestion_control: Algorithm::Reno,
+            cwnd_unit: CwndUnit::Bytes,
         }
     }
 }
@@ -186,6 +194,9 @@ pub struct Sender<E: RttEstimator = Estimator> {
     sacked: RangeSet,
     /// The other counters (its first two unused: see `bytes_sent`).
     stats: SenderStats,
+    /// The congestion controller (enum dispatch, inline). Out of the hot lines: Reno
+    /// reads only its tag there, CUBIC its curve on ACKs outside recovery.
+    cc: Controller,
     rack: Rack,
     tlp: Tlp,
     /// RFC 6937 state of the recovery in progress (with [`Mechanisms::prr`]).
@@ -239,6 +250,14 @@ impl Sender {
     pub const HOT_BYTES: usize = std::mem::offset_of!(Sender, stats);
 }
 
+/// One full segment in the window's unit: SMSS bytes, or 1.
+fn seg_of(cfg: &SenderConfig) -> u64 {
+    match cfg.cwnd_unit {
+        CwndUnit::Bytes => cfg.mss as u64,
+        CwndUnit::Packets => 1,
+    }
+}
+
 const _: () = assert!(Sender::HOT_BYTES <= 4 * 64, "the hot part of a sender should stay four cache lines");
 
 impl<E: RttEstimator> Sender<E> {
@@ -250,7 +269,8 @@ impl<E: RttEstimator> Sender<E> {
             snd_una: 0,
             snd_nxt: 0,
             snd_max: 0,
-            cwnd: cfg.initial_cwnd_segments as u64 * cfg.mss as u64,
+            cwnd: cfg.initial_cwnd_segments as u64 * seg_of(&cfg),
+            cc: Controller::new(cfg.congestion_control),
             cfg,
             rtt,
             ssthresh: u64::MAX,
@@ -309,6 +329,7 @@ impl<E: RttEstimator> Sender<E> {
         // RFC 6937 DeliveredData = change in snd.una + change in SACKed bytes.
         let prr_before = m.prr.then(|| (self.snd_una, self.sacked.total_bytes()));
         let was_recovering = self.recovering();
+        let mut newly_delivered = 0;
         if sack {
             // A DSACK block reports a duplicate, not new data: not for the scoreboard.
             for &(s, e) in &ack.sack.as_slice()[dsack.is_some() as usize..] {
@@ -317,7 +338,7 @@ impl<E: RttEstimator> Sender<E> {
                     self.sacked.insert(s, e);
                 }
             }
-            self.note_delivered(now, ack.ack);
+            newly_delivered = self.note_delivered(now, ack.ack);
         }
         if m.dsack {
             // (RACK's state is read only with RACK-TLP: not written on every ACK.)
@@ -328,7 +349,7 @@ impl<E: RttEstimator> Sender<E> {
             self.on_new_ack(now, ack.ack);
         } else if m.rack_tlp && m.dsack {
             // A probe's DSACK may come on a duplicate ACK, even once all is acknowledged.
-            self.tlp_process_ack(ack.ack, ack.sack.as_slice().is_empty());
+            self.tlp_process_ack(now, ack.ack, ack.sack.as_slice().is_empty());
         }
         if !advanced && self.snd_una < self.snd_max {
             // RFC 5681 §2 also asks for an unchanged window; our receiver shrinks the
@@ -336,9 +357,9 @@ impl<E: RttEstimator> Sender<E> {
             // not require it.
             self.dupacks += 1;
             if self.sack_suspended {
-                self.cwnd += self.mss(); // Ogawa §5.3: grow on every ACK
+                self.cwnd += self.seg(); // Ogawa §5.3: grow on every ACK
             } else if !sack {
-                self.on_dupack_reno();
+                self.on_dupack_reno(now);
             }
         }
         if m.rack_tlp {
@@ -351,12 +372,19 @@ impl<E: RttEstimator> Sender<E> {
             } else {
                 self.update_lost_edge();
             }
-            self.maybe_enter_sack_recovery();
+            self.maybe_enter_sack_recovery(now);
             if let Some((una, sacked)) = prr_before.filter(|_| self.in_recovery) {
-                // RFC 6937 §3: cwnd = pipe + sndcnt, so NextSeg() sends sndcnt.
-                let delivered = (self.snd_una - una + self.sacked.total_bytes()).saturating_sub(sacked);
-                let pipe = self.pipe();
-                self.cwnd = pipe + self.prr.on_ack(delivered, pipe, self.ssthresh, self.mss());
+                // RFC 6937 §3: cwnd = pipe + sndcnt, so NextSeg() sends sndcnt — in the
+                // window's unit: with packets DeliveredData counts segments, as Linux's
+                // `newly_acked_sacked` does.
+                let delivered = match self.cfg.cwnd_unit {
+                    CwndUnit::Bytes => {
+                        (self.snd_una - una + self.sacked.total_bytes()).saturating_sub(sacked)
+                    }
+                    CwndUnit::Packets => newly_delivered,
+                };
+                let pipe = self.pipe_in_unit();
+                self.cwnd = pipe + self.prr.on_ack(delivered, pipe, self.ssthresh, self.seg());
             }
         }
         self.arm_tlp(now);
@@ -381,7 +409,7 @@ impl<E: RttEstimator> Sender<E> {
         }
         if rack_tlp && due(self.rack.reo_deadline) {
             self.rack_detect_loss(now);
-            self.maybe_enter_sack_recovery();
+            self.maybe_enter_sack_recovery(now);
         }
         None
     }
@@ -414,13 +442,25 @@ impl<E: RttEstimator> Sender<E> {
 
     // ----- observers ----------------------------------------------------------------
 
-    /// Congestion window, bytes.
+    /// Congestion window, bytes (a packet-counted window: segments × SMSS).
     pub fn cwnd(&self) -> u64 {
-        self.cwnd
+        self.cwnd * self.bytes_per_unit()
     }
     /// Slow-start threshold, bytes (`u64::MAX` before the first loss).
     pub fn ssthresh(&self) -> u64 {
-        self.ssthresh
+        if self.ssthresh == u64::MAX {
+            return u64::MAX;
+        }
+        self.ssthresh * self.bytes_per_unit()
+    }
+    /// Congestion window and slow-start threshold as counted: bytes, or segments with
+    /// [`CwndUnit::Packets`].
+    pub fn window(&self) -> Window {
+        Window { cwnd: self.cwnd, ssthresh: self.ssthresh, seg: self.seg(), unit: self.cfg.cwnd_unit }
+    }
+    /// The congestion controller.
+    pub fn controller(&self) -> &Controller {
+        &self.cc
     }
     /// The RTT estimator.
     pub fn rtt(&self) -> &dyn RttEstimator {
@@ -469,6 +509,19 @@ impl<E: RttEstimator> Sender<E> {
         self.cfg.mss as u64
     }
 
+    /// One full segment in the window's unit.
+    fn seg(&self) -> u64 {
+        seg_of(&self.cfg)
+    }
+
+    /// Bytes one unit of the window stands for (for observers).
+    fn bytes_per_unit(&self) -> u64 {
+        match self.cfg.cwnd_unit {
+            CwndUnit::Bytes => 1,
+            CwndUnit::Packets => self.mss(),
+        }
+    }
+
     /// Is the SACK scoreboard in use right now (Ogawa §5.3 suspends it)?
     fn use_scoreboard(&self) -> bool {
         self.cfg.recovery == Recovery::Sack && !self.sack_suspended
@@ -477,6 +530,51 @@ impl<E: RttEstimator> Sender<E> {
     /// RFC 5681 FlightSize: sent but not cumulatively acknowledged.
     fn flight_size(&self) -> u64 {
         self.snd_max - self.snd_una
+    }
+
+    /// FlightSize in the window's unit (segments: those not cumulatively acknowledged).
+    fn flight_in_unit(&self) -> u64 {
+        match self.cfg.cwnd_unit {
+            CwndUnit::Bytes => self.flight_size(),
+            CwndUnit::Packets => {
+                (self.sent.len() - self.sent.iter().take_while(|s| s.end <= self.snd_una).count()) as u64
+            }
+        }
+    }
+
+    /// [`Self::outstanding`] in the window's unit: segments (as first cut) in
+    /// `[snd_una, snd_nxt)` not wholly SACKed, like Linux's packets in flight.
+    fn outstanding_in_unit(&self) -> u64 {
+        match self.cfg.cwnd_unit {
+            CwndUnit::Bytes => self.outstanding(),
+            CwndUnit::Packets => {
+                if self.snd_nxt == self.snd_max && self.sacked.is_empty() {
+                    return self.flight_in_unit(); // the common case, without a walk
+                }
+                let scoreboard = self.use_scoreboard();
+                let (una, nxt) = (self.snd_una, self.snd_nxt);
+                // A record partly acknowledged (a retransmission cut it elsewhere) counts
+                // only if bytes of it past SND.UNA were sent again since go-back-N.
+                self.sent
+                    .iter()
+                    .take_while(|s| s.start < nxt)
+                    .filter(|s| s.end > una && s.start.max(una) < nxt && !(scoreboard && s.sacked))
+                    .count() as u64
+            }
+        }
+    }
+
+    /// [`Self::pipe`] in the window's unit: with segments, RFC 6675 SetPipe() counts a
+    /// segment once if not lost and once more if retransmitted in this recovery.
+    fn pipe_in_unit(&self) -> u64 {
+        if self.cfg.cwnd_unit == CwndUnit::Bytes {
+            return self.pipe();
+        }
+        let live = self.sent.iter().filter(|s| s.end > self.snd_una && !s.sacked);
+        if self.cfg.mechanisms.rack_tlp {
+            return live.filter(|s| !s.lost).count() as u64;
+        }
+        live.map(|s| u64::from(s.end > self.lost_edge) + u64::from(s.start < self.high_rxt)).sum()
     }
 
     /// Bytes considered in the network when sending in order from `snd_nxt`.
@@ -506,6 +604,13 @@ impl<E: RttEstimator> Sender<E> {
 
     fn on_new_ack(&mut self, now: Instant, ack: u64) {
         let acked = ack - self.snd_una;
+        // What the window counts of this ACK, before the state moves on.
+        let (acked_u, prior_in_flight) = match self.cfg.cwnd_unit {
+            CwndUnit::Bytes => (acked, self.outstanding()),
+            CwndUnit::Packets => {
+                (self.sent.iter().take_while(|s| s.end <= ack).count() as u64, self.outstanding_in_unit())
+            }
+        };
         self.take_rtt_sample(now, ack);
         self.snd_una = ack;
         self.snd_nxt = self.snd_nxt.max(ack);
@@ -519,9 +624,9 @@ impl<E: RttEstimator> Sender<E> {
         }
         if self.cfg.mechanisms.rack_tlp && self.tlp.end_seq.is_some_and(|e| ack >= e) {
             if self.cfg.mechanisms.dsack {
-                self.tlp_process_ack(ack, false);
+                self.tlp_process_ack(now, ack, false);
             } else {
-                self.end_tlp_episode();
+                self.end_tlp_episode(now);
             }
         }
         if self.in_recovery {
@@ -531,15 +636,15 @@ impl<E: RttEstimator> Sender<E> {
                 Recovery::NewReno => {
                     if self.recovery_done() {
                         // RFC 6582 §3.2 (3), option 1.
-                        let w = self.ssthresh.min(self.flight_size().max(self.mss()) + self.mss());
+                        let w = self.ssthresh.min(self.flight_in_unit().max(self.seg()) + self.seg());
                         self.exit_recovery(w);
                     } else {
                         // RFC 6582 §3.2 (5): partial ACK — retransmit the next hole,
                         // deflate by the amount acked, add back one SMSS if ≥ SMSS acked.
                         self.pending_rtx = Opt::some(self.snd_una);
-                        self.cwnd = self.cwnd.saturating_sub(acked).max(self.mss());
-                        if acked >= self.mss() {
-                            self.cwnd += self.mss();
+                        self.cwnd = self.cwnd.saturating_sub(acked_u).max(self.seg());
+                        if acked_u >= self.seg() {
+                            self.cwnd += self.seg();
                         }
                         restart_timer = !self.partial_acked;
                         self.partial_acked = true;
@@ -551,12 +656,14 @@ impl<E: RttEstimator> Sender<E> {
                     }
                 }
             }
-        } else if self.sack_suspended || self.cwnd < self.ssthresh {
-            // RFC 5681 (2): slow start, at most one SMSS per ACK.
-            self.cwnd += acked.min(self.mss());
+        } else if self.sack_suspended {
+            // Ogawa §5.3: slow-start growth, one SMSS per ACK at most, until `recover`.
+            self.cwnd += acked_u.min(self.seg());
         } else {
-            // RFC 5681 (3): congestion avoidance, about one SMSS per RTT.
-            self.cwnd += (self.mss() * self.mss() / self.cwnd).max(1);
+            let mut w = self.window();
+            let sample = AckSample { now, acked: acked_u, prior_in_flight, srtt: self.rtt.srtt() };
+            self.cc.on_ack(&mut w, &sample);
+            self.cwnd = w.cwnd;
         }
         // Drop the records of acknowledged segments.
         while self.sent.front().is_some_and(|s| s.end <= ack) {
@@ -585,9 +692,10 @@ impl<E: RttEstimator> Sender<E> {
     }
 
     /// Mark segments newly delivered by this ACK (cumulatively or by SACK) and tell
-    /// RACK about them (RFC 8985 §6.2 step 1).
-    fn note_delivered(&mut self, now: Instant, ack: u64) {
+    /// RACK about them (RFC 8985 §6.2 step 1). Returns how many there were.
+    fn note_delivered(&mut self, now: Instant, ack: u64) -> u64 {
         let rack = self.cfg.mechanisms.rack_tlp;
+        let mut newly = 0;
         for s in self.sent.iter_mut() {
             if s.sacked {
                 continue;
@@ -595,11 +703,13 @@ impl<E: RttEstimator> Sender<E> {
             if s.end <= ack || self.sacked.bytes_in(s.start, s.end) == s.end - s.start {
                 s.sacked = s.end > ack; // cumulatively acked ones are dropped soon
                 s.lost = false;
+                newly += 1;
                 if rack {
                     self.rack.on_delivered(now, s);
                 }
             }
         }
+        newly
     }
 
     /// RFC 8985 §6.2 step 5, then enter recovery if anything was marked.
@@ -638,18 +748,24 @@ impl<E: RttEstimator> Sender<E> {
     fn exit_recovery(&mut self, cwnd: u64) {
         self.in_recovery = false;
         self.partial_acked = false;
-        self.cwnd = cwnd.max(self.mss());
+        self.cwnd = cwnd.max(self.seg());
+    }
+
+    /// The congestion controller's ssthresh for a congestion event loss recovery found.
+    fn congestion_ssthresh(&mut self, now: Instant) -> u64 {
+        let (w, flight) = (self.window(), self.flight_in_unit());
+        self.cc.on_congestion_event(now, &w, flight)
     }
 
     /// RFC 5681 §3.2 (2)–(4) for Reno and NewReno.
-    fn on_dupack_reno(&mut self) {
+    fn on_dupack_reno(&mut self, now: Instant) {
         if self.in_recovery {
-            self.cwnd += self.mss(); // (4) inflate for each segment that left the network
+            self.cwnd += self.seg(); // (4) inflate for each segment that left the network
         } else if self.dupacks == self.cfg.dupthresh && self.may_enter_recovery() {
-            self.ssthresh = self.flight_size().div_ceil(2).max(2 * self.mss()); // (2)
+            self.ssthresh = self.congestion_ssthresh(now); // (2)
             self.recover = Opt::some(self.snd_max);
             self.pending_rtx = Opt::some(self.snd_una); // (3) retransmit
-            self.cwnd = self.ssthresh + self.cfg.dupthresh as u64 * self.mss();
+            self.cwnd = self.ssthresh + self.cfg.dupthresh as u64 * self.seg();
             self.in_recovery = true;
             self.partial_acked = false;
             self.stats.fast_retransmits += 1;
@@ -658,7 +774,7 @@ impl<E: RttEstimator> Sender<E> {
 
     /// RFC 6675 §5 (4): enter on DupThresh duplicate ACKs or when IsLost(HighACK + 1);
     /// with RACK (RFC 8985 §6.2), when RACK has marked a segment lost.
-    fn maybe_enter_sack_recovery(&mut self) {
+    fn maybe_enter_sack_recovery(&mut self, now: Instant) {
         if self.snd_una == self.snd_max || !self.may_enter_recovery() {
             return;
         }
@@ -672,9 +788,9 @@ impl<E: RttEstimator> Sender<E> {
             return;
         }
         self.recover = Opt::some(self.snd_max); // (4.1) RecoveryPoint = HighData
-        self.ssthresh = self.flight_size().div_ceil(2).max(2 * self.mss()); // (4.2)
+        self.ssthresh = self.congestion_ssthresh(now); // (4.2)
         self.cwnd = self.ssthresh;
-        self.prr = Prr::start(self.flight_size()); // RFC 6937 §3: RecoverFS = snd.nxt − snd.una
+        self.prr = Prr::start(self.flight_in_unit()); // RFC 6937 §3: RecoverFS = snd.nxt − snd.una
         self.in_recovery = true;
         self.high_rxt = self.snd_una;
         self.tlp = Tlp::default();
@@ -718,9 +834,10 @@ impl<E: RttEstimator> Sender<E> {
         let thin = self.sent.len() < 4 && self.ssthresh != u64::MAX;
         // RFC 5681 (4); keep ssthresh when the segment already timed out once.
         if self.backoff == 0 {
-            self.ssthresh = self.flight_size().div_ceil(2).max(2 * self.mss());
+            let (w, flight) = (self.window(), self.flight_in_unit());
+            self.ssthresh = self.cc.on_rto(now, &w, flight);
         }
-        self.cwnd = self.mss(); // loss window
+        self.cwnd = self.seg(); // loss window
                                 // RFC 6582 §3.2 (1) / RFC 6675 §5.1: no fast recovery for data sent before the timeout.
         self.recover = Opt::some(self.snd_max);
         self.in_recovery = false;
@@ -760,7 +877,7 @@ impl<E: RttEstimator> Sender<E> {
     /// RFC 6675 §4 NextSeg() under the `cwnd − pipe ≥ 1 SMSS` rule of §5 (C); with RACK,
     /// rule (1) retransmits the first segment RACK marked lost.
     fn next_seg_sack(&mut self) -> Option<(u64, u32)> {
-        if self.cwnd < self.pipe() + self.mss() {
+        if self.cwnd < self.pipe_in_unit() + self.seg() {
             return None;
         }
         // (1) the first unSACKed byte that is lost (and, without RACK, above HighRxt).
@@ -812,7 +929,7 @@ impl<E: RttEstimator> Sender<E> {
         if idle {
             // RFC 5681 §4.1: restart from the initial window after an idle period > RTO.
             if self.cfg.slow_start_restart {
-                self.cwnd = self.cwnd.min(self.cfg.initial_cwnd_segments as u64 * self.mss());
+                self.cwnd = self.cwnd.min(self.cfg.initial_cwnd_segments as u64 * self.seg());
             }
             // Spec §5.2: the path may have changed while idle; the next sample is the first.
             if self.cfg.mechanisms.rto_reset_after_idle && self.rtt.srtt().is_some() {
@@ -820,8 +937,15 @@ impl<E: RttEstimator> Sender<E> {
                 self.stats.rto_resets += 1;
             }
         }
-        let window = self.cwnd.min(self.rwnd);
-        if self.outstanding() + len > window {
+        let fits = match self.cfg.cwnd_unit {
+            CwndUnit::Bytes => self.outstanding() + len <= self.cwnd.min(self.rwnd),
+            // A packet-counted window admits one more segment of any size; the
+            // receiver's window still counts bytes.
+            CwndUnit::Packets => {
+                self.outstanding() + len <= self.rwnd && self.outstanding_in_unit() < self.cwnd
+            }
+        };
+        if !fits {
             return None;
         }
         // RFC 896: hold a small new segment while data is unacknowledged.
@@ -873,10 +997,9 @@ impl<E: RttEstimator> Sender<E> {
     /// RFC 8985 §7.4: the probe's episode is over. Without DSACK we cannot tell whether
     /// a retransmitted probe repaired a real loss, so (conservatively) we assume it did
     /// and reduce the window as for a loss.
-    fn end_tlp_episode(&mut self) {
+    fn end_tlp_episode(&mut self, now: Instant) {
         if self.tlp.is_retrans && !self.in_recovery {
-            self.ssthresh =
-                self.flight_size().div_ceil(2).max(2 * self.mss()).min(self.cwnd.max(2 * self.mss()));
+            self.ssthresh = self.congestion_ssthresh(now).min(self.cwnd.max(2 * self.seg()));
             self.cwnd = self.ssthresh;
         }
         self.tlp = Tlp::default();
@@ -888,13 +1011,13 @@ impl<E: RttEstimator> Sender<E> {
     /// (reduce, as [`Self::end_tlp_episode`]); a duplicate ACK without SACK blocks ends
     /// the episode too. An ACK of exactly `TLP.end_seq` waits for the DSACK that may
     /// follow.
-    fn tlp_process_ack(&mut self, ack: u64, dupack_without_sack: bool) {
+    fn tlp_process_ack(&mut self, now: Instant, ack: u64, dupack_without_sack: bool) {
         let Some(end) = self.tlp.end_seq.filter(|&e| ack >= e) else { return };
         let spurious = self.rack.dsack_end == end;
         if !self.tlp.is_retrans || spurious || dupack_without_sack {
             self.tlp = Tlp::default();
         } else if ack > end {
-            self.end_tlp_episode();
+            self.end_tlp_episode(now);
         }
     }
 
@@ -903,7 +1026,8 @@ impl<E: RttEstimator> Sender<E> {
         let end = seq + len as u64;
         let retransmission = seq < self.snd_max;
         if self.in_recovery && self.cfg.mechanisms.prr {
-            self.prr.on_sent(len as u64); // RFC 6937 §3: prr_out += (data sent)
+            // RFC 6937 §3: prr_out += (data sent), in the window's unit.
+            self.prr.on_sent(if self.cfg.cwnd_unit == CwndUnit::Bytes { len as u64 } else { 1 });
         }
         if retransmission {
             self.stats.bytes_retransmitted += end.min(self.snd_max) - seq;
@@ -919,6 +1043,12 @@ impl<E: RttEstimator> Sender<E> {
             }
             if self.in_recovery && self.cfg.recovery == Recovery::Sack {
                 self.high_rxt = self.high_rxt.max(end);
+            }
+        }
+        if self.snd_una == self.snd_max {
+            // Nothing was in flight: the controller may discount the quiet time.
+            if let Some(last) = self.last_send.get() {
+                self.cc.on_tx_start(now, now - last);
             }
         }
         if end > self.snd_max {

@@ -23,6 +23,7 @@ fn scfg(recovery: Recovery) -> SenderConfig {
         rto: RtoConfig { min: Duration::from_millis(200), ..Default::default() },
         send_buffer: None,
         mechanisms: Mechanisms::default(),
+        ..Default::default()
     }
 }
 

@@ -2,10 +2,15 @@
 //! traffic sources, routes, the tunnel's lanes. Runs once per run: cold.
 
 use super::*;
-use crate::config::{MuxMode, RackReoWnd, RecoveryName, RtoFormula, RttGain, TopologyKind, TraceConnections};
+use crate::config::{
+    CongestionControlName, CwndUnitName, MuxMode, RackReoWnd, RecoveryName, RtoFormula, RttGain,
+    TopologyKind, TraceConnections,
+};
 use thinwan_proto::link::{Impairment, Jitter, LinkDir, LossModel};
 use thinwan_proto::qdisc::QueueSpec;
-use thinwan_proto::tcp::{idle_rto_after_handshake, ReceiverOptions, ReceiverShared, ReoWnd};
+use thinwan_proto::tcp::{
+    idle_rto_after_handshake, CongestionControl, CwndUnit, ReceiverOptions, ReceiverShared, ReoWnd,
+};
 use thinwan_proto::traffic::{Calibrated, GameCalibrated, GameParams, Model, ParamError, TrafficSpec};
 
 impl World {
@@ -97,6 +102,14 @@ impl World {
                     RackReoWnd::Adaptive => ReoWnd::Adaptive,
                 },
                 prr: tcp.prr,
+            },
+            congestion_control: match tcp.congestion_control {
+                CongestionControlName::Reno => CongestionControl::Reno,
+                CongestionControlName::Cubic => CongestionControl::Cubic,
+            },
+            cwnd_unit: match tcp.cwnd_unit {
+                CwndUnitName::Bytes => CwndUnit::Bytes,
+                CwndUnitName::Packets => CwndUnit::Packets,
             },
         });
         let rcfg = Arc::new(ReceiverConfig {

@@ -431,8 +431,10 @@ def tcp_settings(scenario: Scenario, opts: LabSection) -> tuple[TcpSettings, lis
     if tcp.send_buffer_bytes:
         notes.append("tcp.send_buffer_bytes: approximated by net.ipv4.tcp_wmem's maximum (Linux counts overhead too)")
     notes.append("tcp.rwnd_bytes: approximated by net.ipv4.tcp_rmem's maximum (2 × rwnd; Linux advertises part of it)")
+    if tcp.cwnd_unit != "packets":
+        notes.append(f'tcp.cwnd_unit={tcp.cwnd_unit}: Linux counts cwnd in packets (cwnd_unit = "packets")')
     settings = TcpSettings(
-        congestion_control=opts.congestion_control,
+        congestion_control=opts.congestion_control or tcp.congestion_control,
         sack=tcp.sack,
         slow_start_after_idle=tcp.slow_start_restart,
         ecn=opts.ecn,
