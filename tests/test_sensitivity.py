@@ -165,10 +165,10 @@ def test_the_sensitivity_sweep_varies_one_choice_at_a_time() -> None:
     assert sweep.sensitivity_axis == "variant"
     variant = sweep.axis("variant")
     assert [a.name for a in sweep.axes] == ["buffer", "variant"]
-    assert len(sweep.points) == 2 * len(variant.labels) == 54
+    assert len(sweep.points) == 2 * len(variant.labels) == 58
     base_label, choices = choices_of(variant.labels, variant.overrides)
     assert base_label == "base"
-    assert len(choices) == 12
+    assert len(choices) == 13
     # Every [ours] key of the base scenarios is one of the choices.
     ours = {
         line.split("=")[0].strip()
@@ -197,6 +197,10 @@ def test_the_sensitivity_sweep_varies_one_choice_at_a_time() -> None:
             assert differ == {"traffic.session_activity", "traffic.session_activity_sigma"} or differ == {
                 "traffic.session_activity"
             }
+        elif label.startswith("profile="):
+            # The whole [tcp] at once: the profile's keys (the source's three application
+            # settings kept), nothing outside [tcp].
+            assert "tcp.profile" in differ and all(k.startswith("tcp.") for k in differ), (p.name, differ)
         else:
             assert len(differ) == 1, (p.name, differ)
 
