@@ -47,13 +47,7 @@ fn every_controller_and_unit_is_deterministic_and_takes_effect() {
 #[test]
 fn a_greedy_cubic_flow_fills_the_bottleneck() {
     for unit in ["bytes", "packets"] {
-        let mut v = base();
-        set(&mut v, "traffic.model", json!("bulk"));
-        set(&mut v, "topology.pairs", json!(1));
-        set(&mut v, "queue.limit_packets", json!(0));
-        set(&mut v, "queue.limit_bytes", json!(62_500)); // ~ one BDP at 10 Mbit/s × 44 ms
-        set(&mut v, "scenario.duration_s", json!(20.0));
-        set(&mut v, "scenario.drain_s", json!(0.0));
+        let mut v = common::greedy_one_flow();
         set(&mut v, "tcp.congestion_control", json!("cubic"));
         set(&mut v, "tcp.cwnd_unit", json!(unit));
         let r = run(&v, 0);

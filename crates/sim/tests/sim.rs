@@ -88,14 +88,7 @@ fn bad_json_names_the_problem() {
 
 #[test]
 fn greedy_flow_fills_the_bottleneck() {
-    let mut v = base();
-    set(&mut v, "traffic.model", json!("bulk"));
-    set(&mut v, "topology.pairs", json!(1));
-    set(&mut v, "queue.limit_packets", json!(0));
-    set(&mut v, "queue.limit_bytes", json!(62_500)); // ~ one BDP at 10 Mbit/s × 44 ms
-    set(&mut v, "scenario.duration_s", json!(20.0));
-    set(&mut v, "scenario.drain_s", json!(0.0));
-    let r = run(&v, 0);
+    let r = run(&common::greedy_one_flow(), 0);
     let util = r.ports.bytes_tx[0] as f64 * 8.0 / (r.ports.rate_bps[0] * 20.0);
     assert!(util > 0.9, "utilisation {util}");
     assert!(r.ports.drops_overflow[0] > 0, "a greedy Reno flow overflows the buffer");

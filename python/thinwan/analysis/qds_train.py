@@ -51,6 +51,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from .. import _native
 from ..config.files import ScenarioError, read_toml
 from .qds import CONTROLLER_TYPES
 
@@ -71,18 +72,9 @@ __all__ = [
     "read_model",
 ]
 
-# thinwan_proto::qds::classify::Features::NAMES, in order (checked against the core in
-# tests/test_qds_train.py).
-FEATURES = (
-    "size_mean",
-    "size_sd",
-    "iat_mean_us",
-    "iat_sd_us",
-    "rate_down_bps",
-    "rate_up_bps",
-    "full_share",
-    "burst_pkts",
-)
+# thinwan_proto::qds::classify::Features::NAMES, in order: the core's, as its shipped
+# model names them.
+FEATURES: tuple[str, ...] = tuple(json.loads(_native.qds_shipped_model())["features"])
 FEATURE_COLUMNS = [f"f_{n}" for n in FEATURES]
 
 
@@ -271,7 +263,6 @@ def _keep(df: pd.DataFrame, opts: RowOptions) -> pd.DataFrame:
 
 
 def _capture_rows(src: CaptureSource, opts: RowOptions) -> pd.DataFrame:
-    from .. import _native
 
     if not src.file.is_file():
         raise TrainSetError(f"{src.file}: no such file" if not src.file.exists() else f"{src.file}: not a file")
@@ -310,7 +301,6 @@ def _capture_rows(src: CaptureSource, opts: RowOptions) -> pd.DataFrame:
 
 
 def _default_rate_window_ms() -> float:
-    from .. import _native
 
     return float(json.loads(_native.qds_default_keys())["rate_window_ms"])
 
@@ -346,7 +336,6 @@ def _matrix(rows: pd.DataFrame) -> list[list[float]]:
 
 def train_model(rows: pd.DataFrame) -> str:
     """The core's ``Model::train`` on the labelled rows: the model's JSON."""
-    from .. import _native
 
     if rows.empty:
         raise TrainSetError("no row to train on (every source was shorter than the warm-up, or idle)")
@@ -355,7 +344,6 @@ def train_model(rows: pd.DataFrame) -> str:
 
 def read_model(path: Path | None) -> str | None:
     """A model file's JSON, checked by the core (None: the shipped model)."""
-    from .. import _native
 
     if path is None:
         return None
@@ -376,7 +364,6 @@ def read_model(path: Path | None) -> str | None:
 
 def predict(rows: pd.DataFrame, model_json: str | None) -> np.ndarray:
     """The type the core's model names for each row (``model_json`` None: shipped)."""
-    from .. import _native
 
     return np.asarray(_native.qds_predict(_matrix(rows), model_json), dtype=object)
 

@@ -19,6 +19,20 @@ pub fn set(v: &mut Value, path: &str, x: Value) {
     v[sec][key] = x;
 }
 
+/// One greedy flow through a buffer of about one bandwidth-delay product (10 Mbit/s ×
+/// 44 ms) for 20 s: a window that grows as it should fills the bottleneck.
+#[allow(dead_code)] // only some test binaries use it
+pub fn greedy_one_flow() -> Value {
+    let mut v = base();
+    set(&mut v, "traffic.model", json!("bulk"));
+    set(&mut v, "topology.pairs", json!(1));
+    set(&mut v, "queue.limit_packets", json!(0));
+    set(&mut v, "queue.limit_bytes", json!(62_500));
+    set(&mut v, "scenario.duration_s", json!(20.0));
+    set(&mut v, "scenario.drain_s", json!(0.0));
+    v
+}
+
 /// scenarios/qds/base.toml made short: c = 20 Mbit/s, [3:9] video:data, 20 % overload,
 /// `duration_s` seconds, `discipline` at the downlink, the true types (oracle).
 #[allow(dead_code)] // only the QDS tests use it; every test binary compiles this module
