@@ -77,10 +77,13 @@ fn fixed_local_ports_name_each_connection_and_a_taken_port_is_refused() {
     let dir = std::env::temp_dir().join(format!("thinwan-pump-ports-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("temp dir");
     // A base whose three ports are free now: three listeners in a row, then closed.
-    let base = (0..50)
-        .map(|_| free_addr().port())
-        .find(|&p| p < 65000 && (0..3).all(|i| TcpListener::bind(("0.0.0.0", p + i)).is_ok()))
-        .expect("three free ports in a row");
+    let free_run = || {
+        (0..50)
+            .map(|_| free_addr().port())
+            .find(|&p| p < 65000 && (0..3).all(|i| TcpListener::bind(("0.0.0.0", p + i)).is_ok()))
+            .expect("three free ports in a row")
+    };
+    let base = free_run();
     let sink_addr = free_addr();
     let pump = |conns_out: &str, base: u16| PumpOptions {
         peer: Peer::Connect(sink_addr),
@@ -118,11 +121,11 @@ fn fixed_local_ports_name_each_connection_and_a_taken_port_is_refused() {
         .collect();
     assert_eq!(ports, vec![base, base + 1, base + 2]);
     // With port base + 1 held by a listener the pump refuses, naming the port and the
-    // connection.
-    let held = TcpListener::bind(("0.0.0.0", 0)).expect("a free port");
-    let taken = held.local_addr().expect("bound").port();
-    let err =
-        run_pump(&pump("conns2.json", taken - 1), Arc::new(AtomicBool::new(false))).unwrap_err().to_string();
-    assert!(err.contains(&format!("connection 1: local port {taken}")), "{err}");
+    // connection. A fresh run of free ports: the first run's are in TIME_WAIT, and the
+    // port below an arbitrary held one may be any other socket's.
+    let base = free_run();
+    let _held = TcpListener::bind(("0.0.0.0", base + 1)).expect("hold base + 1");
+    let err = run_pump(&pump("conns2.json", base), Arc::new(AtomicBool::new(false))).unwrap_err().to_string();
+    assert!(err.contains(&format!("connection 1: local port {}", base + 1)), "{err}");
     std::fs::remove_dir_all(&dir).ok();
 }
