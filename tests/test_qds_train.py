@@ -14,8 +14,8 @@ import dpkt
 import pytest
 
 from thinwan import _native
-from thinwan.analysis import qds_train as qt
 from thinwan.cli import main
+from thinwan.execute import qds_train as qt
 
 SERVER, CLIENT = "198.18.1.1", "198.18.2.1"
 PORT = 5900

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from thinwan.analysis.qds_train import read_train_set
 from thinwan.config.desktop_bench import load_bench
 from thinwan.config.files import read_toml
 from thinwan.config.scenario import load_scenario
 from thinwan.config.sweepfile import load_sweep
+from thinwan.execute.qds_train import read_train_set
 
 ROOT = Path(__file__).resolve().parent.parent
 FILES = sorted(p for p in (ROOT / "scenarios").rglob("*.toml") if p.parent.name != "mux")

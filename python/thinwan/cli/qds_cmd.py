@@ -134,7 +134,7 @@ def _cmd_train(argv: list[str]) -> int:
     p = _rows_parser("thinwan qds train", _TRAIN_DOC)
     p.add_argument("--out", required=True, help="where to write the model (JSON)")
     args = p.parse_args(argv)
-    from ..analysis import qds_train as qt
+    from ..execute import qds_train as qt
 
     rows = qt.rows_of(_sources(args), _row_options(args))
     model = qt.train_model(rows)
@@ -164,7 +164,7 @@ def _cmd_evaluate(argv: list[str]) -> int:
     args = p.parse_args(argv)
     from pathlib import Path
 
-    from ..analysis import qds_train as qt
+    from ..execute import qds_train as qt
 
     if args.train_also and not args.leave_one_out:
         raise qt.TrainSetError("--train-also goes with --leave-one-out")
@@ -192,7 +192,7 @@ _MODES = {"train": _cmd_train, "evaluate": _cmd_evaluate}
 def _sources(args: argparse.Namespace) -> list[Any]:
     from pathlib import Path
 
-    from ..analysis import qds_train as qt
+    from ..execute import qds_train as qt
 
     sources: list[Any] = []
     for s in args.sets:
@@ -206,7 +206,7 @@ def _sources(args: argparse.Namespace) -> list[Any]:
 def _row_options(args: argparse.Namespace) -> Any:
     import math
 
-    from ..analysis import qds_train as qt
+    from ..execute import qds_train as qt
 
     if not (math.isfinite(args.warmup_s) and args.warmup_s >= 0):
         raise qt.TrainSetError(f"--warmup-s must be ≥ 0, got {args.warmup_s}")

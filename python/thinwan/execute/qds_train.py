@@ -52,8 +52,8 @@ import numpy as np
 import pandas as pd
 
 from .. import _native
+from ..analysis.qds import CONTROLLER_TYPES
 from ..config.files import ScenarioError, read_toml
-from .qds import CONTROLLER_TYPES
 
 __all__ = [
     "FEATURES",
