@@ -528,3 +528,15 @@ def test_a_file_that_is_not_utf8_names_the_file(tmp_path: Path) -> None:
     path.write_bytes(b'[scenario]\ndescription = "caf\xe9"\n')
     with pytest.raises(ScenarioError, match=r"latin1\.toml: not UTF-8"):
         load_scenario(path)
+
+
+def test_the_lab_notes_what_linux_does_whatever_the_scenario_says(tmp_path: Path) -> None:
+    from thinwan.substrates.lab.linkspec import lab_spec
+
+    rack = lab_spec(load_scenario(write(tmp_path, "[tcp]\nrack_tlp = true\n", name="rack.toml"))).notes
+    for key in ("tcp.dsack=false", "tcp.prr=false", "tcp.rack_reo_wnd=static", "tcp.quick_ack=false"):
+        assert any(n.startswith(key) for n in rack), key
+    linux = lab_spec(load_scenario(write(tmp_path, '[tcp]\nprofile = "linux"\n', name="linux.toml"))).notes
+    assert not any(
+        n.startswith(("tcp.dsack", "tcp.prr", "tcp.rack_reo_wnd", "tcp.quick_ack", "tcp.cwnd_unit")) for n in linux
+    )

@@ -433,6 +433,15 @@ def tcp_settings(scenario: Scenario, opts: LabSection) -> tuple[TcpSettings, lis
     notes.append("tcp.rwnd_bytes: approximated by net.ipv4.tcp_rmem's maximum (2 × rwnd; Linux advertises part of it)")
     if tcp.cwnd_unit != "packets":
         notes.append(f'tcp.cwnd_unit={tcp.cwnd_unit}: Linux counts cwnd in packets (cwnd_unit = "packets")')
+    # What Linux does whatever the scenario says (docs/scenario.md "Profiles", linux).
+    if tcp.sack and not tcp.dsack:
+        notes.append("tcp.dsack=false: Linux reports DSACKs whenever SACK is on (net.ipv4.tcp_dsack follows tcp.sack)")
+    if tcp.sack and not tcp.prr:
+        notes.append("tcp.prr=false: Linux reduces the window by PRR in every recovery (tcp_cwnd_reduction)")
+    if tcp.rack_tlp and tcp.rack_reo_wnd == "static":
+        notes.append('tcp.rack_reo_wnd=static: Linux adapts RACK\'s reordering window (rack_reo_wnd = "adaptive")')
+    if tcp.delayed_ack and not tcp.quick_ack:
+        notes.append("tcp.quick_ack=false: Linux's receivers ACK every segment in quick-ACK mode (tcp_incr_quickack)")
     settings = TcpSettings(
         congestion_control=opts.congestion_control or tcp.congestion_control,
         sack=tcp.sack,
