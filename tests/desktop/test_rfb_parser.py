@@ -155,13 +155,16 @@ def test_rfb_timing_problems_use_the_client_column() -> None:
             "client_kernel_ms": [10.8, 9.1, np.nan],
         }
     )
+    # The socket's receive time decides (fill: read 1.3 ms late, received 0.1 ms after
+    # the analyser's end: the client waited for a CPU, the analyser is right).
     got = timing_problems(df, "rfb")
-    assert len(got) == 2
-    assert got[0].startswith("client timing (rfb): fill #0: the analyser says 9.0 ms, the RFB client had received")
-    assert "the client waited 1.2 ms for a CPU" in got[0]
-    assert got[1].startswith("client timing (rfb): image #0: the RFB client received no update")
-    # Without the kernel's time agreeing, no excuse is offered.
-    assert "CPU" not in timing_problems(df.assign(client_kernel_ms=10.3), "rfb")[0]
+    assert len(got) == 1 and got[0].startswith("client timing (rfb): image #0: the RFB client received no update")
+    # A socket receive time that disagrees is named, with both times.
+    late = timing_problems(df.assign(client_kernel_ms=10.3), "rfb")
+    assert len(late) == 2 and late[0].startswith("client timing (rfb): fill #0: the analyser says 9.0 ms")
+    assert "its socket received it at 10.3 ms" in late[0]
+    # Without a socket time the read time decides.
+    assert len(timing_problems(df.drop(columns=["client_kernel_ms"]), "rfb")) == 2
     assert timing_problems(df, "screen") == []  # no screen_ms column: not timed that way
 
 
@@ -306,7 +309,7 @@ def _recorded(tmp_path: Path, edit: Any = None) -> Path:
     return d
 
 
-def test_recorded_pass_agrees_and_a_late_read_fails_it(tmp_path: Path) -> None:
+def test_recorded_pass_agrees_and_a_late_socket_time_fails_it(tmp_path: Path) -> None:
     from thinwan.execute.desktop_runs import _check, analyse_rfb_pass
 
     df = analyse_rfb_pass(_recorded(tmp_path / "a"), 50.0, ADDR)
@@ -320,16 +323,23 @@ def test_recorded_pass_agrees_and_a_late_read_fails_it(tmp_path: Path) -> None:
     assert (df["client_kernel_ms"] - df["latency_ms"]).between(0.0, 0.05).all()
     assert round(float(df["client_diff_ms"].max()), 1) == 3.2
     assert _check(df, True, df) == []
-    # The same pass with fill #11's update read 6 ms later: the check names it.
-    t_late = "1795494610.961097"  # its update line's read time
+    # The same pass with fill #11's update received 6 ms later at the socket (as if the
+    # analyser had ended the update early): the check names it. Read 6 ms later only,
+    # it is the client's wait for a CPU and passes.
+    line = "1795494610.961097 update 5 135 1795494610.960786"  # its update line: read, rects, bytes, socket
 
-    def late(text: str) -> str:
-        assert t_late in text
-        return text.replace(f"{t_late} update", f"{float(t_late) + 0.006:.6f} update")
+    def late_socket(text: str) -> str:
+        assert line in text
+        return text.replace(line, "1795494610.967097 update 5 135 1795494610.966786")
 
-    bad = analyse_rfb_pass(_recorded(tmp_path / "b", late), 50.0, ADDR)
+    def late_read(text: str) -> str:
+        return text.replace(line, "1795494610.967097 update 5 135 1795494610.960786")
+
+    bad = analyse_rfb_pass(_recorded(tmp_path / "b", late_socket), 50.0, ADDR)
     problems = _check(bad, True, bad)
     assert len(problems) == 1 and problems[0].startswith("client timing (rfb): fill #11: the analyser says 75.7 ms")
+    slow = analyse_rfb_pass(_recorded(tmp_path / "slow", late_read), 50.0, ADDR)
+    assert _check(slow, True, slow) == []
     # A client that stopped on a parse error: the pass cannot be trusted.
     with pytest.raises(CaptureError, match="stopped on an error: unknown server message type 9"):
         analyse_rfb_pass(

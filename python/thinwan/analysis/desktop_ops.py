@@ -239,7 +239,10 @@ def timing_problems(inputs: pd.DataFrame, source: str = "screen") -> list[str]:
     the screen's time lies in the same window, so no packet the analyser left out arrived
     between the two. A screen final *before* the analyser's end means the analyser counted
     traffic that changed nothing (docs/desktop.md "Self-checks"). The RFB client's receive
-    time is checked both ways."""
+    time is checked both ways: its socket's receive time of the byte that completed the
+    update (``client_kernel_ms``, SO_TIMESTAMPNS) when it has one — the moment the client
+    had the update, which the protocol, not the analyser's gap rule, delimits — else the
+    time its read returned, which adds the client's own wait for a CPU."""
     column, moment = TIMING_SOURCES[source]
     if column not in inputs or not inputs[column].notna().any():
         return []
@@ -250,6 +253,8 @@ def timing_problems(inputs: pd.DataFrame, source: str = "screen") -> list[str]:
         # The screen's messages keep their original wording ("client timing: …").
         what = f"client timing{'' if source == 'screen' else f' ({source})'}: {r.operation} #{r.repeat}"
         client = getattr(r, column)
+        kernel = getattr(r, "client_kernel_ms", np.nan) if source == "rfb" else np.nan
+        judged = kernel if np.isfinite(kernel) else client
         if not np.isfinite(client):
             never = (
                 "the client's screen never showed a new picture in the application's area"
@@ -257,16 +262,11 @@ def timing_problems(inputs: pd.DataFrame, source: str = "screen") -> list[str]:
                 else "the RFB client received no update after its input"
             )
             out.append(f"{what}: {never} (the analyser: {r.latency_ms:.1f} ms)")
-        elif not agree(r.latency_ms, client) and (source != "screen" or client < r.latency_ms):
-            kernel = getattr(r, "client_kernel_ms", np.nan)
-            why = (
-                f"; the kernel had it at {kernel:.1f} ms: the client waited {client - kernel:.1f} ms for a CPU"
-                if np.isfinite(kernel) and agree(r.latency_ms, kernel)
-                else ""
-            )
+        elif not agree(r.latency_ms, judged) and (source != "screen" or client < r.latency_ms):
+            socket = f"; its socket received it at {kernel:.1f} ms" if np.isfinite(kernel) else ""
             out.append(
                 f"{what}: the analyser says {r.latency_ms:.1f} ms, {moment} "
-                f"{client:.1f} ms ({client - r.latency_ms:+.1f} ms; allowed 5 % or 1 ms{why})"
+                f"{client:.1f} ms ({judged - r.latency_ms:+.1f} ms; allowed 5 % or 1 ms{socket})"
             )
     return out
 
