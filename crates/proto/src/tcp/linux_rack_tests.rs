@@ -3,32 +3,12 @@
 //! §6.2 steps 3–4) and TLP's use of DSACK (§7.4.2), PRR in the sender (RFC 6937), and
 //! Linux's quick-ACK mode (`tcp_event_data_recv`, `tcp_incr_quickack`).
 
+use super::mechanism_tests::{cfg, ms};
 use super::*;
 use crate::time::{Duration, Instant};
 
-const MSS: u32 = 1000;
-
-fn ms(x: u64) -> Instant {
-    Instant::from_nanos(x * 1_000_000)
-}
-
 fn seg(seq: u64, len: u32) -> DataSegment {
     DataSegment { seq, len, retransmission: false }
-}
-
-fn cfg(m: Mechanisms) -> SenderConfig {
-    SenderConfig {
-        mss: MSS,
-        initial_cwnd_segments: 10,
-        nagle: false,
-        slow_start_restart: false,
-        recovery: Recovery::Sack,
-        dupthresh: 3,
-        rto: RtoConfig { min: Duration::from_millis(200), ..Default::default() },
-        send_buffer: None,
-        mechanisms: m,
-        ..Default::default()
-    }
 }
 
 fn rcv_cfg(delayed_ack: bool) -> ReceiverConfig {

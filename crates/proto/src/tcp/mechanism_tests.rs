@@ -4,13 +4,15 @@
 use super::*;
 use crate::time::{Duration, Instant};
 
+/// The segment size of [`cfg`], which `linux_rack_tests` shares with [`ms`].
 const MSS: u32 = 1000;
 
-fn ms(x: u64) -> Instant {
+pub(super) fn ms(x: u64) -> Instant {
     Instant::from_nanos(x * 1_000_000)
 }
 
-fn cfg(m: Mechanisms) -> SenderConfig {
+/// A SACK sender with `m` on (the configuration every mechanism test starts from).
+pub(super) fn cfg(m: Mechanisms) -> SenderConfig {
     SenderConfig {
         mss: MSS,
         initial_cwnd_segments: 10,
