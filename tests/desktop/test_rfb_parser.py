@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pytest
+from tests.procs import rest_of
 
 from thinwan.analysis.desktop_ops import RfbLog, rfb_times, timing_problems
 from thinwan.substrates.desktop import rfbclient
@@ -230,7 +231,7 @@ def _run_client(tmp_path: Path, script: list[bytes], commands: list[str]) -> tup
             os.write(fd, (c + "\n").encode())
             time.sleep(0.05)
         os.close(fd)
-        out, _ = p.communicate(timeout=10)
+        out = rest_of(p, p.stdout, timeout=10)
     finally:
         if p.poll() is None:
             p.kill()

@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.procs import rest_of
+
 from .helpers import REPO, needs_root, thinwan
 
 BASE = REPO / "scenarios/ogawa2011/large-buffer.toml"
@@ -48,7 +50,7 @@ def _interrupt(argv: list[str], started: str, cwd: Path, settle_s: float = 1.0) 
     sent = time.monotonic()
     os.killpg(p.pid, signal.SIGINT)
     try:
-        rest = p.communicate(timeout=10)[1]
+        rest = rest_of(p, p.stderr, timeout=10)
     except subprocess.TimeoutExpired:
         os.killpg(p.pid, signal.SIGKILL)
         raise
