@@ -17,7 +17,7 @@ from tests.desktop.test_analyze import T0_NS, vnc, write_pcap
 from thinwan.analysis.desktop_media import count_frames, video_quality, web_summary
 from thinwan.config.desktop_bench import bench_from_data
 from thinwan.config.files import ScenarioError
-from thinwan.execute.desktop_media_runs import analyse_video
+from thinwan.execute.desktop_media_runs import analyse_video, media_steps, method_checked
 from thinwan.substrates.desktop import videoclip, webpages
 
 
@@ -135,6 +135,17 @@ def test_bench_file_sections() -> None:
     assert b.web.pages == 3 and b.web.passes == 2 and b.video.frames == 834 and b.video.ref_fps == 1.0
     with pytest.raises(ScenarioError, match="web.method_check: unknown platform 'vnc'"):
         bench_from_data({"web": {"method_check": "vnc"}}, "f.toml")
+    with pytest.raises(ScenarioError, match="web.method_check_envs.1: unknown environment 'moon'"):
+        bench_from_data({"web": {"method_check_envs": ["lan", "moon"]}}, "f.toml")
+    # The run without pauses: on the named platform, in the named environments only.
+    b = bench_from_data({"benchmark": {"envs": ["lan", "wan", "wan-loss-1"], "operations": ["web"]}}, "f.toml")
+    assert [method_checked(b, p, e) for p, e in [("x11", "lan"), ("x11", "wan"), ("x11", "wan-loss-1")]] == [
+        True,
+        True,
+        False,
+    ]
+    assert not method_checked(b, "xrdp", "lan")
+    assert media_steps(b, "web", "x11", "lan") == 109 and media_steps(b, "web", "x11", "wan-loss-1") == 108
     with pytest.raises(ScenarioError, match="f.toml: video.pages: unknown key"):
         bench_from_data({"video": {"pages": 3}}, "f.toml")
     with pytest.raises(ScenarioError, match="video.width/height"):

@@ -124,6 +124,10 @@ class WebSettings(_Strict):
     # loaded) on this platform, and compare the total data with the slow-motion run's
     # (the source's check that slow motion does not change the work). "" = never.
     method_check: str = "x11"
+    # ... in these environments only: on a slow or lossy WAN a run without pauses takes
+    # longer than max_run_s (x11 behind a 64-KiB window did), and LAN and WAN suffice to
+    # show whether slow motion changes the work.
+    method_check_envs: list[str] = Field(default_factory=lambda: ["lan", "wan"])
     max_run_s: float = Field(600.0, gt=0)  # the run without pauses must end within this
 
 
@@ -230,6 +234,11 @@ def bench_from_data(data: dict[str, Any], where: str = "<benchmark>") -> Bench:
         raise ScenarioError(
             f"{where}: web.method_check: unknown platform {f.web.method_check!r} (known: {', '.join(PLATFORM_NAMES)})"
         )
+    for i, e in enumerate(f.web.method_check_envs):
+        if e not in known:
+            raise ScenarioError(
+                f"{where}: web.method_check_envs.{i}: unknown environment {e!r} (known: {', '.join(known)})"
+            )
     if f.video.width > f.desktop.width or f.video.height > f.desktop.height:
         raise ScenarioError(f"{where}: video.width/height: the clip does not fit on the desktop")
     b = f.benchmark

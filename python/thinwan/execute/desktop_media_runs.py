@@ -34,7 +34,16 @@ from ..substrates.desktop.opsplit import split_capture
 from ..substrates.desktop.webpages import DONE_PATH, LOADED_PREFIX, START_PAGE, page_name
 from ..substrates.desktop.workloads import VideoPlayer, WebBrowser
 
-__all__ = ["MEDIA_OPERATIONS", "media_steps", "run_web", "run_video", "analyse_web", "analyse_video", "web_rows"]
+__all__ = [
+    "MEDIA_OPERATIONS",
+    "media_steps",
+    "method_checked",
+    "run_web",
+    "run_video",
+    "analyse_web",
+    "analyse_video",
+    "web_rows",
+]
 
 MEDIA_OPERATIONS = ("web", "video")
 CLICK_TRIES = 3  # clicks per page before the run fails
@@ -43,10 +52,15 @@ CLICK_TRIES = 3  # clicks per page before the run fails
 LOAD_TIMEOUT_S = 10.0
 
 
-def media_steps(bench: Bench, op: str, platform: str) -> int:
+def method_checked(bench: Bench, platform: str, env: str) -> bool:
+    """Does the web benchmark also run without pauses on ``platform`` in ``env``?"""
+    return bench.web.method_check == platform and env in bench.web.method_check_envs
+
+
+def media_steps(bench: Bench, op: str, platform: str, env: str) -> int:
     """Progress-bar steps of ``op`` for one platform in one environment."""
     if op == "web":
-        return bench.web.pages * bench.web.passes + (1 if bench.web.method_check == platform else 0)
+        return bench.web.pages * bench.web.passes + (1 if method_checked(bench, platform, env) else 0)
     return 2
 
 
@@ -76,7 +90,9 @@ def _measure(
 # --- web -------------------------------------------------------------------------------
 
 
-def run_web(bench: Bench, lab: Any, platform: str, settings: DesktopSettings, run_dir: Path, bar: Any) -> None:
+def run_web(
+    bench: Bench, lab: Any, platform: str, env: str, settings: DesktopSettings, run_dir: Path, bar: Any
+) -> None:
     """The web benchmark's runs; what they leave in ``run_dir`` is analysed by
     :func:`analyse_web`."""
     w = bench.web
@@ -115,7 +131,7 @@ def run_web(bench: Bench, lab: Any, platform: str, settings: DesktopSettings, ru
         requests = site.requests(d)
         info = d.info()
     _write(run_dir, "web", cap.to_json(), records, info, requests)
-    if w.method_check == platform:
+    if method_checked(bench, platform, env):
         _run_web_nopause(bench, lab, platform, settings, run_dir)
         bar.update(1)
 

@@ -62,7 +62,16 @@ from ..substrates.desktop.platforms import PLATFORMS, platform_version
 from ..substrates.desktop.session import RFB_PROTOCOL
 from ..substrates.desktop.settings import APP_H, APP_W
 from ..substrates.lab.topology import Lab
-from .desktop_media_runs import MEDIA_OPERATIONS, analyse_video, analyse_web, media_steps, run_video, run_web, web_rows
+from .desktop_media_runs import (
+    MEDIA_OPERATIONS,
+    analyse_video,
+    analyse_web,
+    media_steps,
+    method_checked,
+    run_video,
+    run_web,
+    web_rows,
+)
 from .executors import progress_bar
 
 __all__ = ["run_bench", "analyse_run", "analyse_rfb_pass", "BenchResult", "RESULT_KEYS", "TIMING_REPEAT", "RFB_DIR"]
@@ -119,11 +128,12 @@ def run_bench(
     latency_ops = [op for op in bench.operations if op not in MEDIA_OPERATIONS]
     media_ops = [op for op in bench.operations if op in MEDIA_OPERATIONS]
     steps = {
-        p: len(latency_ops) * (bench.repeat + _timing_repeat(bench, p))
-        + sum(media_steps(bench, op, p) for op in media_ops)
+        (p, e): len(latency_ops) * (bench.repeat + _timing_repeat(bench, p))
+        + sum(media_steps(bench, op, p, e) for op in media_ops)
         for p in runnable
+        for e in bench.envs
     }
-    total = len(bench.envs) * sum(steps.values())
+    total = sum(steps.values())
     frames: list[pd.DataFrame] = []
     timings: list[pd.DataFrame] = []
     failures: list[str] = []
@@ -140,7 +150,7 @@ def run_bench(
             with Lab(env_lab_spec(env, seed=bench.seed + k), events=False) as lab:
                 for p in runnable:
                     if platforms.get(p, "").startswith("unavailable"):
-                        bar.update(steps[p])
+                        bar.update(steps[p, env_name])
                         continue
                     bar.set_description(f"{p} {env_name}")
                     run_dir = out / p / env_name
@@ -153,11 +163,18 @@ def run_bench(
                             rfb = _timing_repeat(bench, p) > 0
                             if done and cell == "latency" and rfb and not (run_dir / RFB_DIR / "inputs.json").exists():
                                 done = False  # finished before the timing pass existed
+                            if (
+                                done
+                                and cell == "web"
+                                and method_checked(bench, p, env_name)
+                                and not (cell_dir / "web-nopause-inputs.json").exists()
+                            ):
+                                done = False  # finished where the method check was not asked for
                             if done:
                                 n = (
                                     len(latency_ops) * (bench.repeat + _timing_repeat(bench, p))
                                     if cell == "latency"
-                                    else media_steps(bench, cell, p)
+                                    else media_steps(bench, cell, p, env_name)
                                 )
                                 bar.update(n)
                             if cell == "latency":
@@ -240,7 +257,9 @@ def _cell_key(bench: Bench, env: str, k: int, cell: str, latency_ops: list[str])
     if cell == "latency":
         what |= {"operations": latency_ops, "repeat": bench.repeat}
     elif cell == "web":
-        what |= {"web": bench.web.model_dump()}
+        # Where the method check runs is not in the key (the check above reruns a cell that
+        # lacks it); a cell that has it when no longer asked keeps it, harmlessly.
+        what |= {"web": bench.web.model_dump(exclude={"method_check_envs"})}
     else:
         what |= {"video": bench.video.model_dump()}
     return hashlib.sha256(json.dumps(what, sort_keys=True).encode()).hexdigest()[:16]
@@ -277,7 +296,7 @@ def _run_media(
     problems = []
     if op == "web":
         if run:
-            run_web(bench, lab, p, settings, run_dir, bar)
+            run_web(bench, lab, p, env, settings, run_dir, bar)
         pages, check = analyse_web(run_dir, env, bench.idle_ms, lab.addr)
         media.pages.append(pages)
         for k, page, lat, settled in zip(pages["pass"], pages["page"], pages["latency_ms"], pages["settled"]):
