@@ -11,6 +11,8 @@ import socket
 from pathlib import Path
 
 import dpkt
+import numpy as np
+import pandas as pd
 import pytest
 
 from thinwan import _native
@@ -214,6 +216,27 @@ def test_windows_and_the_busiest_flow_narrow_the_label(tmp_path: Path) -> None:
     )
     rows = qt.rows_of(qt.read_train_set(s).sources)
     assert rows["t_s"].round(1).tolist() == [x / 10 for x in range(25, 41)]
+    # windows = "web-pages": the same span from the web benchmark's table beside the capture
+    # (a page without an end carries no label), found under captures_root.
+    sub = tmp_path / "runs" / "web"
+    sub.mkdir(parents=True)
+    both.rename(sub / "web.pcap")
+    pd.DataFrame({"t_input": [T0 + 2.5, T0 + 3.5], "t_end": [T0 + 3.0, np.nan]}).to_parquet(sub / "web-pages.parquet")
+    body = f'file = "web/web.pcap"\nlabel = "data"\nport = {PORT}\nflows = "busiest"\nwindows = "web-pages"\n'
+    s.write_text(f'captures_root = "runs"\n[[capture]]\n{body}')
+    pages = qt.rows_of(qt.read_train_set(s).sources)
+    assert pages["t_s"].tolist() == rows["t_s"].tolist() and set(pages["label"]) == {"data"}
+    # --captures-root overrides the file's root; a missing one is named with the hint.
+    s.write_text(f"[[capture]]\n{body}")
+    assert len(qt.rows_of(qt.read_train_set(s, tmp_path / "runs").sources)) == len(pages)
+    with pytest.raises(qt.TrainSetError, match=r"web/web.pcap: no such file \(a set's captures_root"):
+        qt.rows_of(qt.read_train_set(s).sources)
+    (sub / "web-pages.parquet").unlink()
+    with pytest.raises(qt.TrainSetError, match='windows = "web-pages": no .*web-pages.parquet'):
+        qt.rows_of(qt.read_train_set(s, tmp_path / "runs").sources)
+    s.write_text('captures_root = 3\n[[capture]]\nfile = "x.pcap"\nlabel = "video"\nport = 1\n')
+    with pytest.raises(qt.TrainSetError, match="captures_root must be a path"):
+        qt.read_train_set(s)
     s.write_text(f'[[capture]]\nfile = "both.pcap"\nlabel = "video"\nport = {PORT}\nflows = "first"\n')
     with pytest.raises(qt.TrainSetError, match='flows must be "all" or "busiest"'):
         qt.read_train_set(s)

@@ -105,6 +105,13 @@ def _rows_parser(prog: str, doc: str) -> argparse.ArgumentParser:
         ":at-client: the listener is the user's display (plain X11). Repeatable; its group is the file path",
     )
     p.add_argument(
+        "--captures-root",
+        default=None,
+        metavar="DIR",
+        help="where the sets' relative capture files are (overrides each set's captures_root; e.g. the "
+        "--out directory of your desktop runs)",
+    )
+    p.add_argument(
         "--warmup-s",
         type=float,
         default=2.0,
@@ -174,7 +181,9 @@ def _cmd_evaluate(argv: list[str]) -> int:
     if rows.empty:
         raise qt.TrainSetError("no row to evaluate on (every source was shorter than the warm-up, or idle)")
     if args.leave_one_out:
-        extra = qt.rows_of(qt.read_train_set(Path(args.train_also)).sources, opts) if args.train_also else None
+        extra = (
+            qt.rows_of(qt.read_train_set(Path(args.train_also), _root(args)).sources, opts) if args.train_also else None
+        )
         report = qt.leave_one_out(rows, extra)
         report = {"model": "leave-one-out", "train_also": args.train_also, **report}
         title = "leave one group out" + (f" (every fold also trains on {args.train_also})" if args.train_also else "")
@@ -189,6 +198,12 @@ def _cmd_evaluate(argv: list[str]) -> int:
 _MODES = {"train": _cmd_train, "evaluate": _cmd_evaluate}
 
 
+def _root(args: argparse.Namespace) -> Any:
+    from pathlib import Path
+
+    return Path(args.captures_root) if args.captures_root else None
+
+
 def _sources(args: argparse.Namespace) -> list[Any]:
     from pathlib import Path
 
@@ -196,7 +211,7 @@ def _sources(args: argparse.Namespace) -> list[Any]:
 
     sources: list[Any] = []
     for s in args.sets:
-        sources += qt.read_train_set(Path(s)).sources
+        sources += qt.read_train_set(Path(s), _root(args)).sources
     sources += [qt.parse_capture_arg(c) for c in args.capture]
     if not sources:
         raise qt.TrainSetError("give a training set file or at least one --capture")

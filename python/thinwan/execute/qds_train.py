@@ -8,8 +8,11 @@ simulated run gives its ``qds_flows`` rows (the same monitor inside the simulato
 model is the core's (``Model::train``, ``Model::predict`` through ``_native``); this
 module only selects rows, labels them and counts.
 
-A **training set** is a TOML file (paths relative to it)::
+A **training set** is a TOML file::
 
+    captures_root = "../../../results/desktop"  # optional: where relative capture files
+                               # are, relative to this file (default: its directory);
+                               # --captures-root DIR overrides it
     [[capture]]
     file = "video/tigervnc/lan/video/video.pcap"
     label = "video"            # video | audio | data | interactive
@@ -18,6 +21,8 @@ A **training set** is a TOML file (paths relative to it)::
     addr = "198.18.1.1"        # optional: the listener's address
     group = "tigervnc"         # optional (default: the file as written): --leave-one-out folds
     windows = [[1795485583.4, 1795485583.9]]  # optional: only these spans carry the label
+                               # ("web-pages": the page loads of the web benchmark's
+                               # web-pages.parquet beside the capture)
     flows = "all"              # or "busiest": only the flow that sent most toward the client
 
     [[sim]]
@@ -35,7 +40,10 @@ so its type does not matter there).
 ``t_input`` to ``t_end``) narrows a capture's label to when the activity ran: a row is kept
 only if its tick lies in some ``[start, end + rate window]`` — the feature window still
 holds the activity's packets for one rate window after it ended. Without it, every row of
-the capture has the label, its quiet periods included. ``flows = "busiest"`` labels only
+the capture has the label, its quiet periods included. ``windows = "web-pages"`` takes
+the spans from the web benchmark's own table beside the capture (``web-pages.parquet``:
+each page load from ``t_input`` to ``t_end``), so a set file names a capture's page loads
+without copying its clock times, and fits any rerun of the benchmark. ``flows = "busiest"`` labels only
 the flow that sent the most bytes toward the client: a plain X11 display also serves side
 connections (the window manager) that carry none of the activity.
 """
@@ -94,6 +102,7 @@ class CaptureSource:
     group: str = ""
     windows: tuple[tuple[float, float], ...] | None = None
     busiest_only: bool = False
+    pages_windows: bool = False  # windows = "web-pages": read when the rows are built
 
     @property
     def name(self) -> str:
@@ -175,13 +184,20 @@ _CAPTURE_KEYS = {"file", "label", "port", "port_at_client", "addr", "group", "wi
 _SIM_KEYS = {"scenario", "runs", "group"}
 
 
-def read_train_set(path: Path) -> TrainSet:
-    """A training-set TOML file (module docstring); errors name the file and entry."""
+def read_train_set(path: Path, captures_root: Path | None = None) -> TrainSet:
+    """A training-set TOML file (module docstring); errors name the file and entry.
+    ``captures_root`` (``--captures-root``) overrides the file's ``captures_root``."""
     path = Path(path)
     data = read_toml(path, TrainSetError, "a training set (TOML)")
-    unknown = set(data) - {"capture", "sim"}
+    unknown = set(data) - {"capture", "sim", "captures_root"}
     if unknown:
-        raise TrainSetError(f"{path}: unknown table(s) {sorted(unknown)} (expected [[capture]] and [[sim]])")
+        raise TrainSetError(
+            f"{path}: unknown key(s) {sorted(unknown)} (expected captures_root, [[capture]] and [[sim]])"
+        )
+    root = data.get("captures_root", ".")
+    if not isinstance(root, str):
+        raise TrainSetError(f"{path}: captures_root must be a path (a string), got {root!r}")
+    root_dir = Path(captures_root) if captures_root is not None else path.parent / root
     out = TrainSet()
     for i, c in enumerate(data.get("capture", [])):
         where = f"{path}: capture[{i}]"
@@ -193,7 +209,7 @@ def read_train_set(path: Path) -> TrainSet:
         for key in ("file", "label", "port"):
             if key not in c:
                 raise TrainSetError(f"{where}: missing key {key!r}")
-        file = path.parent / str(c["file"])
+        file = root_dir / str(c["file"])
         which = c.get("flows", "all")
         if which not in ("all", "busiest"):
             raise TrainSetError(f'{where}: flows must be "all" or "busiest", got {which!r}')
@@ -208,7 +224,8 @@ def read_train_set(path: Path) -> TrainSet:
                 port_at_client=at_client,
                 addr=c.get("addr"),
                 group=str(c.get("group", c["file"])),
-                windows=_windows(c.get("windows"), where),
+                windows=None if c.get("windows") == "web-pages" else _windows(c.get("windows"), where),
+                pages_windows=c.get("windows") == "web-pages",
                 busiest_only=which == "busiest",
             )
         )
@@ -231,6 +248,9 @@ def read_train_set(path: Path) -> TrainSet:
     return out
 
 
+PAGES_FILE = "web-pages.parquet"  # the web benchmark's per-page table (docs/desktop-media.md)
+
+
 def _windows(w: Any, where: str) -> tuple[tuple[float, float], ...] | None:
     if w is None:
         return None
@@ -242,8 +262,26 @@ def _windows(w: Any, where: str) -> tuple[tuple[float, float], ...] | None:
         for x in w
     )
     if not ok:
-        raise TrainSetError(f"{where}: windows must be a list of [start, end] pairs (s since the epoch, start ≤ end)")
+        raise TrainSetError(
+            f'{where}: windows must be "web-pages" or a list of [start, end] pairs (s since the epoch, start ≤ end)'
+        )
     return tuple((float(a), float(b)) for a, b in w)
+
+
+def _pages_windows(capture: Path) -> tuple[tuple[float, float], ...]:
+    """``windows = "web-pages"``: each page load of the web benchmark's table beside the
+    capture, from ``t_input`` to ``t_end``."""
+    pages = capture.parent / PAGES_FILE
+    try:
+        df = pd.read_parquet(pages, columns=["t_input", "t_end"])
+    except FileNotFoundError:
+        raise TrainSetError(
+            f'{capture}: windows = "web-pages": no {pages} (the web benchmark writes it beside web.pcap)'
+        ) from None
+    except (OSError, ValueError, KeyError) as e:
+        raise TrainSetError(f"{pages}: not the web benchmark's page table ({e})") from None
+    # A page that showed no update has no end (NaN): it carries no label.
+    return tuple((float(a), float(b)) for a, b in zip(df["t_input"], df["t_end"]) if a <= b)
 
 
 def rows_of(sources: Iterable[CaptureSource | SimSource], opts: RowOptions = RowOptions()) -> pd.DataFrame:
@@ -265,7 +303,17 @@ def _keep(df: pd.DataFrame, opts: RowOptions) -> pd.DataFrame:
 def _capture_rows(src: CaptureSource, opts: RowOptions) -> pd.DataFrame:
 
     if not src.file.is_file():
-        raise TrainSetError(f"{src.file}: no such file" if not src.file.exists() else f"{src.file}: not a file")
+        if src.file.exists():
+            raise TrainSetError(f"{src.file}: not a file")
+        raise TrainSetError(
+            f"{src.file}: no such file"
+            + (
+                ""
+                if src.file.parent.exists()
+                else " (a set's captures_root, or --captures-root DIR: where your runs are)"
+            )
+        )
+    windows = _pages_windows(src.file) if src.pages_windows else src.windows
     try:
         r = _native.qds_capture_features(
             str(src.file),
@@ -287,11 +335,11 @@ def _capture_rows(src: CaptureSource, opts: RowOptions) -> pd.DataFrame:
         busiest = int(np.argmax([f["bytes_down"] for f in r["flows"]]))
         df = df[df["flow"] == busiest]
     df = _keep(df, opts)
-    if src.windows is not None:
+    if windows is not None:
         after = (opts.rate_window_ms if opts.rate_window_ms is not None else _default_rate_window_ms()) / 1e3
         t = float(r["origin_s"]) + df["t_s"].to_numpy()
         inside = np.zeros(len(df), bool)
-        for a, b in src.windows:
+        for a, b in windows:
             inside |= (t >= a) & (t <= b + after)
         df = df[inside]
     df.insert(0, "source", src.name)
