@@ -163,10 +163,31 @@ def test_rfb_timing_problems_use_the_client_column() -> None:
     # A socket receive time that disagrees is named, with both times.
     late = timing_problems(df.assign(client_kernel_ms=10.3), "rfb")
     assert len(late) == 2 and late[0].startswith("client timing (rfb): fill #0: the analyser says 9.0 ms")
-    assert "its socket received it at 10.3 ms" in late[0]
+    assert "its socket stamped the last segment at 10.3 ms" in late[0]
     # Without a socket time the read time decides.
     assert len(timing_problems(df.drop(columns=["client_kernel_ms"]), "rfb")) == 2
     assert timing_problems(df, "screen") == []  # no screen_ms column: not timed that way
+
+
+def test_rfb_timing_brackets_the_analyser_between_socket_stamp_and_read() -> None:
+    # After a loss the last segment the read copied had arrived out of order one RTT
+    # before the retransmission that made it readable: the kernel's stamp (389.8 ms) is
+    # early, the read (456.2 ms) right; the analyser's end (the retransmission, 456.0 ms)
+    # lies between them (measured: x11vnc on wan-loss-1).
+    df = pd.DataFrame(
+        {
+            "operation": ["image", "scroll", "fill"],
+            "repeat": [11, 12, 3],
+            "latency_ms": [456.0, 300.0, 500.0],
+            "client_ms": [456.2, 456.2, 456.2],
+            "client_kernel_ms": [389.8, 389.8, 389.8],
+        }
+    )
+    got = timing_problems(df, "rfb")
+    # Earlier than the stamp, or later than the read (beyond 5 %), is the analyser's error.
+    assert [g.split(":")[1].strip() for g in got] == ["scroll #12", "fill #3"]
+    assert "(+89.8 ms;" in got[0] and "(-43.8 ms;" in got[1]
+    assert "stamped the last segment at 389.8 ms" in got[0]
 
 
 # -- the client itself, against a fake server on loopback --------------------------------

@@ -29,6 +29,7 @@ __all__ = [
     "summarize",
     "wan_minus_lan",
     "agree",
+    "within",
     "SUMMARY_KEYS",
 ]
 
@@ -139,6 +140,11 @@ def agree(a: float, b: float, rel: float = 0.05, abs_ms: float = 1.0) -> bool:
     return abs(a - b) <= max(rel * max(abs(a), abs(b)), abs_ms)
 
 
+def within(a: float, lo: float, hi: float) -> bool:
+    """``a`` lies in [``lo``, ``hi``] or agrees (:func:`agree`) with either end."""
+    return agree(a, lo) or agree(a, hi) or (np.isfinite(a) and lo <= a <= hi)
+
+
 @dataclass
 class ScreenLog:
     """What the screen watcher (``screenwatch.py``) wrote: ``changes`` — ``(t, x, y, w,
@@ -238,11 +244,15 @@ def timing_problems(inputs: pd.DataFrame, source: str = "screen") -> list[str]:
     error — the analyser's end is the last server→client packet of the input's window, and
     the screen's time lies in the same window, so no packet the analyser left out arrived
     between the two. A screen final *before* the analyser's end means the analyser counted
-    traffic that changed nothing (docs/desktop.md "Self-checks"). The RFB client's receive
-    time is checked both ways: its socket's receive time of the byte that completed the
-    update (``client_kernel_ms``, SO_TIMESTAMPNS) when it has one — the moment the client
-    had the update, which the protocol, not the analyser's gap rule, delimits — else the
-    time its read returned, which adds the client's own wait for a CPU."""
+    traffic that changed nothing (docs/desktop.md "Self-checks"). The RFB client's timing
+    is checked both ways, as a bracket: the update became readable at the client no later
+    than its read returned (``client_ms``; later by the client's own wait for a CPU) and
+    no earlier than the kernel's receive stamp of the last segment that read copied
+    (``client_kernel_ms``, SO_TIMESTAMPNS; earlier when that segment had arrived out of
+    order and waited for a retransmission to fill the hole before it: Linux keeps the
+    arrival stamp of the segment it coalesces, ``tcp_try_coalesce``). The analyser's end
+    must lie in [stamp, read], within 5 % or 1 ms of it (:func:`within`); without a stamp,
+    within that of the read."""
     column, moment = TIMING_SOURCES[source]
     if column not in inputs or not inputs[column].notna().any():
         return []
@@ -254,7 +264,7 @@ def timing_problems(inputs: pd.DataFrame, source: str = "screen") -> list[str]:
         what = f"client timing{'' if source == 'screen' else f' ({source})'}: {r.operation} #{r.repeat}"
         client = getattr(r, column)
         kernel = getattr(r, "client_kernel_ms", np.nan) if source == "rfb" else np.nan
-        judged = kernel if np.isfinite(kernel) else client
+        lo = min(kernel, client) if np.isfinite(kernel) else client
         if not np.isfinite(client):
             never = (
                 "the client's screen never showed a new picture in the application's area"
@@ -262,11 +272,17 @@ def timing_problems(inputs: pd.DataFrame, source: str = "screen") -> list[str]:
                 else "the RFB client received no update after its input"
             )
             out.append(f"{what}: {never} (the analyser: {r.latency_ms:.1f} ms)")
-        elif not agree(r.latency_ms, judged) and (source != "screen" or client < r.latency_ms):
-            socket = f"; its socket received it at {kernel:.1f} ms" if np.isfinite(kernel) else ""
+        elif not within(r.latency_ms, lo, client) and (source != "screen" or client < r.latency_ms):
+            off = (client if r.latency_ms > client else lo) - r.latency_ms
+            socket = (
+                f"; its socket stamped the last segment at {kernel:.1f} ms, and the analyser's end must lie "
+                "between that stamp and the read"
+                if np.isfinite(kernel)
+                else ""
+            )
             out.append(
                 f"{what}: the analyser says {r.latency_ms:.1f} ms, {moment} "
-                f"{client:.1f} ms ({judged - r.latency_ms:+.1f} ms; allowed 5 % or 1 ms{socket})"
+                f"{client:.1f} ms ({off:+.1f} ms; allowed 5 % or 1 ms{socket})"
             )
     return out
 

@@ -51,6 +51,7 @@ from ..analysis.desktop_ops import (
     summarize,
     timing_problems,
     wan_minus_lan,
+    within,
 )
 from ..config.desktop_bench import Bench
 from ..records.meta import dumps_json, git_revision
@@ -593,11 +594,19 @@ def _agreement(g: pd.DataFrame, source: str) -> dict[str, Any]:
     worst = timed.loc[d.abs().idxmax()]
     extra: dict[str, Any] = {}
     if "client_kernel_ms" in timed:
-        # The RFB client's own wait for a CPU (its read − the kernel's receive), and how
-        # many inputs would agree without it: tells a slow client from a wrong analyser.
+        # The RFB client's read after the kernel's stamp (its wait for a CPU, or after a
+        # loss the wait for the retransmission that made the stamped segment readable),
+        # how many inputs agree with the stamp, and how many lie in the bracket [stamp,
+        # read] that the verdict uses: tells a slow client from a wrong analyser.
         wait = timed[column] - timed["client_kernel_ms"]
         extra = {
             "agree_kernel": int(sum(agree(a, b) for a, b in zip(timed["latency_ms"], timed["client_kernel_ms"]))),
+            "within_bracket": int(
+                sum(
+                    within(a, min(k, c), c) if np.isfinite(k) else agree(a, c)
+                    for a, k, c in zip(timed["latency_ms"], timed["client_kernel_ms"], timed[column])
+                )
+            ),
             "cpu_wait_ms_max": float(wait.max()),
         }
     return {
