@@ -130,6 +130,10 @@ impl World {
         }
         let end = self.tunnel.as_mut().expect("mux mode").end(edge);
         if let Some(d) = end.session.poll_timeout() {
+            // A deadline already past (an adaptive session's move or measurement timer
+            // can be) means "act now": an event scheduled before `now` would turn the
+            // simulation's clock back, and every event after it would run out of order.
+            let d = d.max(now);
             if d < end.armed {
                 end.armed = d;
                 self.events.push(d, Event::MuxTimer { edge });
