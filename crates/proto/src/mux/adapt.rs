@@ -186,6 +186,17 @@ mod tests {
     }
 
     #[test]
+    fn ping_excess_is_the_smoothed_rtt_above_the_smallest() {
+        let mut m = LaneMeter::new(Instant::ZERO);
+        assert_eq!(m.ping_excess(), None, "no pong yet");
+        m.on_pong(ms(200));
+        assert_eq!(m.ping_excess(), Some(Duration::ZERO));
+        // RFC 6298 §2.3 gain 1/8: 7/8 · 200 + 1/8 · 1000 = 300 ms.
+        m.on_pong(ms(1000));
+        assert_eq!((m.ping_srtt, m.ping_min, m.ping_excess()), (Some(ms(300)), Some(ms(200)), Some(ms(100))));
+    }
+
+    #[test]
     fn limit_has_a_floor_and_grows_with_the_rate() {
         assert_eq!(bulk_inflight_limit(0.0, None, 65_536), 65_536);
         assert_eq!(bulk_inflight_limit(1e6, Some(ms(100)), 65_536), 200_000);
