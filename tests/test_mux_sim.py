@@ -40,7 +40,7 @@ def simulate(scenario: Scenario) -> RunRecords:
 
 def test_grid_file_covers_the_published_grid() -> None:
     sweep = load_sweep(GRID / "grid.toml")
-    assert len(sweep.points) == 2 * 2 * 2 * 4
+    assert len(sweep.points) == 2 * 2 * 2 * 5
     seen = {
         (
             p.scenario.topology.bottleneck_loss,
@@ -50,16 +50,23 @@ def test_grid_file_covers_the_published_grid() -> None:
             p.scenario.mux.mode,
             p.scenario.mux.trunks,
             p.scenario.mux.lanes,
+            p.scenario.mux.shed,
         )
         for p in sweep.points
     }
-    configs = {("direct", 1, "fixed"), ("mux", 1, "fixed"), ("mux", 4, "fixed"), ("mux", 1, "adaptive")}
+    configs = {
+        ("direct", 1, "fixed", False),
+        ("mux", 1, "fixed", False),
+        ("mux", 4, "fixed", False),
+        ("mux", 1, "adaptive", False),
+        ("mux", 1, "adaptive", True),
+    }
     assert seen == {
-        (loss, loss, delay, jitter, mode, trunks, lanes)
+        (loss, loss, delay, jitter, mode, trunks, lanes, shed)
         for loss in (0.01, 0.05)
         for delay in (100.0, 300.0)
         for jitter in (0.0, 10.0)
-        for mode, trunks, lanes in configs
+        for mode, trunks, lanes, shed in configs
     }
     base = sweep.points[0].scenario
     assert (base.topology.last_hop_delay_ms, base.topology.last_hop_rate_mbps) == (50.0, 100.0)

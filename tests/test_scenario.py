@@ -146,6 +146,8 @@ DOCUMENTED_DEFAULTS = {
         "lanes": "fixed",
         "max_lanes": 8,
         "bulk_limit": False,
+        "shed": False,
+        "shed_slack_ms": 100.0,
     },
     "qds": {
         "period_ms": 100.0,
@@ -389,7 +391,17 @@ ADDED_AFTER_OGAWA2011 = {
         "client_delay_min_ms",
         "client_delay_max_ms",
     },
-    "mux": {"mode", "trunks", "frame_payload_bytes", "notsent_lowat_bytes", "lanes", "max_lanes", "bulk_limit"},
+    "mux": {
+        "mode",
+        "trunks",
+        "frame_payload_bytes",
+        "notsent_lowat_bytes",
+        "lanes",
+        "max_lanes",
+        "bulk_limit",
+        "shed",
+        "shed_slack_ms",
+    },
     # Issue #21's RACK-TLP completion and Linux details (off: today's TCP).
     "tcp": {"profile", "congestion_control", "cwnd_unit", "dsack", "rack_reo_wnd", "prr", "quick_ack"},
     "traffic": {

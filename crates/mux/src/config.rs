@@ -174,6 +174,21 @@ pub struct RawForward {
     pub listen: String,
     /// "auto" (default), "interactive" or "bulk".
     pub class: Option<String>,
+    /// Shedding (docs/mux.md "Shedding"): absent = off.
+    pub shed: Option<RawShed>,
+}
+
+/// `forward[i].shed = { direct = "IP:PORT", slack_ms = N }`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawShed {
+    /// Where the edge connects a shed client itself: the server, reached without the
+    /// tunnel.
+    pub direct: String,
+    /// How much longer (ms) the tunnel's expected added delay must be than a direct
+    /// connection's before a client is shed. Default 100; negative sheds a faster
+    /// tunnel too.
+    pub slack_ms: Option<f64>,
 }
 
 /// The whole file.
@@ -293,7 +308,24 @@ pub struct Forward {
     pub listen: SocketAddr,
     /// Scheduling class.
     pub class: Class,
+    /// Shedding, when configured.
+    pub shed: Option<Shed>,
 }
+
+/// Shedding of one forward: a client accepted while the session says shed goes to
+/// `direct` over a plain TCP splice instead of into the tunnel.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Shed {
+    /// Server address reached without the tunnel.
+    pub direct: SocketAddr,
+    /// `slack_ms` in seconds (signed: compared with `Session::shed_margin`).
+    pub slack_s: f64,
+}
+
+/// Default `forward[i].shed.slack_ms`: two thirds of the 150-ms one-way delay beyond
+/// which interaction is no longer perceived as immediate (ITU-T G.114), so a client
+/// leaves the tunnel only when that costs clearly less than staying.
+pub const DEFAULT_SHED_SLACK_MS: f64 = 100.0;
 
 /// Parse TOML text into the raw structure (errors carry the key and position).
 pub fn parse(text: &str) -> Result<RawConfig, ConfigError> {
@@ -391,6 +423,7 @@ impl TryFrom<RawConfig> for EdgeConfig {
                 name: f.name.clone(),
                 listen,
                 class: class(&key("class"), f.class.as_deref())?,
+                shed: f.shed.as_ref().map(|sh| shed(&key("shed"), sh)).transpose()?,
             });
         }
         let server_name = raw.trunk.server_name.clone().unwrap_or_else(|| "thinwan-core".into());
@@ -430,6 +463,15 @@ impl TryFrom<RawConfig> for EdgeConfig {
         };
         Ok(EdgeConfig { connect, server_name, forwards, common })
     }
+}
+
+fn shed(key: &str, raw: &RawShed) -> Result<Shed, ConfigError> {
+    let direct = addr(&format!("{key}.direct"), Some(&raw.direct))?;
+    let slack_ms = raw.slack_ms.unwrap_or(DEFAULT_SHED_SLACK_MS);
+    if !(slack_ms.is_finite() && (-60_000.0..=60_000.0).contains(&slack_ms)) {
+        return Err(ConfigError::new(format!("{key}.slack_ms"), "must be between -60000 and 60000"));
+    }
+    Ok(Shed { direct, slack_s: slack_ms / 1e3 })
 }
 
 fn common(raw: &RawConfig, lanes: u16) -> Result<Common, ConfigError> {
@@ -693,6 +735,41 @@ mod tests {
         }
         let core = CORE.replace("[trunk]", "[trunk]\nlanes = \"adaptive\"");
         assert_eq!(CoreConfig::try_from(parse(&core).unwrap()).unwrap_err().key, "trunk.lanes");
+    }
+
+    #[test]
+    fn shed_is_off_by_default_and_bad_keys_are_named() {
+        let fwd = |shed: &str| {
+            let text = format!(
+                "[trunk]\nconnect = \"127.0.0.1:7400\"\n[auth]\npsk = \"0123456789abcdef0123\"\n\
+                 [[forward]]\nname = \"echo\"\nlisten = \"127.0.0.1:7001\"\n{shed}\n"
+            );
+            EdgeConfig::try_from(parse(&text).map_err(|e| e.to_string()).unwrap())
+        };
+        assert_eq!(edge("").unwrap().forwards[0].shed, None);
+        let s = fwd("shed = { direct = \"127.0.0.1:7000\" }").unwrap().forwards[0].shed.unwrap();
+        assert_eq!((s.direct.port(), s.slack_s), (7000, DEFAULT_SHED_SLACK_MS / 1e3));
+        let s = fwd("shed = { direct = \"[::1]:7000\", slack_ms = -50 }").unwrap().forwards[0].shed;
+        assert_eq!(s.map(|s| s.slack_s), Some(-0.05));
+        for (shed, key) in [
+            ("shed = { direct = \"localhost:7000\" }", "forward[0].shed.direct"),
+            ("shed = { direct = \"127.0.0.1:7000\", slack_ms = 1e9 }", "forward[0].shed.slack_ms"),
+            ("shed = { direct = \"127.0.0.1:7000\", slack_ms = nan }", "forward[0].shed.slack_ms"),
+        ] {
+            assert_eq!(fwd(shed).unwrap_err().key, key, "{shed}");
+        }
+        // A missing or unknown key fails at parsing, naming it.
+        for (shed, word) in [
+            ("shed = { slack_ms = 5 }", "direct"),
+            ("shed = { direct = \"127.0.0.1:1\", slak_ms = 5 }", "slak_ms"),
+        ] {
+            let text = format!(
+                "[trunk]\nconnect = \"127.0.0.1:7400\"\n[auth]\npsk = \"0123456789abcdef0123\"\n\
+                 [[forward]]\nname = \"echo\"\nlisten = \"127.0.0.1:7001\"\n{shed}\n"
+            );
+            let e = parse(&text).unwrap_err();
+            assert!(e.message.contains(word), "{e}");
+        }
     }
 
     #[test]

@@ -63,6 +63,14 @@ pub struct Counters {
     /// Unauthenticated connections closed at once because `limits.max_handshakes` were
     /// in progress.
     pub handshakes_refused: AtomicU64,
+    /// (edge) Clients shed to a forward's direct path (`forward[i].shed`).
+    pub streams_shed: AtomicU64,
+    /// (edge) Bytes both ways through shed clients' splices (counted as each ends).
+    pub shed_bytes: AtomicU64,
+    /// (edge) Direct-path connects that failed (the client was reset).
+    pub shed_connect_failures: AtomicU64,
+    /// (edge) The trunk loss at the last shedding decision, `f64` bits.
+    pub trunk_loss_bits: AtomicU64,
 }
 
 /// The real clock at the edge of the sans-IO world (STYLE.md §2).

@@ -1,6 +1,8 @@
 //! `thinwan-mux edge`: the regional proxy next to the clients. Accepts clients on the
 //! configured listeners, opens one stream per client connection on the trunk, and keeps
 //! `trunk.connections` trunk lanes to the core connected (reconnecting with resume).
+//! A forward with `shed` asks the session first and may connect the client to its
+//! direct address instead ([`crate::shed`]).
 
 use std::io;
 use std::sync::atomic::Ordering;
@@ -13,6 +15,7 @@ use tokio::sync::watch;
 use crate::config::EdgeConfig;
 use crate::driver::{random_id, tune_trunk, Counters, Shared};
 use crate::guard::{flush_every_window, Warnings, ACCEPT_ERROR_PAUSE};
+use crate::shed::{splice, TrunkLoss};
 use crate::tls::Connector;
 
 /// A running edge: its session (for metrics and tests).
@@ -39,8 +42,11 @@ impl Edge {
         }
         let mut tasks = tokio::task::JoinSet::new();
         let all_lanes = cfg.common.session.lanes.max(cfg.common.session.max_lanes);
+        // The trunk sockets' loss is read only where a forward may shed.
+        let loss = cfg.forwards.iter().any(|f| f.shed.is_some()).then(|| Arc::new(TrunkLoss::default()));
         for lane in 0..all_lanes {
-            tasks.spawn(lane_loop(shared.clone(), lane, connector.clone(), cfg.clone(), shutdown.clone()));
+            let (c, l) = (connector.clone(), loss.clone());
+            tasks.spawn(lane_loop(shared.clone(), lane, c, cfg.clone(), l, shutdown.clone()));
         }
         let mut all_warnings = Vec::new();
         for (i, (l, f)) in listeners.into_iter().zip(cfg.forwards.iter().cloned()).enumerate() {
@@ -52,13 +58,31 @@ impl Edge {
             let warnings = Warnings::new(format!("forward[{i}].listen"));
             all_warnings.push(warnings.clone());
             tracing::info!(listen = %l.local_addr()?, target = %f.name, "forwarding");
+            let (loss, connect_timeout) = (loss.clone(), cfg.common.connect_timeout);
             tasks.spawn(async move {
+                // Shed clients' splices; dropped (aborted) with this task.
+                let mut spliced = tokio::task::JoinSet::new();
                 loop {
                     tokio::select! {
                         r = l.accept() => match r {
                             Ok((sock, peer)) => {
                                 shared.counters.app_connections.fetch_add(1, Ordering::Relaxed);
                                 tracing::debug!(%peer, target = %f.name, "client accepted");
+                                if let (Some(sh), Some(loss)) = (f.shed, &loss) {
+                                    let loss = loss.loss();
+                                    shared.counters.trunk_loss_bits.store(loss.to_bits(), Ordering::Relaxed);
+                                    let margin = shared.lock().session.shed_margin(loss);
+                                    if let Some(m) = margin.filter(|&m| m > sh.slack_s) {
+                                        shared.counters.streams_shed.fetch_add(1, Ordering::Relaxed);
+                                        warnings.warn(|| tracing::info!(
+                                            %peer, target = %f.name, direct = %sh.direct,
+                                            margin_ms = m * 1e3, loss, "client shed to the direct path"
+                                        ));
+                                        let counters = shared.counters.clone();
+                                        spliced.spawn(splice(sock, sh.direct, connect_timeout, counters));
+                                        continue;
+                                    }
+                                }
                                 shared.accept(sock, &f.name, f.class, &warnings);
                             }
                             Err(e) => {
@@ -66,6 +90,7 @@ impl Edge {
                                 tokio::time::sleep(ACCEPT_ERROR_PAUSE).await;
                             }
                         },
+                        Some(_) = spliced.join_next(), if !spliced.is_empty() => {}
                         _ = stop.changed() => return,
                     }
                 }
@@ -87,6 +112,7 @@ async fn lane_loop(
     lane: u16,
     connector: Connector,
     cfg: EdgeConfig,
+    loss: Option<Arc<TrunkLoss>>,
     mut stop: watch::Receiver<bool>,
 ) {
     let mut backoff = std::time::Duration::from_millis(50);
@@ -109,12 +135,15 @@ async fn lane_loop(
                 .await
                 .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "connect timeout"))??;
             tune_trunk(&tcp, cfg.common.notsent_lowat);
-            tokio::time::timeout(cfg.common.connect_timeout, connector.connect(tcp))
+            // Shedding reads this connection's loss until it ends (the guard's drop).
+            let measured = loss.as_ref().and_then(|l| l.attach(lane, &tcp));
+            let tls = tokio::time::timeout(cfg.common.connect_timeout, connector.connect(tcp))
                 .await
-                .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "TLS handshake timeout"))?
+                .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "TLS handshake timeout"))??;
+            Ok::<_, io::Error>((tls, measured))
         };
         match attempt.await {
-            Ok(tls) => {
+            Ok((tls, _measured)) => {
                 shared.counters.trunk_connects.fetch_add(1, Ordering::Relaxed);
                 backoff = std::time::Duration::from_millis(50);
                 tracing::info!(lane, core = %cfg.connect, "trunk connected");

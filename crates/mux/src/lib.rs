@@ -14,6 +14,7 @@ pub mod guard;
 mod lane;
 mod local;
 pub mod metrics;
+pub mod shed;
 pub mod tls;
 
 use std::io;

@@ -137,6 +137,25 @@ pub fn render(role: &str, counters: &Counters, sessions: &[Arc<Shared>]) -> Stri
         "Target connects failed.",
         c(&counters.target_connect_failures),
     );
+    counter(&mut o, "streams_shed_total", "Clients shed to a direct path (edge).", c(&counters.streams_shed));
+    counter(
+        &mut o,
+        "shed_bytes_total",
+        "Bytes both ways through shed clients' splices, counted as each ends (edge).",
+        c(&counters.shed_bytes),
+    );
+    counter(
+        &mut o,
+        "shed_connect_failures_total",
+        "Direct-path connects that failed (edge).",
+        c(&counters.shed_connect_failures),
+    );
+    gauge(
+        &mut o,
+        "trunk_loss_ratio",
+        "Trunk retransmitted / sent segments at the last shedding decision (edge).",
+        f64::from_bits(c(&counters.trunk_loss_bits)),
+    );
     let _ = writeln!(o, "# HELP thinwan_mux_trunk_bytes_total Trunk bytes (plaintext frames).\n# TYPE thinwan_mux_trunk_bytes_total counter");
     let _ = writeln!(o, "thinwan_mux_trunk_bytes_total{{role=\"{role}\",dir=\"tx\"}} {}", st.trunk_bytes_tx);
     let _ = writeln!(o, "thinwan_mux_trunk_bytes_total{{role=\"{role}\",dir=\"rx\"}} {}", st.trunk_bytes_rx);

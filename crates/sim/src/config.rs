@@ -54,6 +54,12 @@ pub struct MuxSec {
     pub max_lanes: u32,
     /// Keep unacknowledged bulk bytes below the bulk-in-flight limit (docs/mux.md).
     pub bulk_limit: bool,
+    /// Shedding: a stream that opens while the edge's session says so goes on a direct
+    /// connection of its own (docs/mux.md "Shedding").
+    pub shed: bool,
+    /// How much longer (ms) the tunnel's expected added delay must be than a direct
+    /// connection's before a stream is shed; negative sheds even a faster tunnel.
+    pub shed_slack_ms: f64,
 }
 
 /// `mux.lanes`.
@@ -374,6 +380,9 @@ impl Config {
                 && !(self.mux.trunks..=u16::MAX as u32).contains(&self.mux.max_lanes)
             {
                 return bad("mux.max_lanes", "must be in [mux.trunks, 65535]");
+            }
+            if !self.mux.shed_slack_ms.is_finite() {
+                return bad("mux.shed_slack_ms", "must be a finite number");
             }
             if self.traffic.separate_connections || self.traffic.model == Model::Bulk {
                 return bad(

@@ -26,10 +26,20 @@
 //! TLS handshakes (2 RTTs more in the daemons). Lanes are never given up in a run
 //! (`lane_idle_hold` is off): a pipe's bytes from a closed connection would reach the
 //! next one, and the grid's streams never go quiet for long.
+//!
+//! Shedding (`mux.shed = true`, docs/mux.md "Shedding"): a stream *opens* when its
+//! source starts (its first write, the moment its client would connect to the edge).
+//! Then the edge asks its session once, as the daemon does on accepting a client,
+//! whether to shed ([`Session::shed_margin`] against `mux.shed_slack_ms`, with the
+//! loss the edge reads from its trunk sockets: [`Tunnel::decide_shed`]). A shed stream
+//! goes on a direct TCP connection of its own, server → client across the same WAN,
+//! for its whole life; a stream is never moved off the tunnel later. Its stream in
+//! the session, opened before time 0 like the others, is reset unused (one `Reset`
+//! frame on the trunk: the price of not modelling stream set-up).
 
 use std::collections::{HashMap, VecDeque};
 
-use thinwan_proto::mux::frame::{FrameType, Header, StreamId, HEADER_LEN};
+use thinwan_proto::mux::frame::{FrameType, Header, ResetCode, StreamId, HEADER_LEN};
 use thinwan_proto::mux::sched::Class;
 use thinwan_proto::mux::session::{Config as SessionConfig, Event, Role, Session};
 use thinwan_proto::{Duration, Instant};
@@ -91,6 +101,27 @@ pub(crate) struct Tunnel {
     /// Per pair: first message row of its last hop whose trunk stamps are not copied.
     pub stamped: Vec<usize>,
     scratch: Vec<u8>,
+    /// Shedding (`mux.shed`), `None` when off.
+    shed: Option<Shed>,
+}
+
+/// Per-pair shedding decisions (`mux.shed = true`).
+struct Shed {
+    /// `mux.shed_slack_ms`, seconds (signed: see [`Session::shed_margin`]).
+    slack_s: f64,
+    /// Per pair: not decided yet (the stream has not opened), or whether it was shed.
+    decided: Vec<Option<bool>>,
+}
+
+/// A pair's path, as decided when its stream opened.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Path {
+    /// Through the tunnel (always, without shedding).
+    Tunnel,
+    /// On a direct connection of its own.
+    Direct,
+    /// The stream opens now: the edge must decide ([`Tunnel::decide_shed`]).
+    Undecided,
 }
 
 impl Tunnel {
@@ -165,7 +196,35 @@ impl Tunnel {
             unwritten: vec![0; 2 * lanes as usize],
             stamped: vec![0; n],
             scratch: Vec::new(),
+            shed: mux.shed.then(|| Shed { slack_s: mux.shed_slack_ms / 1e3, decided: vec![None; n] }),
         })
+    }
+
+    /// Where pair `pair`'s writes go.
+    pub fn path(&self, pair: u32) -> Path {
+        match &self.shed {
+            None => Path::Tunnel,
+            Some(s) => match s.decided[pair as usize] {
+                None => Path::Undecided,
+                Some(false) => Path::Tunnel,
+                Some(true) => Path::Direct,
+            },
+        }
+    }
+
+    /// Pair `pair`'s stream opens (its first write): the edge decides once whether to
+    /// shed it, from its session and `loss`, the packet loss it measures on its trunk
+    /// sockets. A shed stream's session stream is reset. Returns whether it was shed.
+    pub fn decide_shed(&mut self, pair: u32, loss: f64) -> bool {
+        let Some(s) = &mut self.shed else { return false };
+        let margin = self.edge.session.shed_margin(loss);
+        let shed = margin.is_some_and(|m| m > s.slack_s);
+        s.decided[pair as usize] = Some(shed);
+        if shed {
+            let id = self.stream[pair as usize];
+            self.edge.session.stream_reset(id, ResetCode::Aborted, "shed to a direct connection");
+        }
+        shed
     }
 
     /// The end that sends on trunk connection `conn`'s data direction: (is the edge, lane).

@@ -62,6 +62,8 @@ const WAN_PORTS: usize = 2;
 const ROLE_TRUNK: u8 = 2;
 const ROLE_LAST_HOP: u8 = 3;
 const ROLE_TRUNK_REV: u8 = 4;
+/// A stream the edge shed (`mux.shed`): its own connection server → client.
+const ROLE_SHED: u8 = 5;
 /// Greedy sources write in chunks of this size (one message row per chunk).
 const BULK_CHUNK: u32 = 1 << 20;
 
@@ -319,6 +321,15 @@ impl Routes {
             Routes::Table(t) => t[conn as usize][dir][hop],
         }
     }
+
+    /// Give `conn` another route (a stream shed from the tunnel).
+    fn set(&mut self, conn: u32, route: Route) {
+        match self {
+            Routes::Table(t) => t[conn as usize] = route,
+            // Only the mux topology's tunnel changes routes, and its trunks make a table.
+            Routes::Dumbbell { .. } => unreachable!("routes change only in the tunnel's table"),
+        }
+    }
 }
 
 /// One endpoint's timer as the event queue sees it. The queue cannot move an event, and
@@ -504,11 +515,11 @@ impl World {
             self.events.push(next.at, Event::AppWrite { pair });
         }
         t.section(Section::WriteSource);
-        if self.tunnel.is_some() {
+        if self.tunnel.is_some() && !self.takes_direct_path(pair) {
             self.tunnel_write(pair, w);
             return;
         }
-        let conn = p.conns[(w.kind == Kind::Bulk) as usize];
+        let conn = self.pairs[pair as usize].conns[(w.kind == Kind::Bulk) as usize];
         let c = &mut self.conns[conn as usize];
         if let Some(r) = &mut self.rtt {
             // The write's row comes after those of the writes still blocked.

@@ -40,6 +40,8 @@ __all__ = [
 
 INTERACTIVE = 0
 BULK = 1
+# connections.role of a stream the tunnel's edge shed to a direct connection (docs/records.md).
+ROLE_SHED = 5
 # Components of the end-to-end delay (docs/records.md), in the order they are reported.
 COMPONENTS = ("server", "router", "retransmission", "client", "propagation")
 BOTTLENECK = "bottleneck"
@@ -159,7 +161,8 @@ def summarize_run(records: RunRecords, scenario: Scenario) -> dict[str, Any]:
     of :func:`per_connection_means`, ``utilisation``, ``utilisation_interactive``, and
     extras: interactive delay percentiles in ms, box-plot statistics of all messages'
     delays (:func:`delay_quantiles_ms`), message counts, bottleneck drops (queue
-    overflow) and packets lost on links (``link_loss_drops``); with per-packet RTTs
+    overflow) and packets lost on links (``link_loss_drops``); with ``mux.shed``, the
+    streams the tunnel's edge shed (``streams_shed``); with per-packet RTTs
     (``packet_rtt``), ``by_type``: the per-application-type metrics of
     :func:`thinwan.analysis.by_type.by_type`; with the QDS loop, the keys of
     :func:`thinwan.analysis.qds.summarize_qds`.
@@ -187,6 +190,9 @@ def summarize_run(records: RunRecords, scenario: Scenario) -> dict[str, Any]:
         "bottleneck_drops": int(bottleneck["drops_overflow"].sum()),
         "link_loss_drops": int(records.ports["drops_loss"].sum()) if "drops_loss" in records.ports else 0,
     }
+    if scenario.topology.kind == "mux" and scenario.mux.mode == "mux" and scenario.mux.shed:
+        # Shedding (docs/mux.md "Shedding"): streams the edge put on direct connections.
+        summary["streams_shed"] = int((records.connections["role"] == ROLE_SHED).sum())
     summary.update(summarize_qds(records.qds_flows, records.qds_classes))
     if not records.packet_rtt.empty:
         # Per application type (QDS): analysis.by_type.

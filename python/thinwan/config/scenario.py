@@ -428,6 +428,11 @@ class MuxSection(_Section):
     max_lanes: int = Field(8, ge=1, le=65535)
     # Unacknowledged bulk bytes ≤ max(64 KiB, 2 × delivery rate × min RTT) (docs/mux.md).
     bulk_limit: bool = False
+    # A stream opening while even all lanes stay backlogged goes on its own direct
+    # connection; the slack keeps it in the tunnel unless that is expected to cost this
+    # much more per message (docs/mux.md "Shedding").
+    shed: bool = False
+    shed_slack_ms: float = Field(100.0, ge=-60_000, le=60_000)
 
     @model_validator(mode="after")
     def _max_lanes(self) -> MuxSection:

@@ -13,6 +13,12 @@
 //!   only over intervals in which the lane had a backlog the whole time (an idle lane
 //!   says nothing about its capacity), smoothed with gain 1/4.
 //! - **Backlog in time**: bytes queued in the session for the lane ÷ delivery rate.
+//! - **Ping RTT** (for shedding): each side pings every lane every `ping_interval`, and
+//!   pings and pongs jump the session's queues but not the trunk socket's unsent bytes
+//!   nor TCP's retransmissions. So a pong's RTT above the smallest one is the delay the
+//!   trunk's sockets and TCP add in either direction, which each side sees — the edge
+//!   too, whose own frames (acks, credits) are too few and small to measure a backlog
+//!   of the core → edge direction, where a server's data queues.
 
 use crate::time::{Duration, Instant};
 
@@ -34,6 +40,10 @@ pub struct LaneMeter {
     pub over_since: Option<Instant>,
     /// When the lane last carried a stream data frame.
     pub last_data: Instant,
+    /// Smoothed ping round trip (pong arrival − ping send).
+    pub ping_srtt: Option<Duration>,
+    /// Smallest ping round trip seen: the path's round trip.
+    pub ping_min: Option<Duration>,
 }
 
 impl LaneMeter {
@@ -50,18 +60,28 @@ impl LaneMeter {
             busy: true,
             over_since: None,
             last_data: now,
+            ping_srtt: None,
+            ping_min: None,
         }
+    }
+
+    /// A pong arrived `rtt` after its ping left.
+    pub fn on_pong(&mut self, rtt: Duration) {
+        self.ping_srtt = Some(smooth(self.ping_srtt, rtt));
+        self.ping_min = Some(self.ping_min.map_or(rtt, |m| m.min(rtt)));
+    }
+
+    /// Delay the trunk's sockets and TCP add now beyond the path's round trip: smoothed
+    /// minus smallest ping RTT; `None` before the first pong.
+    pub fn ping_excess(&self) -> Option<Duration> {
+        Some(Duration::from_nanos(self.ping_srtt?.as_nanos().saturating_sub(self.ping_min?.as_nanos())))
     }
 
     /// An ack released `bytes` of frames, the newest sent `rtt` ago.
     pub fn on_ack(&mut self, bytes: u64, rtt: Option<Duration>) {
         self.acked += bytes;
         if let Some(r) = rtt {
-            // RFC 6298 §2.3: SRTT <- 7/8 SRTT + 1/8 R'.
-            self.srtt = Some(match self.srtt {
-                None => r,
-                Some(s) => Duration::from_nanos((s.as_nanos() * 7 + r.as_nanos()) / 8),
-            });
+            self.srtt = Some(smooth(self.srtt, r));
             self.min_rtt = Some(self.min_rtt.map_or(r, |m| m.min(r)));
         }
     }
@@ -98,6 +118,14 @@ impl LaneMeter {
             return Some(Duration::MAX);
         }
         Some(Duration::from_secs_f64((bytes as f64 / r).min(1e6)))
+    }
+}
+
+/// RFC 6298 §2.2–2.3: the first sample, then SRTT <- 7/8 SRTT + 1/8 R'.
+fn smooth(srtt: Option<Duration>, r: Duration) -> Duration {
+    match srtt {
+        None => r,
+        Some(s) => Duration::from_nanos((s.as_nanos() * 7 + r.as_nanos()) / 8),
     }
 }
 
@@ -155,6 +183,17 @@ mod tests {
         m.tick(t0 + ms(250), false);
         assert_eq!(m.rate.map(|r| r.round()), Some(100_000.0));
         assert_eq!(m.backlog_time(50_000), Some(ms(500)));
+    }
+
+    #[test]
+    fn ping_excess_is_the_smoothed_rtt_above_the_smallest() {
+        let mut m = LaneMeter::new(Instant::ZERO);
+        assert_eq!(m.ping_excess(), None, "no pong yet");
+        m.on_pong(ms(200));
+        assert_eq!(m.ping_excess(), Some(Duration::ZERO));
+        // RFC 6298 §2.3 gain 1/8: 7/8 · 200 + 1/8 · 1000 = 300 ms.
+        m.on_pong(ms(1000));
+        assert_eq!((m.ping_srtt, m.ping_min, m.ping_excess()), (Some(ms(300)), Some(ms(200)), Some(ms(100))));
     }
 
     #[test]

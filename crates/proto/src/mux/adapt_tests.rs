@@ -383,3 +383,27 @@ fn reserved_thin_lane_keeps_bulk_off_lane_0() {
     let ids = net.open_streams(6);
     assert_eq!(net.core.lane_of(ids[0]), (ids[0] % 2) as u16);
 }
+
+#[test]
+fn shedding_waits_for_every_lane_then_compares_the_delays() {
+    // 80 streams × 200 B every 50 ms = 320 kB/s offered; four 50-kB/s lanes carry 200.
+    let mut net = Net::new(adaptive_cfg(), 50_000.0, Duration::from_millis(50), 16 * 1024);
+    let ids = net.open_streams(80);
+    let mut written = HashMap::new();
+    drive(&mut net, &ids, &mut written, 4, 200);
+    assert!(net.core.lanes_up() < 4);
+    assert_eq!(net.core.shed_margin(0.0), None, "a lane it may open is not up: no decision");
+    assert!(!net.core.should_shed(0.0, Duration::ZERO));
+    drive(&mut net, &ids, &mut written, 400, 200); // 20 s
+    assert_eq!(net.core.lanes_up(), 4);
+    let (core, edge) = (net.core.shed_margin(0.0), net.edge.shed_margin(0.0));
+    // Even the best lane queues seconds; direct over this clean path adds nothing.
+    assert!(core.is_some_and(|m| m > 1.0), "core margin {core:?}");
+    assert!(net.core.should_shed(0.0, Duration::from_millis(100)));
+    // The edge sees the core → edge queue only through its pings' round trips.
+    assert!(edge.is_some_and(|m| m > 0.1), "edge margin {edge:?}");
+    assert!(net.edge.should_shed(0.0, Duration::from_millis(100)));
+    // Loss makes a direct connection dearer than the tunnel: loss × 200 ms more.
+    let lossy = net.core.shed_margin(0.5).expect("measured");
+    assert!((core.expect("measured") - lossy - 0.1).abs() < 1e-9, "{core:?} vs {lossy}");
+}

@@ -497,31 +497,53 @@ impl Session {
     pub fn lane_srtt(&self, lane: u16) -> Option<Duration> {
         self.lanes.get(lane as usize)?.meter.srtt
     }
-    /// Shedding (issue 20): true when every lane this session may open is open and even
-    /// its best lane's expected added delay (backlog in time + `loss` × RTT,
-    /// [`adapt::tunnel_added_delay`]) exceeds a direct connection's
-    /// ([`adapt::direct_added_delay`]: `loss` × (RTT + 200 ms)) by more than `slack`.
-    /// `loss` is the trunk's packet loss as the shell measures it (e.g. `tcp_info`
-    /// retransmissions ÷ segments). The edge then hands new streams to a direct path.
+    /// Shedding (issue 20): true when every lane this session may open is up and even
+    /// its best lane's expected added delay exceeds a direct connection's by more than
+    /// `slack` ([`Session::shed_margin`]). `loss` is the trunk's packet loss as the
+    /// shell measures it (e.g. `tcp_info` retransmissions ÷ segments). The edge then
+    /// hands new streams to a direct path.
     pub fn should_shed(&self, loss: f64, slack: Duration) -> bool {
-        let n = self.lanes.len() as u16;
-        if self.lanes_up() < n as usize {
-            return false;
+        self.shed_margin(loss).is_some_and(|m| m > slack.as_secs_f64())
+    }
+
+    /// What [`Session::should_shed`] compares, in seconds: the best lane's expected
+    /// added delay minus a direct connection's, or `None` while it cannot be decided (a
+    /// lane the session may open is not up, or not measured yet). Per lane:
+    /// - path round trip `rtt`: the smallest ping RTT (pings leave every
+    ///   `ping_interval` on every lane; a lane without a pong yet is not measured);
+    /// - queue ahead of a new message beyond that round trip: the larger of the
+    ///   session's backlog in time minus `rtt` and the ping RTT's excess over its
+    ///   minimum ([`LaneMeter::ping_excess`]: delay in the trunk sockets and TCP,
+    ///   the part the edge can see of the core → edge direction);
+    /// - tunnel: that queue + `loss` × `rtt` ([`adapt::tunnel_added_delay`]: a loss on
+    ///   a thick trunk is repaired by fast retransmit in about one round trip);
+    /// - direct: `loss` × (`rtt` + 200 ms) ([`adapt::direct_added_delay`]: a thin
+    ///   stream's loss waits Linux's RTO).
+    ///
+    /// Signed, so a shell may compare it with a negative slack (shed even when the
+    /// tunnel is expected to be faster by less than that: a way to exercise the
+    /// direct path).
+    pub fn shed_margin(&self, loss: f64) -> Option<f64> {
+        if self.lanes_up() < self.lanes.len() {
+            return None;
         }
         let backlog = self.lane_backlog();
         let mut best: Option<(Duration, Duration)> = None;
         for (i, l) in self.lanes.iter().enumerate() {
-            let (Some(rtt), Some(bt)) = (l.meter.min_rtt, l.meter.backlog_time(backlog[i])) else {
-                return false;
+            let m = &l.meter;
+            let rtt = m.ping_min?;
+            let by_backlog = m.backlog_time(backlog[i]).map(|bt| bt.as_secs_f64() - rtt.as_secs_f64());
+            let by_ping = m.ping_excess().map(|d| d.as_secs_f64());
+            let queued = match (by_backlog, by_ping) {
+                (None, None) => return None,
+                (a, b) => a.unwrap_or(0.0).max(b.unwrap_or(0.0)).max(0.0),
             };
-            // The queue ahead of a new message, beyond the round trip itself.
-            let queued = Duration::from_secs_f64((bt.as_secs_f64() - rtt.as_secs_f64()).max(0.0));
-            let tunnel = adapt::tunnel_added_delay(queued, rtt, loss);
+            let tunnel = adapt::tunnel_added_delay(Duration::from_secs_f64(queued), rtt, loss);
             if best.is_none_or(|(t, _)| tunnel < t) {
                 best = Some((tunnel, adapt::direct_added_delay(rtt, loss)));
             }
         }
-        best.is_some_and(|(tunnel, direct)| tunnel > direct + slack)
+        best.map(|(tunnel, direct)| tunnel.as_secs_f64() - direct.as_secs_f64())
     }
     /// Number of lanes.
     pub fn lane_count(&self) -> u16 {
@@ -1410,7 +1432,9 @@ impl Session {
                 self.lanes[lane as usize].urgent.push_back(Frame::Ping { pong: true, opaque });
             }
             Frame::Ping { pong: true, opaque } => {
-                self.stats.rtt = Some(now.saturating_since(Instant::from_nanos(opaque)));
+                let rtt = now.saturating_since(Instant::from_nanos(opaque));
+                self.stats.rtt = Some(rtt);
+                self.lanes[lane as usize].meter.on_pong(rtt);
             }
             Frame::Lanes { want } => {
                 let before = self.lanes_wanted();

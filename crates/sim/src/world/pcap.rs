@@ -14,7 +14,7 @@
 //!
 //! | host | address |
 //! |---|---|
-//! | server of pair i (dumbbell, mux direct), server i mod S (middlebox) | 10.64.0.0 + i + 1 |
+//! | server of pair i (dumbbell, mux direct, a stream shed from the tunnel), server i mod S (middlebox) | 10.64.0.0 + i + 1 |
 //! | client of pair i | 10.128.0.0 + i + 1 |
 //! | the tunnel's core host / edge proxy (mux mode) | 10.0.0.1 / 10.0.0.2 |
 //!
@@ -116,6 +116,12 @@ impl PcapTap {
         let wscale = (0..14u8).find(|&s| rwnd >> s <= u16::MAX as u64).unwrap_or(14);
         let out = PcapOut::new(Vec::new(), SNAPLEN).map_err(|e| format!("records.pcap: {e}"))?;
         Ok(Some(Box::new(PcapTap { point, conns, ends, wscale, out, buf: Vec::new(), packets: 0 })))
+    }
+
+    /// Connection `conn` of pair `pair`, a tunnel's last hop until now, was shed
+    /// (`mux.shed`): its data now leaves the pair's own server.
+    pub(super) fn shed(&mut self, conn: u32, pair: u32) {
+        self.ends[conn as usize].sender.0 = host(0x0A40_0001 + pair);
     }
 
     /// Offer packet `p` seen at `seen` at `now`: written if the point and the filter say so.

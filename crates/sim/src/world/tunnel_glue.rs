@@ -3,8 +3,66 @@
 //! bytes onto last hops, and the trunk's stamps onto the streams' message rows.
 
 use super::*;
+use crate::tunnel::Path;
 
 impl World {
+    /// Whether pair `pair`'s writes bypass the tunnel (shedding, `mux.shed`). The first
+    /// write opens the stream: the edge decides then, once ([`Tunnel::decide_shed`]).
+    pub(super) fn takes_direct_path(&mut self, pair: u32) -> bool {
+        match self.tunnel.as_ref().expect("mux mode").path(pair) {
+            Path::Tunnel => false,
+            Path::Direct => true,
+            Path::Undecided => {
+                let loss = self.trunk_loss();
+                let shed = self.tunnel.as_mut().expect("mux mode").decide_shed(pair, loss);
+                if shed {
+                    self.go_direct(pair);
+                    // The edge's reset of the unused stream leaves on the trunk.
+                    self.pump(true);
+                }
+                shed
+            }
+        }
+    }
+
+    /// The trunk's packet loss as the edge measures it on its own trunk sockets (the
+    /// reverse connections, whose senders it is; `tcp_info` in the daemon):
+    /// retransmitted ÷ sent payload bytes since the start, 0 before anything was sent.
+    /// The edge's frames are small and alike, so the byte ratio is the segment ratio
+    /// the daemon reads (`tcpi_total_retrans ÷ tcpi_data_segs_out`).
+    fn trunk_loss(&self) -> f64 {
+        let tn = self.tunnel.as_ref().expect("mux mode");
+        let (mut retx, mut sent) = (0u64, 0u64);
+        for lane in 0..tn.lanes as u16 {
+            let st = self.conns[tn.conn_of(true, lane) as usize].sender.stats();
+            retx += st.bytes_retransmitted;
+            sent += st.bytes_sent;
+        }
+        if sent == 0 {
+            0.0
+        } else {
+            retx as f64 / sent as f64
+        }
+    }
+
+    /// Pair `pair`'s connection, until now its last hop edge → client, becomes a direct
+    /// connection server → client across the WAN, as in `mux.mode = "direct"`. It has
+    /// carried nothing yet (this is the stream's first write).
+    fn go_direct(&mut self, pair: u32) {
+        let conn = self.pairs[pair as usize].conns[0];
+        // build.rs gives pair i the ports base..base+4 (server NIC, R2 → client, client
+        // NIC, R1 → server); its last hop uses base+1 and base+2.
+        let base = self.routes.port(conn, 0, 0) - 1;
+        self.routes.set(conn, [[base, 0, base + 1], [base + 2, 1, base + 3]]);
+        let c = &mut self.conns[conn as usize];
+        debug_assert!(c.msgs.is_empty() && c.blocked.is_empty(), "a shed stream starts fresh");
+        c.relay = false;
+        c.role = ROLE_SHED;
+        if let Some(tap) = &mut self.pcap {
+            tap.shed(conn, pair);
+        }
+    }
+
     /// A server's write goes into the core's session; its message row is made on the
     /// stream's last hop at once, at its offset in the stream.
     pub(super) fn tunnel_write(&mut self, pair: u32, w: Write) {
@@ -72,6 +130,10 @@ impl World {
         }
         let end = self.tunnel.as_mut().expect("mux mode").end(edge);
         if let Some(d) = end.session.poll_timeout() {
+            // A deadline already past (an adaptive session's move or measurement timer
+            // can be) means "act now": an event scheduled before `now` would turn the
+            // simulation's clock back, and every event after it would run out of order.
+            let d = d.max(now);
             if d < end.armed {
                 end.armed = d;
                 self.events.push(d, Event::MuxTimer { edge });
@@ -106,6 +168,9 @@ impl World {
                     }
                 }
                 MuxEvent::LaneUp { .. } => {}
+                // The core learns that the edge shed a stream (its unused session stream).
+                MuxEvent::Reset { id, remote: true, .. }
+                    if !edge && tn.pair_of(id).is_some_and(|p| tn.path(p) == Path::Direct) => {}
                 // Adaptive lanes: the edge dials a lane either side wants; the core's
                 // end answers the Hello when it crosses the trunk (this pump writes the edge's).
                 MuxEvent::ConnectLane { lane } => {
