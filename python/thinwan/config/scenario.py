@@ -45,6 +45,7 @@ __all__ = [
     "TrafficSection",
     "RecordsSection",
     "MuxSection",
+    "check_simulable",
     "QdsSection",
     "LabSection",
     "MUX_FRAME_PAYLOAD_BYTES",
@@ -417,7 +418,10 @@ MUX_FRAME_PAYLOAD_BYTES = 16384
 class MuxSection(_Section):
     """``[mux]``: the thin-stream tunnel of ``topology.kind = "mux"`` (ignored otherwise)."""
 
-    mode: Literal["direct", "mux"] = "direct"
+    # "direct": a TCP connection per stream; "mux": the tunnel; "ssh": OpenSSH local
+    # forwarding, one SSH connection for every stream (lab only, docs/mux.md "OpenSSH
+    # as a peer"; :func:`check_simulable`).
+    mode: Literal["direct", "mux", "ssh"] = "direct"
     trunks: int = Field(1, ge=1, le=U32_MAX)
     frame_payload_bytes: int = Field(MUX_FRAME_PAYLOAD_BYTES, ge=512, le=1 << 20)
     # The daemons' `trunk.notsent_lowat` default (crates/mux/src/config.rs).
@@ -434,6 +438,17 @@ class MuxSection(_Section):
         if self.lanes == "adaptive" and self.max_lanes < self.trunks:
             raise ValueError(f"max_lanes ({self.max_lanes}) must be ≥ trunks ({self.trunks})")
         return self
+
+
+# What the simulator answers to `mux.mode = "ssh"` (crates/sim/src/config.rs SSH_LAB_ONLY).
+SSH_LAB_ONLY = '"ssh" runs only in the lab: thinwan lab run SCENARIO / thinwan sweep SWEEP --lab'
+
+
+def check_simulable(scenario: Scenario) -> None:
+    """Raise :class:`ScenarioError` for a scenario only the namespace lab can run:
+    ``mux.mode = "ssh"`` runs the real OpenSSH, which the simulator has no model of."""
+    if scenario.topology.kind == "mux" and scenario.mux.mode == "ssh":
+        raise ScenarioError(f"{scenario.name}: mux.mode: {SSH_LAB_ONLY}")
 
 
 class QdsSection(_Section):
