@@ -152,8 +152,13 @@ def _start_ssh(chain: Chain, opts: LabSection, raw: Path) -> tuple[sshpeer.SshFi
     and the two processes, client first."""
     target = f"{SERVER_ADDR}:{opts.port}"
     files = sshpeer.prepare(raw / "ssh", SERVER_ADDR, SSH_PORT, target)
-    sshd = chain.popen("server", sshpeer.sshd_argv(files), stdout=subprocess.DEVNULL, stderr=open(files.sshd_log, "wb"))  # noqa: SIM115
-    sshpeer.wait_listening(sshd.pid, SERVER_ADDR, SSH_PORT, DAEMON_READY_S, sshd, f"sshd ({_tail(files.sshd_log)})")
+    log = open(files.sshd_log, "wb")  # noqa: SIM115 (owned by the child)
+    sshd = chain.popen("server", sshpeer.sshd_argv(files), stdout=subprocess.DEVNULL, stderr=log)
+    log.close()
+    try:
+        sshpeer.wait_listening(sshd.pid, SERVER_ADDR, SSH_PORT, DAEMON_READY_S, sshd, "sshd")
+    except LabError as e:
+        raise LabError(f"{e}: {_tail(files.sshd_log)}") from None
     ssh = chain.popen(
         "middle",
         sshpeer.ssh_argv(files, [(EDGE_ADDR, opts.port, SERVER_ADDR, opts.port)]),
