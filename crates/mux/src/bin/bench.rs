@@ -375,23 +375,33 @@ impl SshPeer {
             .find(|p| Path::new(p).exists())
             .ok_or("sshd not found: install openssh-server (scripts/setup.sh as root)")?;
         let remove_dir = dir.is_none();
-        let dir = dir.unwrap_or_else(|| std::env::temp_dir().join(format!("thinwan-bench-ssh-{}", std::process::id())));
+        let dir = dir.unwrap_or_else(|| {
+            std::env::temp_dir().join(format!("thinwan-bench-ssh-{}", std::process::id()))
+        });
         let mut peer = SshPeer { echo, sink, dir, remove_dir, children: Vec::new() };
         std::fs::create_dir_all(&peer.dir).map_err(|e| format!("{}: {e}", peer.dir.display()))?;
         for (name, comment) in [("host_ed25519", "thinwan-sshd"), ("user_ed25519", "thinwan-ssh")] {
             let key = peer.dir.join(name);
             let _ = (std::fs::remove_file(&key), std::fs::remove_file(key.with_extension("pub")));
-            run(Command::new("ssh-keygen").args(["-q", "-t", "ed25519", "-N", "", "-C", comment, "-f"]).arg(&key))?;
+            run(Command::new("ssh-keygen")
+                .args(["-q", "-t", "ed25519", "-N", "", "-C", comment, "-f"])
+                .arg(&key))?;
         }
-        let read = |name: &str| std::fs::read_to_string(peer.dir.join(name)).map_err(|e| format!("{name}: {e}"));
+        let read =
+            |name: &str| std::fs::read_to_string(peer.dir.join(name)).map_err(|e| format!("{name}: {e}"));
         let (host_pub, user_pub) = (read("host_ed25519.pub")?, read("user_ed25519.pub")?);
         let port = free_port();
         let (l_echo, l_sink) = (free_port(), free_port());
-        let write = |name: &str, text: String| std::fs::write(peer.dir.join(name), text).map_err(|e| format!("{name}: {e}"));
+        let write = |name: &str, text: String| {
+            std::fs::write(peer.dir.join(name), text).map_err(|e| format!("{name}: {e}"))
+        };
         // RFC 4254 §7.2 direct-tcpip to the two targets only; no shell, pty, agent or X11.
         write(
             "authorized_keys",
-            format!("restrict,port-forwarding,permitopen=\"{echo}\",permitopen=\"{sink}\" {}", user_pub.trim()),
+            format!(
+                "restrict,port-forwarding,permitopen=\"{echo}\",permitopen=\"{sink}\" {}",
+                user_pub.trim()
+            ),
         )?;
         let host_key: Vec<&str> = host_pub.split_whitespace().take(2).collect();
         write("known_hosts", format!("[127.0.0.1]:{port} {}\n", host_key.join(" ")))?;
@@ -507,7 +517,10 @@ fn run(cmd: &mut Command) -> Result<(), String> {
 
 /// A loopback port free now (bound and released; nothing else here binds ports).
 fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).expect("free port")
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("free port")
 }
 
 /// Wait until `addr` accepts a connection, as long as `child` runs (10 s at most).
