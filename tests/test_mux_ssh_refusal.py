@@ -64,6 +64,16 @@ def test_cli_refuses_ssh_in_the_simulator(tmp_path: Path, command: str) -> None:
     assert checked.returncode == 2 and "only in the lab" in checked.stderr, checked.stderr
 
 
+def test_anatomy_refuses_ssh(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "thinwan", "anatomy", str(_ssh_scenario(tmp_path))],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 2 and "mux.mode" in done.stderr and "Traceback" not in done.stderr, done.stderr
+
+
 def test_lab_grid_has_the_peers_side_by_side() -> None:
     sweep = load_sweep(GRID / "grid-lab.toml")
     (config,) = [a for a in sweep.axes if a.name == "config"]
