@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Loopback benchmark of thinwan-mux edge+core (TLS 1.3, PSK), beside direct TCP, two bare
-# relays and OpenSSH local forwarding (`ssh -N -L`, one connection; a private sshd with
-# keys generated in a temporary directory, removed on exit or Ctrl-C). Prints JSON.
-# Usage: bash bench/mux/run.sh [--streams 1000] [--interval-ms 100] [--seconds 5] [--bulk-mb 2048] [--lanes 1] [--threads 2] [--no-ssh]
+# relays, a yamux forwarder (thinwan-yamux-peer) and OpenSSH local forwarding (`ssh -N -L`,
+# one connection; a private sshd with keys generated in a temporary directory, removed on
+# exit or Ctrl-C). Prints JSON.
+# Usage: bash bench/mux/run.sh [--streams 1000] [--interval-ms 100] [--seconds 5] [--bulk-mb 2048] [--lanes 1] [--threads 2] [--no-ssh] [--no-yamux]
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$PWD/target}"
-cargo build --release -q -p thinwan-mux --bin thinwan-mux-bench
+cargo build --release -q -p thinwan-mux --bin thinwan-mux-bench --bin thinwan-yamux-peer
 # ssh and sshd hold one descriptor per stream each (1,000 by default).
 ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
 ssh_dir=$(mktemp -d "${TMPDIR:-/tmp}/thinwan-bench-ssh.XXXXXX")

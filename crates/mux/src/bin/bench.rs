@@ -12,8 +12,9 @@
 //! two-hop user-space tunnel pays on this machine, without TLS or multiplexing, and
 //! through OpenSSH local forwarding (`ssh_*`, [`SshPeer`]): one `ssh -N -L` connection
 //! to a private `sshd` carrying every stream as a channel, as users deploy it (the
-//! default cipher; `ssh -V` and the negotiated cipher are in the output). `--no-ssh`
-//! leaves it out; without `ssh`/`sshd` it is reported as skipped.
+//! default cipher; `ssh -V` and the negotiated cipher are in the output), and through a
+//! yamux-multiplexed forwarder (`yamux_*`, [`YamuxPeer`]). `--no-ssh` / `--no-yamux`
+//! leave them out; without `ssh`/`sshd` or the peer binary they are reported as skipped.
 //!
 //! Edge and core each run on their own thread and runtime, built as the daemons build
 //! theirs (as if they were separate processes); clients and servers run on a third
@@ -70,12 +71,13 @@ fn main() {
         let (stop, rx) = watch::channel(false);
         let (edge_echo, edge_sink) = tunnel(echo, sink, rx);
         let (relay_echo, relay_sink) = (relay(relay(echo)), relay(relay(sink)));
-        // Started on this (the main) thread: its children die with it (PR_SET_PDEATHSIG).
+        // Started on this (the main) thread: their children die with it (PR_SET_PDEATHSIG).
         let ssh = if flag("no-ssh") {
             Err("--no-ssh".to_owned())
         } else {
             SshPeer::start(echo, sink, text_arg("ssh-dir").map(PathBuf::from))
         };
+        let yamux = if flag("no-yamux") { Err("--no-yamux".to_owned()) } else { YamuxPeer::start(echo, sink) };
         tokio::time::sleep(Duration::from_millis(300)).await;
 
         let direct = thin_rtts(echo, streams, interval, secs).await;
@@ -88,17 +90,16 @@ fn main() {
         let relay_gbps = bulk(relay_sink, bulk_mb << 20).await;
         let (alone, with_bulk) = isolation(edge_echo, edge_sink, secs).await;
         let (relay_alone, relay_with_bulk) = isolation(relay_echo, relay_sink, secs).await;
-        let ssh_json = match &ssh {
-            Ok(peer) => {
-                let thin = thin_rtts(peer.echo, streams, interval, secs).await;
-                let gbps = bulk(peer.sink, bulk_mb << 20).await;
-                let (alone, with_bulk) = isolation(peer.echo, peer.sink, secs).await;
-                Some((thin, gbps, alone, with_bulk, peer.describe()))
-            }
-            Err(_) => None,
+        let ssh_run = match &ssh {
+            Ok(peer) => Ok(PeerRun::measure(peer.echo, peer.sink, peer.describe(), streams, interval, secs, bulk_mb).await),
+            Err(why) => Err(why.clone()),
         };
-        let ssh_skipped = ssh.as_ref().err().cloned();
         drop(ssh); // stops ssh, then sshd; removes its keys unless --ssh-dir was given
+        let yamux_run = match &yamux {
+            Ok(peer) => Ok(PeerRun::measure(peer.echo, peer.sink, YamuxPeer::describe(), streams, interval, secs, bulk_mb).await),
+            Err(why) => Err(why.clone()),
+        };
+        drop(yamux);
         let _ = stop.send(true);
 
         let p = |v: &Vec<f64>| format!("{{\"p50\": {:.1}, \"p99\": {:.1}}}", pct(v, 50.0), pct(v, 99.0));
@@ -119,19 +120,49 @@ fn main() {
         println!("  \"bulk_raises_thin_p99_us\": {:.1},", raise(&with_bulk, &alone));
         println!("  \"relay_thin_rtt_us_alone\": {}, \"relay_thin_rtt_us_with_bulk\": {},", p(&relay_alone), p(&relay_with_bulk));
         println!("  \"relay_bulk_raises_thin_p99_us\": {:.1},", raise(&relay_with_bulk, &relay_alone));
-        match (ssh_json, ssh_skipped) {
-            (Some((thin, gbps, alone, with_bulk, about)), _) => {
-                println!("  \"ssh\": {about},");
-                println!("  \"ssh_rtt_us\": {}, \"ssh_added_one_way_us\": {},", p(&thin.steady), added(&thin.steady));
-                println!("  \"ssh_setup_rtt_us\": {},", p(&thin.setup));
-                println!("  \"ssh_throughput_gbit_s\": {gbps:.2},");
-                println!("  \"ssh_thin_rtt_us_alone\": {}, \"ssh_thin_rtt_us_with_bulk\": {},", p(&alone), p(&with_bulk));
-                println!("  \"ssh_bulk_raises_thin_p99_us\": {:.1}", raise(&with_bulk, &alone));
+        for (name, run) in [("ssh", &ssh_run), ("yamux", &yamux_run)] {
+            match run {
+                Ok(r) => {
+                    println!("  \"{name}\": {},", r.about);
+                    println!("  \"{name}_rtt_us\": {}, \"{name}_added_one_way_us\": {},", p(&r.thin.steady), added(&r.thin.steady));
+                    println!("  \"{name}_setup_rtt_us\": {},", p(&r.thin.setup));
+                    println!("  \"{name}_throughput_gbit_s\": {:.2},", r.gbps);
+                    println!("  \"{name}_thin_rtt_us_alone\": {}, \"{name}_thin_rtt_us_with_bulk\": {},", p(&r.alone), p(&r.with_bulk));
+                    print!("  \"{name}_bulk_raises_thin_p99_us\": {:.1}", raise(&r.with_bulk, &r.alone));
+                }
+                Err(why) => print!("  \"{name}\": {{\"skipped\": {why:?}}}"),
             }
-            (None, reason) => println!("  \"ssh\": {{\"skipped\": {:?}}}", reason.unwrap_or_default()),
+            println!("{}", if name == "yamux" { "" } else { "," });
         }
         println!("}}");
     });
+}
+
+/// One peer's measurements, as the tunnel's: thin streams, bulk, isolation.
+struct PeerRun {
+    thin: Rtts,
+    gbps: f64,
+    alone: Vec<f64>,
+    with_bulk: Vec<f64>,
+    /// What the peer is (JSON object).
+    about: String,
+}
+
+impl PeerRun {
+    async fn measure(
+        echo: SocketAddr,
+        sink: SocketAddr,
+        about: String,
+        streams: usize,
+        interval: Duration,
+        secs: u64,
+        bulk_mb: u64,
+    ) -> PeerRun {
+        let thin = thin_rtts(echo, streams, interval, secs).await;
+        let gbps = bulk(sink, bulk_mb << 20).await;
+        let (alone, with_bulk) = isolation(echo, sink, secs).await;
+        PeerRun { thin, gbps, alone, with_bulk, about }
+    }
 }
 
 /// Thin-stream isolation: RTTs of 50 thin streams (100 B every 20 ms) through `echo`,
@@ -541,4 +572,62 @@ fn wait_connect(addr: SocketAddr, child: &mut Child, what: &str) -> Result<(), S
 fn tail(path: &Path) -> String {
     let text = std::fs::read_to_string(path).unwrap_or_default();
     text.lines().rev().take(3).collect::<Vec<_>>().into_iter().rev().collect::<Vec<_>>().join(" | ")
+}
+
+/// A yamux-multiplexed forwarder (`thinwan-yamux-peer`, next to this binary): core and
+/// edge as separate processes on free loopback ports, one TCP connection between them
+/// carrying every stream (no TLS: the peer's own default, docs/mux.md "yamux as a peer").
+struct YamuxPeer {
+    /// The edge's forward to the echo server.
+    echo: SocketAddr,
+    /// The edge's forward to the sink.
+    sink: SocketAddr,
+    /// The edge first: its connection ends, then the core's session.
+    children: Vec<Child>,
+}
+
+impl YamuxPeer {
+    fn start(echo: SocketAddr, sink: SocketAddr) -> Result<YamuxPeer, String> {
+        let exe = std::env::current_exe().map_err(|e| format!("current_exe: {e}"))?;
+        let bin = exe.with_file_name("thinwan-yamux-peer");
+        if !bin.exists() {
+            return Err(format!("{} not built (cargo build --release -p thinwan-mux)", bin.display()));
+        }
+        let core = SocketAddr::from(([127, 0, 0, 1], free_port()));
+        let (e, s) = (
+            SocketAddr::from(([127, 0, 0, 1], free_port())),
+            SocketAddr::from(([127, 0, 0, 1], free_port())),
+        );
+        let mut peer = YamuxPeer { echo: e, sink: s, children: Vec::new() };
+        let mut cmd = Command::new(&bin);
+        cmd.args(["core", "--listen", &core.to_string()]);
+        cmd.args(["--target", &format!("echo={echo}"), "--target", &format!("sink={sink}")]);
+        cmd.stdout(Stdio::null());
+        peer.children.insert(0, spawn(cmd)?);
+        wait_connect(core, &mut peer.children[0], "yamux core")?;
+        let mut cmd = Command::new(&bin);
+        cmd.args(["edge", "--connect", &core.to_string()]);
+        cmd.args(["--forward", &format!("echo={e}"), "--forward", &format!("sink={s}")]);
+        cmd.stdout(Stdio::null());
+        peer.children.insert(0, spawn(cmd)?);
+        for addr in [e, s] {
+            wait_connect(addr, &mut peer.children[0], "yamux edge")?;
+        }
+        Ok(peer)
+    }
+
+    fn describe() -> String {
+        "{\"implementation\": \"thinwan-yamux-peer (yamux crate 0.14, no TLS)\", \"connections\": 1}"
+            .to_owned()
+    }
+}
+
+impl Drop for YamuxPeer {
+    fn drop(&mut self) {
+        for child in &mut self.children {
+            // SAFETY: a child we spawned and have not reaped, so its pid is still ours.
+            unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) };
+            let _ = child.wait();
+        }
+    }
 }
