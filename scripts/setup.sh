@@ -66,7 +66,7 @@ echo "setup: building the lab, tunnel and middlebox binaries (thinwan-link, thin
 cargo build --release -q -p thinwan-net -p thinwan-mux -p thinwan-qds
 # Beside the interpreter, where thinwan looks for them (then $PATH): an installed
 # package finds its binaries without knowing where the source tree is.
-for bin in thinwan-link thinwan-net thinwan-mux thinwan-qds; do
+for bin in thinwan-link thinwan-net thinwan-mux thinwan-yamux-peer thinwan-qds; do
   install -m 0755 "target/release/$bin" .venv/bin/
 done
 echo "setup: ready (.venv/bin/thinwan)" >&2

@@ -1,6 +1,7 @@
-"""``mux.mode = "ssh"`` (OpenSSH forwarding) runs only in the lab: the simulator refuses
-it before anything runs, with the key named and no traceback (docs/mux.md "OpenSSH as a
-peer"); the native simulator refuses it too, for direct callers."""
+"""``mux.mode = "ssh"`` (OpenSSH forwarding) and ``"yamux"`` (the yamux peer) run only
+in the lab: the simulator refuses them before anything runs, with the key named and no
+traceback (docs/mux.md "OpenSSH as a peer"); the native simulator refuses them too, for
+direct callers."""
 
 from __future__ import annotations
 
@@ -38,10 +39,13 @@ def test_check_simulable_refuses_ssh_and_names_the_key(tmp_path: Path) -> None:
     check_simulable(scenario.with_values({"topology.kind": "dumbbell"}))  # [mux] ignored
 
 
-def test_native_simulator_refuses_ssh() -> None:
-    scenario = load_scenario(GRID / "base.toml").with_values({"mux.mode": "ssh", "topology.pairs": 2})
-    with pytest.raises(Exception, match=r"mux\.mode: .*only in the lab"):
+@pytest.mark.parametrize("mode", ["ssh", "yamux"])
+def test_native_simulator_refuses_the_peers(mode: str) -> None:
+    scenario = load_scenario(GRID / "base.toml").with_values({"mux.mode": mode, "topology.pairs": 2})
+    with pytest.raises(Exception, match=rf'mux\.mode: "{mode}" runs only in the lab'):
         _native.simulate(scenario.to_native_json(), 0)
+    with pytest.raises(ScenarioError, match=rf'mux\.mode: "{mode}" runs only in the lab'):
+        check_simulable(scenario)
 
 
 @pytest.mark.parametrize("command", ["run", "sweep"])
@@ -77,6 +81,6 @@ def test_anatomy_refuses_ssh(tmp_path: Path) -> None:
 def test_lab_grid_has_the_peers_side_by_side() -> None:
     sweep = load_sweep(GRID / "grid-lab.toml")
     (config,) = [a for a in sweep.axes if a.name == "config"]
-    assert list(config.labels) == ["direct", "mux-4", "mux-adaptive", "ssh"]
+    assert list(config.labels) == ["direct", "mux-4", "mux-adaptive", "ssh", "yamux"]
     modes = {p.scenario.mux.mode for p in sweep.points}
-    assert modes == {"direct", "mux", "ssh"} and len(sweep.points) == 8 * 4
+    assert modes == {"direct", "mux", "ssh", "yamux"} and len(sweep.points) == 8 * 5

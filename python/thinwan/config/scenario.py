@@ -418,10 +418,11 @@ MUX_FRAME_PAYLOAD_BYTES = 16384
 class MuxSection(_Section):
     """``[mux]``: the thin-stream tunnel of ``topology.kind = "mux"`` (ignored otherwise)."""
 
-    # "direct": a TCP connection per stream; "mux": the tunnel; "ssh": OpenSSH local
-    # forwarding, one SSH connection for every stream (lab only, docs/mux.md "OpenSSH
-    # as a peer"; :func:`check_simulable`).
-    mode: Literal["direct", "mux", "ssh"] = "direct"
+    # "direct": a TCP connection per stream; "mux": the tunnel; the peers users deploy,
+    # lab only (:func:`check_simulable`): "ssh", OpenSSH local forwarding, and "yamux",
+    # a yamux-multiplexed forwarder, each one connection for every stream (docs/mux.md
+    # "OpenSSH as a peer", "yamux as a peer").
+    mode: Literal["direct", "mux", "ssh", "yamux"] = "direct"
     trunks: int = Field(1, ge=1, le=U32_MAX)
     frame_payload_bytes: int = Field(MUX_FRAME_PAYLOAD_BYTES, ge=512, le=1 << 20)
     # The daemons' `trunk.notsent_lowat` default (crates/mux/src/config.rs).
@@ -440,15 +441,19 @@ class MuxSection(_Section):
         return self
 
 
-# What the simulator answers to `mux.mode = "ssh"` (crates/sim/src/config.rs SSH_LAB_ONLY).
-SSH_LAB_ONLY = '"ssh" runs only in the lab: thinwan lab run SCENARIO / thinwan sweep SWEEP --lab'
+# `mux.mode` values only the lab runs, and what the simulator answers to them
+# (crates/sim/src/config.rs LAB_ONLY).
+LAB_ONLY_MUX_MODES = ("ssh", "yamux")
+LAB_ONLY = "runs only in the lab: thinwan lab run SCENARIO / thinwan sweep SWEEP --lab"
 
 
 def check_simulable(scenario: Scenario) -> None:
     """Raise :class:`ScenarioError` for a scenario only the namespace lab can run:
-    ``mux.mode = "ssh"`` runs the real OpenSSH, which the simulator has no model of."""
-    if scenario.topology.kind == "mux" and scenario.mux.mode == "ssh":
-        raise ScenarioError(f"{scenario.name}: mux.mode: {SSH_LAB_ONLY}")
+    ``mux.mode = "ssh" | "yamux"`` run real programs (OpenSSH, the yamux peer), which
+    the simulator has no model of."""
+    mode = scenario.mux.mode
+    if scenario.topology.kind == "mux" and mode in LAB_ONLY_MUX_MODES:
+        raise ScenarioError(f'{scenario.name}: mux.mode: "{mode}" {LAB_ONLY}')
 
 
 class QdsSection(_Section):

@@ -9,14 +9,16 @@ configs (TOML, PSK auth with a fresh random key) are written per run into the ra
 directory, with their logs. ``mux.mode = "ssh"``: OpenSSH in the daemons' places
 (:mod:`.sshpeer`) — ``sshd`` next to the pump, ``ssh -N -L`` in the middle namespace,
 one SSH connection across the WAN carrying every stream as a channel; keys, configs and
-logs in the raw directory's ``ssh/``.
+logs in the raw directory's ``ssh/``. ``mux.mode = "yamux"``: ``thinwan-yamux-peer core``
+next to the pump and ``thinwan-yamux-peer edge`` in the middle, one yamux-multiplexed
+TCP connection across the WAN (logs ``yamux-core.err``, ``yamux-edge.err``).
 
 The records are those of docs/records.md, built by :func:`thinwan.analysis.lab_join.lab_records`
 from the pump and sink logs (per-message delay = server write → client read, the same in
 every mode) and the WAN emulator's event log. Per-hop times (``t_tx``, ``t_enq``, …) are
-those of the WAN link in direct mode; in mux and ssh mode a message travels inside a
-trunk (the SSH connection), so they are unknown (NaN), and the connection stats are
-those of the local pump ↔ core (↔ sshd) sockets, not of the trunks.
+those of the WAN link in direct mode; in the other modes a message travels inside a
+trunk (the SSH or yamux connection), so they are unknown (NaN), and the connection stats
+are those of the local pump ↔ core (sshd, yamux core) sockets, not of the trunks.
 """
 
 from __future__ import annotations
@@ -41,10 +43,11 @@ from .linkspec import lab_spec, last_hop_link
 from .netns import LabError
 from .topology import CLIENT_ADDR, SERVER_ADDR
 
-__all__ = ["run_tunnel_once", "TRUNK_PORT", "SSH_PORT"]
+__all__ = ["run_tunnel_once", "TRUNK_PORT", "SSH_PORT", "YAMUX_PORT"]
 
 TRUNK_PORT = 7400
 SSH_PORT = 7422  # the run's sshd, next to the pump
+YAMUX_PORT = 7401  # the yamux peer's core, next to the pump
 TARGET = "game"  # the core's name for the pump; the edge forwards to it by name
 DAEMON_READY_S = 20.0
 
@@ -59,13 +62,13 @@ def run_tunnel_once(scenario: Scenario, opts: LabSection, run: int, raw: Path) -
     spec = lab_spec(scenario, run, opts)
     notes = list(spec.notes)
     mode = scenario.mux.mode
-    tunnel = mode in ("mux", "ssh")  # the pump listens, the sink connects to the middle
+    tunnel = mode != "direct"  # the pump listens, the sink connects to the middle
     if tunnel:
         notes.append(
             f"{mode}: per-hop times and connection stats of tunnelled messages are unknown (they travel in trunks)"
         )
     ssh: sshpeer.SshFiles | None = None
-    ssh_procs: list[subprocess.Popen[Any]] = []
+    peer_procs: list[subprocess.Popen[Any]] = []  # ssh or yamux peer, client side first
     write_traffic(scenario, raw)
     started = time.monotonic()
     port = f"{opts.port}"
@@ -79,7 +82,9 @@ def run_tunnel_once(scenario: Scenario, opts: LabSection, run: int, raw: Path) -
             )  # noqa: SIM115
             wait_line(pump, b'"ready":true', 10.0, "pump")
             if mode == "ssh":
-                ssh, ssh_procs = _start_ssh(chain, opts, raw)
+                ssh, peer_procs = _start_ssh(chain, opts, raw)
+            elif mode == "yamux":
+                peer_procs = _start_yamux(chain, opts, raw)
             else:
                 _start_daemons(chain, scenario, opts, raw)
             sink = chain.popen(
@@ -104,8 +109,8 @@ def run_tunnel_once(scenario: Scenario, opts: LabSection, run: int, raw: Path) -
             )  # noqa: SIM115
         wait_exit(pump, run_limit_s(scenario), "pump", raw / "pump.err")
         wait_exit(sink, STUCK_S, "sink", raw / "sink.err")
-        # The client first: its SSH connection ends, and with it sshd's session child.
-        _stop(ssh_procs)
+        # The client side first: its connection ends, and with it the server side's session.
+        _stop(peer_procs)
         if not chain.emulator_alive():
             raise LabError(f"thinwan-link died during the run: {_tail(raw / 'wan.err')} {_tail(raw / 'lasthop.err')}")
         stats = chain.down()
@@ -123,6 +128,8 @@ def run_tunnel_once(scenario: Scenario, opts: LabSection, run: int, raw: Path) -
             "connections": 1,
             "sshd": f"{SERVER_ADDR}:{SSH_PORT}",
         }
+    elif mode == "yamux":
+        links["yamux"] = {"implementation": "thinwan-yamux-peer (yamux crate, no TLS)", "connections": 1}
     elif tunnel:
         edge = _log_events(raw / "edge.log")
         links["mux"] = {
@@ -173,10 +180,34 @@ def _start_ssh(chain: Chain, opts: LabSection, raw: Path) -> tuple[sshpeer.SshFi
     return files, [ssh, sshd]
 
 
+def _start_yamux(chain: Chain, opts: LabSection, raw: Path) -> list[subprocess.Popen[Any]]:
+    """``thinwan-yamux-peer core`` next to the pump, ``edge`` in the middle (the tunnel's
+    placement); back when the edge's forward listens (it listens once its connection to
+    the core is up), with the two processes, edge first."""
+    binary = str(find_binary("thinwan-yamux-peer"))
+    procs = []
+    for role, side, argv, listens in (
+        ("core", "server", ["--listen", f"{SERVER_ADDR}:{YAMUX_PORT}", "--target", f"{TARGET}={SERVER_ADDR}:{opts.port}"],
+         (SERVER_ADDR, YAMUX_PORT)),
+        ("edge", "middle", ["--connect", f"{SERVER_ADDR}:{YAMUX_PORT}", "--forward", f"{TARGET}={EDGE_ADDR}:{opts.port}"],
+         (EDGE_ADDR, opts.port)),
+    ):  # fmt: skip
+        err = raw / f"yamux-{role}.err"
+        log = open(err, "wb")  # noqa: SIM115 (owned by the child)
+        p = chain.popen(side, [binary, role, *argv], stdout=subprocess.DEVNULL, stderr=log)
+        log.close()
+        procs.insert(0, p)
+        try:
+            sshpeer.wait_listening(p.pid, *listens, DAEMON_READY_S, p, f"thinwan-yamux-peer {role}")
+        except LabError as e:
+            raise LabError(f"{e}: {_tail(err)}") from None
+    return procs
+
+
 def _stop(procs: list[subprocess.Popen[Any]]) -> None:
-    """Stop ``procs`` in order (``ssh``, then ``sshd``); the chain's teardown kills
-    whatever of sshd's per-connection children (each in its own session) is still in a
-    namespace."""
+    """Stop ``procs`` in order (``ssh`` then ``sshd``, the yamux edge then core); the
+    chain's teardown kills whatever of sshd's per-connection children (each in its own
+    session) is still in a namespace."""
     for p in procs:
         if p.poll() is None:
             p.terminate()
