@@ -62,7 +62,7 @@ printf '%s\n' "$deps" > .venv/requirements.txt
 echo "setup: building the native module (release)" >&2
 VIRTUAL_ENV="$PWD/.venv" PATH="$PWD/.venv/bin:$PATH" .venv/bin/maturin develop --release -q >/dev/null 2>.venv/maturin.log \
   || { cat .venv/maturin.log >&2; echo "setup: building the native module failed" >&2; exit 1; }
-echo "setup: building the lab, tunnel and middlebox binaries (thinwan-link, thinwan-net, thinwan-mux, thinwan-qds)" >&2
+echo "setup: building the lab, tunnel and middlebox binaries (thinwan-link, thinwan-net, thinwan-mux, thinwan-yamux-peer, thinwan-qds)" >&2
 cargo build --release -q -p thinwan-net -p thinwan-mux -p thinwan-qds
 # Beside the interpreter, where thinwan looks for them (then $PATH): an installed
 # package finds its binaries without knowing where the source tree is.
