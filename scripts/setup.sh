@@ -16,6 +16,22 @@ if [ "$(id -u)" = 0 ] && ! { command -v ip >/dev/null && command -v pgrep >/dev/
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq iproute2 procps >/dev/null
 fi
 
+# The `ssh` peer of the tunnel benchmark and lab (docs/mux.md "OpenSSH as a peer"): sshd
+# and ssh, started per run with their own config and keys; the system's sshd config and
+# host keys are never used. Debian's package creates host keys in /etc/ssh and, on a
+# machine with systemd, enables the ssh service, which thinwan does not need.
+if [ "$(id -u)" = 0 ]; then
+  ssh_missing=()
+  for p in openssh-server openssh-client; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || ssh_missing+=("$p")
+  done
+  if [ "${#ssh_missing[@]}" -gt 0 ]; then
+    echo "setup: installing ${ssh_missing[*]} (apt)" >&2
+    DEBIAN_FRONTEND=noninteractive apt-get update -qq >/dev/null
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${ssh_missing[@]}" >/dev/null
+  fi
+fi
+
 # The remote-desktop platforms, viewers, capture tools and the desktops' test user
 # (docs/desktop.md).
 if [ "$(id -u)" = 0 ]; then
@@ -46,11 +62,11 @@ printf '%s\n' "$deps" > .venv/requirements.txt
 echo "setup: building the native module (release)" >&2
 VIRTUAL_ENV="$PWD/.venv" PATH="$PWD/.venv/bin:$PATH" .venv/bin/maturin develop --release -q >/dev/null 2>.venv/maturin.log \
   || { cat .venv/maturin.log >&2; echo "setup: building the native module failed" >&2; exit 1; }
-echo "setup: building the lab, tunnel and middlebox binaries (thinwan-link, thinwan-net, thinwan-mux, thinwan-qds)" >&2
+echo "setup: building the lab, tunnel and middlebox binaries (thinwan-link, thinwan-net, thinwan-mux, thinwan-yamux-peer, thinwan-qds)" >&2
 cargo build --release -q -p thinwan-net -p thinwan-mux -p thinwan-qds
 # Beside the interpreter, where thinwan looks for them (then $PATH): an installed
 # package finds its binaries without knowing where the source tree is.
-for bin in thinwan-link thinwan-net thinwan-mux thinwan-qds; do
+for bin in thinwan-link thinwan-net thinwan-mux thinwan-yamux-peer thinwan-qds; do
   install -m 0755 "target/release/$bin" .venv/bin/
 done
 echo "setup: ready (.venv/bin/thinwan)" >&2

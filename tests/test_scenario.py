@@ -263,7 +263,7 @@ def test_to_toml_round_trips() -> None:
             "topology.bottleneck_jitter_pct: Input should be less than or equal to 100",
         ),
         ({"topology": {"last_hop_rate_mbps": 0}}, "topology.last_hop_rate_mbps: Input should be greater than 0"),
-        ({"mux": {"mode": "both"}}, "mux.mode: Input should be 'direct' or 'mux'"),
+        ({"mux": {"mode": "both"}}, "mux.mode: Input should be 'direct', 'mux', 'ssh' or 'yamux'"),
         ({"mux": {"trunks": 0}}, "mux.trunks: Input should be greater than or equal to 1"),
         (
             {"traffic": {"model": "voip"}},

@@ -285,6 +285,11 @@ pub enum MuxMode {
     Direct,
     /// The streams share the tunnel's trunk lanes.
     Mux,
+    /// OpenSSH local forwarding (`ssh -L`): a real program, so the namespace lab runs
+    /// it and the simulator refuses it (docs/mux.md "OpenSSH as a peer").
+    Ssh,
+    /// A yamux-multiplexed forwarder (`thinwan-yamux-peer`): lab only, like `Ssh`.
+    Yamux,
 }
 
 /// `tcp.recovery` (with `sack = false`; SACK recovery otherwise).
@@ -348,6 +353,11 @@ pub enum TraceConnections {
     Off,
 }
 
+/// Why the simulator refuses `mux.mode = "ssh" | "yamux"` (real programs, no model);
+/// the Python front end says the same before any run starts
+/// (`thinwan.config.scenario.check_simulable`).
+pub const LAB_ONLY: &str = "runs only in the lab: thinwan lab run SCENARIO / thinwan sweep SWEEP --lab";
+
 impl Config {
     /// Parse the JSON the Python loader produces.
     pub fn from_json(s: &str) -> Result<Config, String> {
@@ -364,6 +374,10 @@ impl Config {
         let t_kind_middlebox = |c: &Config| c.topology.kind == TopologyKind::Middlebox;
         let bad = |k: &str, why: &str| Err(format!("{k}: {why}"));
         if self.topology.kind == TopologyKind::Mux {
+            if let MuxMode::Ssh | MuxMode::Yamux = self.mux.mode {
+                let mode = if self.mux.mode == MuxMode::Ssh { "ssh" } else { "yamux" };
+                return bad("mux.mode", &format!("\"{mode}\" {LAB_ONLY}"));
+            }
             if self.topology.last_hop_rate_mbps <= 0.0 || self.topology.last_hop_delay_ms < 0.0 {
                 return bad("topology.last_hop_*", "rate must be > 0 and delay ≥ 0");
             }

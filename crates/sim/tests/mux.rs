@@ -164,6 +164,12 @@ fn mux_settings_are_checked() {
     let mut v = grid("mux", 1, 2, 0.0);
     set(&mut v, "mux.mode", json!("both"));
     assert!(simulate(&v.to_string(), 0).unwrap_err().contains("mux.mode"));
+    // OpenSSH forwarding is a real program: only the lab runs it, and the error says so.
+    for peer in ["ssh", "yamux"] {
+        set(&mut v, "mux.mode", json!(peer));
+        let e = simulate(&v.to_string(), 0).unwrap_err();
+        assert!(e.contains("mux.mode") && e.contains(peer) && e.contains("only in the lab"), "{e}");
+    }
     let mut v = grid("mux", 0, 2, 0.0);
     set(&mut v, "mux.trunks", json!(0));
     assert!(simulate(&v.to_string(), 0).unwrap_err().contains("mux.trunks"));

@@ -72,10 +72,11 @@ def _cmd_run(args: argparse.Namespace) -> int:
 def _check(scenario: Any, jobs: int | None) -> int:
     """``--check``: what the run would ask for, refused as a run would be."""
     from ..config.limits import human_bytes
-    from ..config.scenario import estimate_run
+    from ..config.scenario import check_simulable, estimate_run
     from ..execute.executors import LocalProcesses
     from ..execute.runs import check_memory
 
+    check_simulable(scenario)
     workers = LocalProcesses(jobs).workers(scenario.scenario.runs)
     check_memory(scenario, workers)
     e = estimate_run(scenario)

@@ -53,6 +53,11 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     check_column_names(sweep)
     out = Path(args.out) if args.out else Path("results") / (sweep.name + ("-lab" if args.lab else ""))
     if args.check:
+        if not args.lab:
+            from ..config.scenario import check_simulable
+
+            for point in sweep.points:
+                check_simulable(point.scenario)
         print(f"{sweep.name}: ok: {len(sweep.points)} point(s) × {sweep.runs} run(s)")
         return 0
     log = (lambda _: None) if args.quiet else (lambda line: print(f"thinwan: {line}", file=sys.stderr))

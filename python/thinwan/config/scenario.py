@@ -45,6 +45,7 @@ __all__ = [
     "TrafficSection",
     "RecordsSection",
     "MuxSection",
+    "check_simulable",
     "QdsSection",
     "LabSection",
     "MUX_FRAME_PAYLOAD_BYTES",
@@ -417,7 +418,11 @@ MUX_FRAME_PAYLOAD_BYTES = 16384
 class MuxSection(_Section):
     """``[mux]``: the thin-stream tunnel of ``topology.kind = "mux"`` (ignored otherwise)."""
 
-    mode: Literal["direct", "mux"] = "direct"
+    # "direct": a TCP connection per stream; "mux": the tunnel; the peers users deploy,
+    # lab only (:func:`check_simulable`): "ssh", OpenSSH local forwarding, and "yamux",
+    # a yamux-multiplexed forwarder, each one connection for every stream (docs/mux.md
+    # "OpenSSH as a peer", "yamux as a peer").
+    mode: Literal["direct", "mux", "ssh", "yamux"] = "direct"
     trunks: int = Field(1, ge=1, le=U32_MAX)
     frame_payload_bytes: int = Field(MUX_FRAME_PAYLOAD_BYTES, ge=512, le=1 << 20)
     # The daemons' `trunk.notsent_lowat` default (crates/mux/src/config.rs).
@@ -439,6 +444,21 @@ class MuxSection(_Section):
         if self.lanes == "adaptive" and self.max_lanes < self.trunks:
             raise ValueError(f"max_lanes ({self.max_lanes}) must be ≥ trunks ({self.trunks})")
         return self
+
+
+# `mux.mode` values only the lab runs, and what the simulator answers to them
+# (crates/sim/src/config.rs LAB_ONLY).
+LAB_ONLY_MUX_MODES = ("ssh", "yamux")
+LAB_ONLY = "runs only in the lab: thinwan lab run SCENARIO / thinwan sweep SWEEP --lab"
+
+
+def check_simulable(scenario: Scenario) -> None:
+    """Raise :class:`ScenarioError` for a scenario only the namespace lab can run:
+    ``mux.mode = "ssh" | "yamux"`` run real programs (OpenSSH, the yamux peer), which
+    the simulator has no model of."""
+    mode = scenario.mux.mode
+    if scenario.topology.kind == "mux" and mode in LAB_ONLY_MUX_MODES:
+        raise ScenarioError(f'{scenario.name}: mux.mode: "{mode}" {LAB_ONLY}')
 
 
 class QdsSection(_Section):

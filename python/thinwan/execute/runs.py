@@ -28,7 +28,7 @@ from ..analysis.digest import RunDigest, digest_run
 from ..analysis.metrics import summarize_runs
 from ..config.files import ScenarioError
 from ..config.limits import check_fits, mem_available_bytes
-from ..config.scenario import Scenario, estimate_run
+from ..config.scenario import Scenario, check_simulable, estimate_run
 from ..records.meta import dumps_json, git_revision
 from ..records.schema import write_text_atomic
 from ..records.staging import staged_output
@@ -78,6 +78,7 @@ def run_scenario(
     result)`` may add to it (the report) before it replaces ``out_dir``. Runs that would
     not fit in memory are refused first (:func:`check_memory`).
     """
+    check_simulable(scenario)
     if not _native_built():
         raise RunError("the native simulator is not built (run scripts/setup.sh)")
     runs = scenario.scenario.runs

@@ -45,7 +45,7 @@ from ..analysis.aggregate import (
     sweep_document,
     task_result,
 )
-from ..config.scenario import Scenario, estimate_run
+from ..config.scenario import Scenario, check_simulable, estimate_run
 from ..config.sweepfile import Sweep, SweepTask
 from ..records.meta import dumps_json, git_revision
 from ..records.schema import write_text_atomic
@@ -102,6 +102,9 @@ def run_sweep(
     log = log or (lambda _: None)
     out = Path(out_dir)
     lab = sweep.substrate == "lab"
+    if not lab:
+        for point in sweep.points:  # before anything runs, like the limits below
+            check_simulable(point.scenario)
     if not lab and not native_available():
         raise RunError("the native simulator is not built (run scripts/setup.sh)")
     if executor is None:

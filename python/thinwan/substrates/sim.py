@@ -8,7 +8,7 @@ from typing import Any
 
 from .. import __version__
 from ..analysis.anatomy import Anatomy, find_timeout, with_packet_log, worst_connection
-from ..config.scenario import Scenario
+from ..config.scenario import Scenario, check_simulable
 from ..records.schema import RunRecords
 
 __all__ = ["simulate", "native_available", "timeout_anatomy"]
@@ -20,6 +20,7 @@ def simulate(scenario: Scenario, run: int, git_rev: str | None = None) -> RunRec
     ``meta`` gets what the simulator does not know itself (scenario name, run, seed,
     version, substrate, duration, config) and, when given, the git revision.
     """
+    check_simulable(scenario)  # a clear error for every caller (thinwan anatomy among them)
     records = RunRecords.from_native(_interruptible_simulate(scenario.to_native_json(), run))
     meta = records.meta
     meta.setdefault("scenario", scenario.name)

@@ -9,7 +9,12 @@
 //! 3. isolation: thin-stream RTT with and without a concurrent full-speed bulk stream.
 //!
 //! Each is also measured through two bare TCP relays (`relay_*`): the floor that any
-//! two-hop user-space tunnel pays on this machine, without TLS or multiplexing.
+//! two-hop user-space tunnel pays on this machine, without TLS or multiplexing, and
+//! through OpenSSH local forwarding (`ssh_*`, [`SshPeer`]): one `ssh -N -L` connection
+//! to a private `sshd` carrying every stream as a channel, as users deploy it (the
+//! default cipher; `ssh -V` and the negotiated cipher are in the output), and through a
+//! yamux-multiplexed forwarder (`yamux_*`, [`YamuxPeer`]). `--no-ssh` / `--no-yamux`
+//! leave them out; without `ssh`/`sshd` or the peer binary they are reported as skipped.
 //!
 //! Edge and core each run on their own thread and runtime, built as the daemons build
 //! theirs (as if they were separate processes); clients and servers run on a third
@@ -18,6 +23,9 @@
 //! shares the machine's cores, so numbers are conservative.
 
 use std::net::SocketAddr;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -38,6 +46,15 @@ fn arg(name: &str, default: u64) -> u64 {
         .unwrap_or(default)
 }
 
+fn flag(name: &str) -> bool {
+    std::env::args().any(|a| a == format!("--{name}"))
+}
+
+fn text_arg(name: &str) -> Option<String> {
+    let args: Vec<String> = std::env::args().collect();
+    args.iter().position(|a| a == &format!("--{name}")).and_then(|i| args.get(i + 1)).cloned()
+}
+
 fn main() {
     let streams = arg("streams", 1000) as usize;
     let interval = Duration::from_millis(arg("interval-ms", 100));
@@ -54,6 +71,13 @@ fn main() {
         let (stop, rx) = watch::channel(false);
         let (edge_echo, edge_sink) = tunnel(echo, sink, rx);
         let (relay_echo, relay_sink) = (relay(relay(echo)), relay(relay(sink)));
+        // Started on this (the main) thread: their children die with it (PR_SET_PDEATHSIG).
+        let ssh = if flag("no-ssh") {
+            Err("--no-ssh".to_owned())
+        } else {
+            SshPeer::start(echo, sink, text_arg("ssh-dir").map(PathBuf::from))
+        };
+        let yamux = if flag("no-yamux") { Err("--no-yamux".to_owned()) } else { YamuxPeer::start(echo, sink) };
         tokio::time::sleep(Duration::from_millis(300)).await;
 
         let direct = thin_rtts(echo, streams, interval, secs).await;
@@ -66,6 +90,16 @@ fn main() {
         let relay_gbps = bulk(relay_sink, bulk_mb << 20).await;
         let (alone, with_bulk) = isolation(edge_echo, edge_sink, secs).await;
         let (relay_alone, relay_with_bulk) = isolation(relay_echo, relay_sink, secs).await;
+        let ssh_run = match &ssh {
+            Ok(peer) => Ok(PeerRun::measure(peer.echo, peer.sink, peer.describe(), streams, interval, secs, bulk_mb).await),
+            Err(why) => Err(why.clone()),
+        };
+        drop(ssh); // stops ssh, then sshd; removes its keys unless --ssh-dir was given
+        let yamux_run = match &yamux {
+            Ok(peer) => Ok(PeerRun::measure(peer.echo, peer.sink, YamuxPeer::describe(), streams, interval, secs, bulk_mb).await),
+            Err(why) => Err(why.clone()),
+        };
+        drop(yamux);
         let _ = stop.send(true);
 
         let p = |v: &Vec<f64>| format!("{{\"p50\": {:.1}, \"p99\": {:.1}}}", pct(v, 50.0), pct(v, 99.0));
@@ -85,9 +119,50 @@ fn main() {
         println!("  \"thin_rtt_us_alone\": {}, \"thin_rtt_us_with_bulk\": {},", p(&alone), p(&with_bulk));
         println!("  \"bulk_raises_thin_p99_us\": {:.1},", raise(&with_bulk, &alone));
         println!("  \"relay_thin_rtt_us_alone\": {}, \"relay_thin_rtt_us_with_bulk\": {},", p(&relay_alone), p(&relay_with_bulk));
-        println!("  \"relay_bulk_raises_thin_p99_us\": {:.1}", raise(&relay_with_bulk, &relay_alone));
+        println!("  \"relay_bulk_raises_thin_p99_us\": {:.1},", raise(&relay_with_bulk, &relay_alone));
+        for (name, run) in [("ssh", &ssh_run), ("yamux", &yamux_run)] {
+            match run {
+                Ok(r) => {
+                    println!("  \"{name}\": {},", r.about);
+                    println!("  \"{name}_rtt_us\": {}, \"{name}_added_one_way_us\": {},", p(&r.thin.steady), added(&r.thin.steady));
+                    println!("  \"{name}_setup_rtt_us\": {},", p(&r.thin.setup));
+                    println!("  \"{name}_throughput_gbit_s\": {:.2},", r.gbps);
+                    println!("  \"{name}_thin_rtt_us_alone\": {}, \"{name}_thin_rtt_us_with_bulk\": {},", p(&r.alone), p(&r.with_bulk));
+                    print!("  \"{name}_bulk_raises_thin_p99_us\": {:.1}", raise(&r.with_bulk, &r.alone));
+                }
+                Err(why) => print!("  \"{name}\": {{\"skipped\": {why:?}}}"),
+            }
+            println!("{}", if name == "yamux" { "" } else { "," });
+        }
         println!("}}");
     });
+}
+
+/// One peer's measurements, as the tunnel's: thin streams, bulk, isolation.
+struct PeerRun {
+    thin: Rtts,
+    gbps: f64,
+    alone: Vec<f64>,
+    with_bulk: Vec<f64>,
+    /// What the peer is (JSON object).
+    about: String,
+}
+
+impl PeerRun {
+    async fn measure(
+        echo: SocketAddr,
+        sink: SocketAddr,
+        about: String,
+        streams: usize,
+        interval: Duration,
+        secs: u64,
+        bulk_mb: u64,
+    ) -> PeerRun {
+        let thin = thin_rtts(echo, streams, interval, secs).await;
+        let gbps = bulk(sink, bulk_mb << 20).await;
+        let (alone, with_bulk) = isolation(echo, sink, secs).await;
+        PeerRun { thin, gbps, alone, with_bulk, about }
+    }
 }
 
 /// Thin-stream isolation: RTTs of 50 thin streams (100 B every 20 ms) through `echo`,
@@ -303,4 +378,256 @@ async fn bulk(addr: SocketAddr, bytes: u64) -> f64 {
     let mut x = Vec::new();
     let _ = r.read_to_end(&mut x).await;
     sent as f64 * 8.0 / t0.elapsed().as_secs_f64() / 1e9
+}
+
+/// OpenSSH local forwarding as users deploy it: a private `sshd` on a free loopback port
+/// (this run's host key and config only, `sshd -D -e -f`), and one `ssh -N -L` with a
+/// forward to the echo and one to the sink target (`ssh -F none`, this run's user key
+/// and known host only), so every stream is an RFC 4254 §7.2 `direct-tcpip` channel on
+/// one SSH connection. The machine's sshd config, host keys and `~/.ssh` are not used.
+/// The same set-up as the lab's (python/thinwan/substrates/lab/sshpeer.py).
+struct SshPeer {
+    /// The forward to the echo server.
+    echo: SocketAddr,
+    /// The forward to the sink.
+    sink: SocketAddr,
+    dir: PathBuf,
+    remove_dir: bool,
+    /// `ssh` first: stopping it ends the SSH connection and sshd's session child.
+    children: Vec<Child>,
+}
+
+impl SshPeer {
+    /// Keys and configs in `dir` (default: a fresh directory under the temp dir, removed
+    /// on drop), then sshd and ssh; back once both forwards listen.
+    fn start(echo: SocketAddr, sink: SocketAddr, dir: Option<PathBuf>) -> Result<SshPeer, String> {
+        let sshd = ["/usr/sbin/sshd", "/usr/local/sbin/sshd"]
+            .into_iter()
+            .find(|p| Path::new(p).exists())
+            .ok_or("sshd not found: install openssh-server (scripts/setup.sh as root)")?;
+        let remove_dir = dir.is_none();
+        let dir = dir.unwrap_or_else(|| {
+            std::env::temp_dir().join(format!("thinwan-bench-ssh-{}", std::process::id()))
+        });
+        let mut peer = SshPeer { echo, sink, dir, remove_dir, children: Vec::new() };
+        std::fs::create_dir_all(&peer.dir).map_err(|e| format!("{}: {e}", peer.dir.display()))?;
+        for (name, comment) in [("host_ed25519", "thinwan-sshd"), ("user_ed25519", "thinwan-ssh")] {
+            let key = peer.dir.join(name);
+            let _ = (std::fs::remove_file(&key), std::fs::remove_file(key.with_extension("pub")));
+            run(Command::new("ssh-keygen")
+                .args(["-q", "-t", "ed25519", "-N", "", "-C", comment, "-f"])
+                .arg(&key))?;
+        }
+        let read =
+            |name: &str| std::fs::read_to_string(peer.dir.join(name)).map_err(|e| format!("{name}: {e}"));
+        let (host_pub, user_pub) = (read("host_ed25519.pub")?, read("user_ed25519.pub")?);
+        let port = free_port();
+        let (l_echo, l_sink) = (free_port(), free_port());
+        let write = |name: &str, text: String| {
+            std::fs::write(peer.dir.join(name), text).map_err(|e| format!("{name}: {e}"))
+        };
+        // RFC 4254 §7.2 direct-tcpip to the two targets only; no shell, pty, agent or X11.
+        write(
+            "authorized_keys",
+            format!(
+                "restrict,port-forwarding,permitopen=\"{echo}\",permitopen=\"{sink}\" {}",
+                user_pub.trim()
+            ),
+        )?;
+        let host_key: Vec<&str> = host_pub.split_whitespace().take(2).collect();
+        write("known_hosts", format!("[127.0.0.1]:{port} {}\n", host_key.join(" ")))?;
+        let d = peer.dir.display();
+        write(
+            "sshd_config",
+            format!(
+                "ListenAddress 127.0.0.1:{port}\nHostKey \"{d}/host_ed25519\"\nPidFile none\n\
+                 AuthorizedKeysFile \"{d}/authorized_keys\"\nAuthenticationMethods publickey\n\
+                 PasswordAuthentication no\nKbdInteractiveAuthentication no\nUsePAM no\n\
+                 PermitRootLogin prohibit-password\nStrictModes no\nAllowTcpForwarding local\n\
+                 PermitOpen {echo} {sink}\nAllowAgentForwarding no\nAllowStreamLocalForwarding no\n\
+                 X11Forwarding no\nPermitTTY no\nPermitTunnel no\nUseDNS no\nLogLevel VERBOSE\n"
+            ),
+        )?;
+        // As root sshd needs its privilege-separation directory (Debian's service
+        // creates it at start).
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } == 0 {
+            let _ = std::fs::create_dir_all("/run/sshd");
+        }
+        let log = |name: &str| std::fs::File::create(peer.dir.join(name)).map_err(|e| format!("{name}: {e}"));
+        let sshd_log = log("sshd.log")?;
+        let mut cmd = Command::new(sshd);
+        cmd.args(["-D", "-e", "-f"]).arg(peer.dir.join("sshd_config")).stdout(Stdio::null()).stderr(sshd_log);
+        peer.children.insert(0, spawn(cmd)?);
+        wait_connect(SocketAddr::from(([127, 0, 0, 1], port)), &mut peer.children[0], "sshd")?;
+        let mut cmd = Command::new("ssh");
+        cmd.args(["-F", "none", "-N", "-v", "-E"]).arg(peer.dir.join("ssh.log"));
+        cmd.args(["-p", &port.to_string(), "-i"]).arg(peer.dir.join("user_ed25519"));
+        for o in [
+            "IdentitiesOnly=yes".to_owned(),
+            "IdentityAgent=none".to_owned(),
+            "BatchMode=yes".to_owned(),
+            "StrictHostKeyChecking=yes".to_owned(),
+            format!("UserKnownHostsFile={d}/known_hosts"),
+            "GlobalKnownHostsFile=/dev/null".to_owned(),
+            "UpdateHostKeys=no".to_owned(),
+            "ExitOnForwardFailure=yes".to_owned(),
+            "ControlMaster=no".to_owned(),
+            "ControlPath=none".to_owned(),
+        ] {
+            cmd.args(["-o", &o]);
+        }
+        cmd.args(["-L", &format!("127.0.0.1:{l_echo}:{echo}"), "-L", &format!("127.0.0.1:{l_sink}:{sink}")]);
+        cmd.arg("127.0.0.1").stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null());
+        peer.children.insert(0, spawn(cmd)?);
+        peer.echo = SocketAddr::from(([127, 0, 0, 1], l_echo));
+        peer.sink = SocketAddr::from(([127, 0, 0, 1], l_sink));
+        // A probe connection through a forward reaches the echo / sink server, which
+        // both take an extra client that closes at once.
+        for addr in [peer.echo, peer.sink] {
+            wait_connect(addr, &mut peer.children[0], "ssh -L")
+                .map_err(|e| format!("{e}: {}", tail(&peer.dir.join("ssh.log"))))?;
+        }
+        Ok(peer)
+    }
+
+    /// `{"version": "OpenSSH_…", "cipher": "…"}` as JSON.
+    fn describe(&self) -> String {
+        let version = Command::new("ssh")
+            .arg("-V")
+            .output()
+            .map(|o| String::from_utf8_lossy(&o.stderr).trim().to_owned())
+            .unwrap_or_default();
+        let log = std::fs::read_to_string(self.dir.join("ssh.log")).unwrap_or_default();
+        let cipher = log
+            .lines()
+            .find_map(|l| l.split("kex: client->server cipher: ").nth(1))
+            .and_then(|rest| rest.split_whitespace().next())
+            .unwrap_or("unknown");
+        format!("{{\"version\": {version:?}, \"cipher\": {cipher:?}, \"connections\": 1}}")
+    }
+}
+
+impl Drop for SshPeer {
+    fn drop(&mut self) {
+        for child in &mut self.children {
+            // SAFETY: a child we spawned and have not reaped, so its pid is still ours.
+            unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) };
+            let _ = child.wait();
+        }
+        if self.remove_dir {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
+    }
+}
+
+/// Spawn `cmd` so that it gets SIGTERM when this thread ends (Ctrl-C or a crash of the
+/// benchmark included), not only when [`SshPeer`] is dropped.
+fn spawn(mut cmd: Command) -> Result<Child, String> {
+    let what = format!("{:?}", cmd.get_program());
+    // SAFETY: prctl is async-signal-safe, as pre_exec requires.
+    unsafe {
+        cmd.pre_exec(|| {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    cmd.spawn().map_err(|e| format!("{what}: {e}"))
+}
+
+fn run(cmd: &mut Command) -> Result<(), String> {
+    let out = cmd.output().map_err(|e| format!("{:?}: {e}", cmd.get_program()))?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(format!("{:?}: {}", cmd.get_program(), String::from_utf8_lossy(&out.stderr).trim()))
+    }
+}
+
+/// A loopback port free now (bound and released; nothing else here binds ports).
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("free port")
+}
+
+/// Wait until `addr` accepts a connection, as long as `child` runs (10 s at most).
+fn wait_connect(addr: SocketAddr, child: &mut Child, what: &str) -> Result<(), String> {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < deadline {
+        if let Ok(Some(status)) = child.try_wait() {
+            return Err(format!("{what} exited ({status}) before listening on {addr}"));
+        }
+        if std::net::TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok() {
+            return Ok(());
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    Err(format!("{what} not listening on {addr} within 10 s"))
+}
+
+fn tail(path: &Path) -> String {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    text.lines().rev().take(3).collect::<Vec<_>>().into_iter().rev().collect::<Vec<_>>().join(" | ")
+}
+
+/// A yamux-multiplexed forwarder (`thinwan-yamux-peer`, next to this binary): core and
+/// edge as separate processes on free loopback ports, one TCP connection between them
+/// carrying every stream (no TLS: the peer's own default, docs/mux.md "yamux as a peer").
+struct YamuxPeer {
+    /// The edge's forward to the echo server.
+    echo: SocketAddr,
+    /// The edge's forward to the sink.
+    sink: SocketAddr,
+    /// The edge first: its connection ends, then the core's session.
+    children: Vec<Child>,
+}
+
+impl YamuxPeer {
+    fn start(echo: SocketAddr, sink: SocketAddr) -> Result<YamuxPeer, String> {
+        let exe = std::env::current_exe().map_err(|e| format!("current_exe: {e}"))?;
+        let bin = exe.with_file_name("thinwan-yamux-peer");
+        if !bin.exists() {
+            return Err(format!("{} not built (cargo build --release -p thinwan-mux)", bin.display()));
+        }
+        let core = SocketAddr::from(([127, 0, 0, 1], free_port()));
+        let (e, s) = (
+            SocketAddr::from(([127, 0, 0, 1], free_port())),
+            SocketAddr::from(([127, 0, 0, 1], free_port())),
+        );
+        let mut peer = YamuxPeer { echo: e, sink: s, children: Vec::new() };
+        let mut cmd = Command::new(&bin);
+        cmd.args(["core", "--listen", &core.to_string()]);
+        cmd.args(["--target", &format!("echo={echo}"), "--target", &format!("sink={sink}")]);
+        cmd.stdout(Stdio::null());
+        peer.children.insert(0, spawn(cmd)?);
+        wait_connect(core, &mut peer.children[0], "yamux core")?;
+        let mut cmd = Command::new(&bin);
+        cmd.args(["edge", "--connect", &core.to_string()]);
+        cmd.args(["--forward", &format!("echo={e}"), "--forward", &format!("sink={s}")]);
+        cmd.stdout(Stdio::null());
+        peer.children.insert(0, spawn(cmd)?);
+        for addr in [e, s] {
+            wait_connect(addr, &mut peer.children[0], "yamux edge")?;
+        }
+        Ok(peer)
+    }
+
+    fn describe() -> String {
+        "{\"implementation\": \"thinwan-yamux-peer (yamux crate 0.14, no TLS)\", \"connections\": 1}"
+            .to_owned()
+    }
+}
+
+impl Drop for YamuxPeer {
+    fn drop(&mut self) {
+        for child in &mut self.children {
+            // SAFETY: a child we spawned and have not reaped, so its pid is still ours.
+            unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) };
+            let _ = child.wait();
+        }
+    }
 }

@@ -6,14 +6,19 @@ tunnel daemons — ``thinwan-mux core`` next to the pump, ``thinwan-mux edge`` i
 middle namespace with ``mux.trunks`` trunk connections — and the sink opening its
 connections to the edge, which the core connects to the listening pump. The daemons'
 configs (TOML, PSK auth with a fresh random key) are written per run into the raw
-directory, with their logs.
+directory, with their logs. ``mux.mode = "ssh"``: OpenSSH in the daemons' places
+(:mod:`.sshpeer`) — ``sshd`` next to the pump, ``ssh -N -L`` in the middle namespace,
+one SSH connection across the WAN carrying every stream as a channel; keys, configs and
+logs in the raw directory's ``ssh/``. ``mux.mode = "yamux"``: ``thinwan-yamux-peer core``
+next to the pump and ``thinwan-yamux-peer edge`` in the middle, one yamux-multiplexed
+TCP connection across the WAN (logs ``yamux-core.err``, ``yamux-edge.err``).
 
 The records are those of docs/records.md, built by :func:`thinwan.analysis.lab_join.lab_records`
 from the pump and sink logs (per-message delay = server write → client read, the same in
-both modes) and the WAN emulator's event log. Per-hop times (``t_tx``, ``t_enq``, …) are
-those of the WAN link in direct mode; in mux mode a message travels inside a trunk, so
-they are unknown (NaN), and the connection stats are those of the local pump ↔ core
-sockets, not of the trunks.
+every mode) and the WAN emulator's event log. Per-hop times (``t_tx``, ``t_enq``, …) are
+those of the WAN link in direct mode; in the other modes a message travels inside a
+trunk (the SSH or yamux connection), so they are unknown (NaN), and the connection stats
+are those of the local pump ↔ core (sshd, yamux core) sockets, not of the trunks.
 """
 
 from __future__ import annotations
@@ -31,15 +36,18 @@ from ...config.scenario import LabSection, Scenario
 from ...records.evlog import read_events
 from ...records.schema import RunRecords
 from ..binaries import find_binary
+from . import sshpeer
 from .chain import EDGE_ADDR, Chain
 from .labrun import STUCK_S, lab_meta, pump_argv, read_logs, run_limit_s, sink_argv, wait_exit, wait_line, write_traffic
 from .linkspec import lab_spec, last_hop_link
 from .netns import LabError
 from .topology import CLIENT_ADDR, SERVER_ADDR
 
-__all__ = ["run_tunnel_once", "TRUNK_PORT"]
+__all__ = ["run_tunnel_once", "TRUNK_PORT", "SSH_PORT", "YAMUX_PORT"]
 
 TRUNK_PORT = 7400
+SSH_PORT = 7422  # the run's sshd, next to the pump
+YAMUX_PORT = 7401  # the yamux peer's core, next to the pump
 TARGET = "game"  # the core's name for the pump; the edge forwards to it by name
 DAEMON_READY_S = 20.0
 
@@ -53,11 +61,14 @@ def run_tunnel_once(scenario: Scenario, opts: LabSection, run: int, raw: Path) -
     raw.mkdir(parents=True)
     spec = lab_spec(scenario, run, opts)
     notes = list(spec.notes)
-    tunnel = scenario.mux.mode == "mux"
+    mode = scenario.mux.mode
+    tunnel = mode != "direct"  # the pump listens, the sink connects to the middle
     if tunnel:
         notes.append(
-            "mux: per-hop times and connection stats of tunnelled messages are unknown (they travel in trunks)"
+            f"{mode}: per-hop times and connection stats of tunnelled messages are unknown (they travel in trunks)"
         )
+    ssh: sshpeer.SshFiles | None = None
+    peer_procs: list[subprocess.Popen[Any]] = []  # ssh or yamux peer, client side first
     write_traffic(scenario, raw)
     started = time.monotonic()
     port = f"{opts.port}"
@@ -70,7 +81,12 @@ def run_tunnel_once(scenario: Scenario, opts: LabSection, run: int, raw: Path) -
                 stderr=open(raw / "pump.err", "wb"),
             )  # noqa: SIM115
             wait_line(pump, b'"ready":true', 10.0, "pump")
-            _start_daemons(chain, scenario, opts, raw)
+            if mode == "ssh":
+                ssh, peer_procs = _start_ssh(chain, opts, raw)
+            elif mode == "yamux":
+                peer_procs = _start_yamux(chain, opts, raw)
+            else:
+                _start_daemons(chain, scenario, opts, raw)
             sink = chain.popen(
                 "client",
                 sink_argv(scenario, raw, ["--connect", f"{EDGE_ADDR}:{port}"]),
@@ -93,6 +109,8 @@ def run_tunnel_once(scenario: Scenario, opts: LabSection, run: int, raw: Path) -
             )  # noqa: SIM115
         wait_exit(pump, run_limit_s(scenario), "pump", raw / "pump.err")
         wait_exit(sink, STUCK_S, "sink", raw / "sink.err")
+        # The client side first: its connection ends, and with it the server side's session.
+        _stop(peer_procs)
         if not chain.emulator_alive():
             raise LabError(f"thinwan-link died during the run: {_tail(raw / 'wan.err')} {_tail(raw / 'lasthop.err')}")
         stats = chain.down()
@@ -103,7 +121,16 @@ def run_tunnel_once(scenario: Scenario, opts: LabSection, run: int, raw: Path) -
         "link_stats": stats.get("wan"),
         "last_hop": {"link": last_hop_link(scenario, run).to_json(), "link_stats": stats.get("lasthop")},
     }
-    if tunnel:
+    if ssh is not None:
+        links["ssh"] = {
+            "version": sshpeer.ssh_version(),
+            "cipher": sshpeer.negotiated_cipher(ssh.ssh_log),
+            "connections": 1,
+            "sshd": f"{SERVER_ADDR}:{SSH_PORT}",
+        }
+    elif mode == "yamux":
+        links["yamux"] = {"implementation": "thinwan-yamux-peer (yamux crate, no TLS)", "connections": 1}
+    elif tunnel:
         edge = _log_events(raw / "edge.log")
         links["mux"] = {
             "trunks": scenario.mux.trunks,
@@ -124,6 +151,71 @@ def run_tunnel_once(scenario: Scenario, opts: LabSection, run: int, raw: Path) -
         stats.get("wan"),
         meta,
     )
+
+
+def _start_ssh(chain: Chain, opts: LabSection, raw: Path) -> tuple[sshpeer.SshFiles, list[subprocess.Popen[Any]]]:
+    """``sshd`` next to the pump, ``ssh -N -L EDGE:port:SERVER:port`` in the middle (the
+    tunnel's core and edge placement); back when the forward listens, with the files
+    and the two processes, client first."""
+    target = f"{SERVER_ADDR}:{opts.port}"
+    files = sshpeer.prepare(raw / "ssh", SERVER_ADDR, SSH_PORT, target)
+    log = open(files.sshd_log, "wb")  # noqa: SIM115 (owned by the child)
+    sshd = chain.popen("server", sshpeer.sshd_argv(files), stdout=subprocess.DEVNULL, stderr=log)
+    log.close()
+    try:
+        sshpeer.wait_listening(sshd.pid, SERVER_ADDR, SSH_PORT, DAEMON_READY_S, sshd, "sshd")
+    except LabError as e:
+        raise LabError(f"{e}: {_tail(files.sshd_log)}") from None
+    ssh = chain.popen(
+        "middle",
+        sshpeer.ssh_argv(files, [(EDGE_ADDR, opts.port, SERVER_ADDR, opts.port)]),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        sshpeer.wait_listening(ssh.pid, EDGE_ADDR, opts.port, DAEMON_READY_S, ssh, "ssh -L")
+    except LabError as e:
+        raise LabError(f"{e}: {_tail(files.ssh_log)} | sshd: {_tail(files.sshd_log)}") from None
+    return files, [ssh, sshd]
+
+
+def _start_yamux(chain: Chain, opts: LabSection, raw: Path) -> list[subprocess.Popen[Any]]:
+    """``thinwan-yamux-peer core`` next to the pump, ``edge`` in the middle (the tunnel's
+    placement); back when the edge's forward listens (it listens once its connection to
+    the core is up), with the two processes, edge first."""
+    binary = str(find_binary("thinwan-yamux-peer"))
+    procs = []
+    for role, side, argv, listens in (
+        ("core", "server", ["--listen", f"{SERVER_ADDR}:{YAMUX_PORT}", "--target", f"{TARGET}={SERVER_ADDR}:{opts.port}"],
+         (SERVER_ADDR, YAMUX_PORT)),
+        ("edge", "middle", ["--connect", f"{SERVER_ADDR}:{YAMUX_PORT}", "--forward", f"{TARGET}={EDGE_ADDR}:{opts.port}"],
+         (EDGE_ADDR, opts.port)),
+    ):  # fmt: skip
+        err = raw / f"yamux-{role}.err"
+        log = open(err, "wb")  # noqa: SIM115 (owned by the child)
+        p = chain.popen(side, [binary, role, *argv], stdout=subprocess.DEVNULL, stderr=log)
+        log.close()
+        procs.insert(0, p)
+        try:
+            sshpeer.wait_listening(p.pid, *listens, DAEMON_READY_S, p, f"thinwan-yamux-peer {role}")
+        except LabError as e:
+            raise LabError(f"{e}: {_tail(err)}") from None
+    return procs
+
+
+def _stop(procs: list[subprocess.Popen[Any]]) -> None:
+    """Stop ``procs`` in order (``ssh`` then ``sshd``, the yamux edge then core); the
+    chain's teardown kills whatever of sshd's per-connection children (each in its own
+    session) is still in a namespace."""
+    for p in procs:
+        if p.poll() is None:
+            p.terminate()
+        try:
+            p.wait(timeout=5.0)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
 
 
 def _start_daemons(chain: Chain, scenario: Scenario, opts: LabSection, raw: Path) -> None:
