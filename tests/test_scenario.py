@@ -92,6 +92,8 @@ DOCUMENTED_DEFAULTS = {
         "quick_ack": False,
         "congestion_control": "reno",
         "cwnd_unit": "bytes",
+        "hystart": False,
+        "tlp_timer": "rfc",
     },
     "traffic": {
         "model": "thin-client",
@@ -241,6 +243,9 @@ def test_to_toml_round_trips() -> None:
         ({"tcp": {"sack": False, "prr": True}}, "tcp.prr: needs tcp.sack = true"),
         ({"tcp": {"rack_reo_wnd": "adaptive"}}, 'tcp.rack_reo_wnd: "adaptive" needs tcp.rack_tlp = true'),
         ({"tcp": {"rack_reo_wnd": "grow"}}, "tcp.rack_reo_wnd: Input should be 'static' or 'adaptive'"),
+        ({"tcp": {"hystart": True}}, 'tcp.hystart: needs tcp.congestion_control = "cubic" (HyStart is CUBIC\'s'),
+        ({"tcp": {"tlp_timer": "linux"}}, 'tcp.tlp_timer: "linux" needs tcp.rack_tlp = true'),
+        ({"tcp": {"tlp_timer": "kernel"}}, "tcp.tlp_timer: Input should be 'rfc' or 'linux'"),
         ({"tcp": {"congestion_control": "bbr"}}, "tcp.congestion_control: Input should be 'reno' or 'cubic'"),
         ({"tcp": {"cwnd_unit": "segments"}}, "tcp.cwnd_unit: Input should be 'bytes' or 'packets'"),
         (
@@ -391,7 +396,17 @@ ADDED_AFTER_OGAWA2011 = {
     },
     "mux": {"mode", "trunks", "frame_payload_bytes", "notsent_lowat_bytes", "lanes", "max_lanes", "bulk_limit"},
     # Issue #21's RACK-TLP completion and Linux details (off: today's TCP).
-    "tcp": {"profile", "congestion_control", "cwnd_unit", "dsack", "rack_reo_wnd", "prr", "quick_ack"},
+    "tcp": {
+        "profile",
+        "congestion_control",
+        "cwnd_unit",
+        "dsack",
+        "rack_reo_wnd",
+        "prr",
+        "quick_ack",
+        "hystart",
+        "tlp_timer",
+    },
     "traffic": {
         "pcap_file",
         "pcap_server_port",

@@ -182,6 +182,20 @@ pub struct TcpSec {
     pub congestion_control: CongestionControlName,
     /// What cwnd and ssthresh count.
     pub cwnd_unit: CwndUnitName,
+    /// CUBIC's slow start ends by Linux's HyStart.
+    pub hystart: bool,
+    /// The tail-loss-probe timer's rules (RFC 8985 §7.2 or Linux's).
+    pub tlp_timer: TlpTimerName,
+}
+
+/// `tcp.tlp_timer`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TlpTimerName {
+    /// RFC 8985 §7.2.
+    Rfc,
+    /// Linux's `tcp_schedule_loss_probe`.
+    Linux,
 }
 
 /// `tcp.rack_reo_wnd`.
@@ -397,6 +411,15 @@ impl Config {
         }
         if self.tcp.rack_reo_wnd == RackReoWnd::Adaptive && !self.tcp.rack_tlp {
             return bad("tcp.rack_reo_wnd", "\"adaptive\" needs rack_tlp = true");
+        }
+        if self.tcp.hystart && self.tcp.congestion_control != CongestionControlName::Cubic {
+            return bad(
+                "tcp.hystart",
+                "needs congestion_control = \"cubic\" (HyStart is CUBIC's, tcp_cubic.c)",
+            );
+        }
+        if self.tcp.tlp_timer == TlpTimerName::Linux && !self.tcp.rack_tlp {
+            return bad("tcp.tlp_timer", "\"linux\" needs rack_tlp = true");
         }
         if self.traffic.model == Model::Constant {
             return bad(

@@ -27,7 +27,7 @@ pub mod scoreboard;
 pub mod sender;
 
 pub use cc::{Algorithm as CongestionControl, CwndUnit};
-pub use rack::ReoWnd;
+pub use rack::{ReoWnd, TlpTimer};
 pub use receiver::{
     idle_rto_after_handshake, Receiver, ReceiverConfig, ReceiverOptions, ReceiverShared, MAX_QUICKACKS,
 };
@@ -94,6 +94,8 @@ pub struct Ack {
 
 #[cfg(test)]
 mod linux_rack_tests;
+#[cfg(test)]
+mod linux_tlp_tests;
 #[cfg(test)]
 mod mechanism_tests;
 #[cfg(test)]

@@ -31,6 +31,24 @@ pub enum ReoWnd {
     Adaptive,
 }
 
+/// Which rules arm the tail-loss-probe timer (`tcp.tlp_timer`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum TlpTimer {
+    /// RFC 8985 §7.2: PTO = 2·SRTT (+ WCDelAckT with one segment in flight), re-armed
+    /// on every transmission and every ACK while no probe is outstanding and the
+    /// connection is not in recovery.
+    #[default]
+    Rfc,
+    /// Linux 6.x `tcp_schedule_loss_probe` (net/ipv4/tcp_output.c): PTO = 2·SRTT plus
+    /// `tcp_rto_min_us` with one segment in flight, else `TCP_TIMEOUT_MIN_US` (2 ms),
+    /// never past the RTO; armed only in the Open or CWR state (no segment SACKed,
+    /// marked lost or retransmitted and outstanding — `tcp_try_keep_open` — and not in
+    /// recovery or after a timeout), and only when new data is sent (`tcp_write_xmit`)
+    /// or an ACK acknowledges new data (`FLAG_SET_XMIT_TIMER` → `tcp_set_xmit_timer`);
+    /// the reordering timer replaces it (one timer slot, `icsk_pending`).
+    Linux,
+}
+
 /// RFC 8985 §6.2 step 4: recoveries a grown window persists for (`TCP_RACK_RECOVERY_THRESH`).
 const REO_WND_PERSIST: u8 = 16;
 
@@ -216,6 +234,23 @@ pub(super) fn probe_timeout(srtt: Option<Duration>, one_in_flight: bool) -> Dura
         None => Duration::from_secs(1),
         Some(s) if one_in_flight => s.saturating_mul(2) + WC_DEL_ACK,
         Some(s) => s.saturating_mul(2),
+    }
+}
+
+/// Linux's PTO (`tcp_schedule_loss_probe`): `srtt_us >> 2` (2·SRTT), plus
+/// `tcp_rto_min_us` (the minimum RTO, 200 ms by default: room for a delayed ACK) when
+/// one segment is in flight, else `TCP_TIMEOUT_MIN_US` (2 ms); `TCP_TIMEOUT_INIT` (1 s)
+/// without an RTT sample. The caller caps it by the RTO.
+pub(super) fn probe_timeout_linux(
+    srtt: Option<Duration>,
+    one_in_flight: bool,
+    rto_min: Duration,
+) -> Duration {
+    const TIMEOUT_MIN: Duration = Duration::from_millis(2);
+    match srtt {
+        None => Duration::from_secs(1),
+        Some(s) if one_in_flight => s.saturating_mul(2) + rto_min,
+        Some(s) => s.saturating_mul(2) + TIMEOUT_MIN,
     }
 }
 

@@ -4,12 +4,12 @@
 use super::*;
 use crate::config::{
     CongestionControlName, CwndUnitName, MuxMode, RackReoWnd, RecoveryName, RtoFormula, RttGain,
-    TopologyKind, TraceConnections,
+    TlpTimerName, TopologyKind, TraceConnections,
 };
 use thinwan_proto::link::{Impairment, Jitter, LinkDir, LossModel};
 use thinwan_proto::qdisc::QueueSpec;
 use thinwan_proto::tcp::{
-    idle_rto_after_handshake, CongestionControl, CwndUnit, ReceiverOptions, ReceiverShared, ReoWnd,
+    idle_rto_after_handshake, CongestionControl, CwndUnit, ReceiverOptions, ReceiverShared, ReoWnd, TlpTimer,
 };
 use thinwan_proto::traffic::{Calibrated, GameCalibrated, GameParams, Model, ParamError, TrafficSpec};
 
@@ -102,6 +102,10 @@ impl World {
                     RackReoWnd::Adaptive => ReoWnd::Adaptive,
                 },
                 prr: tcp.prr,
+                tlp_timer: match tcp.tlp_timer {
+                    TlpTimerName::Rfc => TlpTimer::Rfc,
+                    TlpTimerName::Linux => TlpTimer::Linux,
+                },
             },
             congestion_control: match tcp.congestion_control {
                 CongestionControlName::Reno => CongestionControl::Reno,
@@ -111,6 +115,7 @@ impl World {
                 CwndUnitName::Bytes => CwndUnit::Bytes,
                 CwndUnitName::Packets => CwndUnit::Packets,
             },
+            hystart: tcp.hystart,
         });
         let rcfg = Arc::new(ReceiverConfig {
             rwnd: tcp.rwnd_bytes,

@@ -24,9 +24,11 @@
 //! RFC 9438 (CUBIC); RFC 3465 (byte counting, used for CUBIC's per-ACK increase in bytes).
 
 mod cubic;
+pub mod hystart;
 mod reno;
 
 pub use cubic::Cubic;
+pub use hystart::HyStart;
 pub use reno::Reno;
 
 use crate::time::{Duration, Instant};
@@ -37,7 +39,7 @@ pub enum Algorithm {
     /// RFC 5681 slow start and congestion avoidance, ssthresh = FlightSize / 2.
     #[default]
     Reno,
-    /// RFC 9438 CUBIC (without HyStart++: slow start is RFC 5681's).
+    /// RFC 9438 CUBIC (slow start RFC 5681's, or ended by Linux's HyStart).
     Cubic,
 }
 
@@ -77,6 +79,12 @@ pub struct AckSample {
     pub prior_in_flight: u64,
     /// Smoothed RTT, if the estimator has one.
     pub srtt: Option<Duration>,
+    /// This ACK's RTT sample (Karn's rule), if it gave one.
+    pub rtt: Option<Duration>,
+    /// SND.UNA after this ACK.
+    pub snd_una: u64,
+    /// SND.NXT (one past the highest byte sent).
+    pub snd_nxt: u64,
 }
 
 impl AckSample {
@@ -103,13 +111,21 @@ pub enum Controller {
 impl Controller {
     /// A fresh controller of the given algorithm.
     pub fn new(algorithm: Algorithm) -> Self {
+        Self::with_hystart(algorithm, false)
+    }
+
+    /// The same, CUBIC's slow start ending by Linux's HyStart when `hystart` (Reno has
+    /// none: Linux's HyStart lives in tcp_cubic.c).
+    pub fn with_hystart(algorithm: Algorithm, hystart: bool) -> Self {
         match algorithm {
             Algorithm::Reno => Controller::Reno(Reno::default()),
+            Algorithm::Cubic if hystart => Controller::Cubic(Cubic::with_hystart()),
             Algorithm::Cubic => Controller::Cubic(Cubic::default()),
         }
     }
 
-    /// An ACK advanced SND.UNA while not in loss recovery: grow `w.cwnd`.
+    /// An ACK advanced SND.UNA while not in loss recovery: grow `w.cwnd` (HyStart may
+    /// lower `w.ssthresh` to it).
     pub fn on_ack(&mut self, w: &mut Window, ack: &AckSample) {
         match self {
             Controller::Reno(r) => r.on_ack(w, ack),
