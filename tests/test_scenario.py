@@ -94,6 +94,7 @@ DOCUMENTED_DEFAULTS = {
         "cwnd_unit": "bytes",
         "hystart": False,
         "tlp_timer": "rfc",
+        "rto_restart": "rfc6298",
     },
     "traffic": {
         "model": "thin-client",
@@ -246,6 +247,7 @@ def test_to_toml_round_trips() -> None:
         ({"tcp": {"hystart": True}}, 'tcp.hystart: needs tcp.congestion_control = "cubic" (HyStart is CUBIC\'s'),
         ({"tcp": {"tlp_timer": "linux"}}, 'tcp.tlp_timer: "linux" needs tcp.rack_tlp = true'),
         ({"tcp": {"tlp_timer": "kernel"}}, "tcp.tlp_timer: Input should be 'rfc' or 'linux'"),
+        ({"tcp": {"rto_restart": "rfc"}}, "tcp.rto_restart: Input should be 'rfc6298' or 'linux'"),
         ({"tcp": {"congestion_control": "bbr"}}, "tcp.congestion_control: Input should be 'reno' or 'cubic'"),
         ({"tcp": {"cwnd_unit": "segments"}}, "tcp.cwnd_unit: Input should be 'bytes' or 'packets'"),
         (
@@ -406,6 +408,7 @@ ADDED_AFTER_OGAWA2011 = {
         "quick_ack",
         "hystart",
         "tlp_timer",
+        "rto_restart",
     },
     "traffic": {
         "pcap_file",

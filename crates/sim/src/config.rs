@@ -186,6 +186,18 @@ pub struct TcpSec {
     pub hystart: bool,
     /// The tail-loss-probe timer's rules (RFC 8985 §7.2 or Linux's).
     pub tlp_timer: TlpTimerName,
+    /// When the retransmission timer restarts (RFC 6298 or Linux's).
+    pub rto_restart: RtoRestartName,
+}
+
+/// `tcp.rto_restart`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RtoRestartName {
+    /// RFC 6298 (5.3).
+    Rfc6298,
+    /// Linux's `tcp_xmit_retransmit_queue` restart.
+    Linux,
 }
 
 /// `tcp.tlp_timer`.

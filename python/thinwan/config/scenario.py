@@ -288,6 +288,9 @@ class TcpSection(_Section):
     hystart: bool = False
     # The tail-loss-probe timer: RFC 8985 §7.2, or Linux's tcp_schedule_loss_probe.
     tlp_timer: Literal["rfc", "linux"] = "rfc"
+    # When the RTO restarts: RFC 6298 (5.3), or also on a recovery retransmission of the
+    # oldest segment (Linux's tcp_xmit_retransmit_queue).
+    rto_restart: Literal["rfc6298", "linux"] = "rfc6298"
 
     @model_validator(mode="wrap")
     @classmethod

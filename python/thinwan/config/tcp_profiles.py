@@ -69,6 +69,7 @@ LINUX: dict[str, tuple[Any, str]] = {
     "prr": (True, "tcp_input.c tcp_cwnd_reduction: PRR in every recovery, not a sysctl (RFC 6937)"),
     "quick_ack": (True, "tcp_input.c tcp_event_data_recv / tcp_incr_quickack, TCP_MAX_QUICKACKS 16"),
     "hystart": (True, "tcp_cubic.c module parameters hystart=1, hystart_detect=3 (ACK train + delay), low window 16"),
+    "rto_restart": ("linux", "tcp_output.c tcp_xmit_retransmit_queue: retransmitting the head restarts the RTO"),
     "tlp_timer": (
         "linux",
         "tcp_output.c tcp_schedule_loss_probe: 2·SRTT + 2 ms (+ rto_min if 1 in flight), Open state only",

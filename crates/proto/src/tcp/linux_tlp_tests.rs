@@ -114,3 +114,29 @@ fn the_reordering_timer_takes_the_probes_slot_in_linux() {
         }
     }
 }
+
+#[test]
+fn a_fast_retransmission_of_the_oldest_segment_restarts_linuxs_rto() {
+    // Linux `tcp_xmit_retransmit_queue`: retransmitting the head (no reordering timer
+    // pending) restarts the RTO from now; RFC 6298 (5.3) waits for an ACK of new data.
+    for (restart, want) in [(RtoRestart::Rfc6298, 1300), (RtoRestart::Linux, 1160 + 300)] {
+        let mut s = Sender::new(cfg(Mechanisms {
+            rack_tlp: true,
+            dsack: true,
+            rto_restart: restart,
+            ..Default::default()
+        }));
+        s.write(1000);
+        s.poll_transmit(ms(0));
+        s.handle_ack(ms(100), &ack(1000, &[])); // SRTT 100, RTO 300
+        s.write(1000);
+        send_all(&mut s, ms(1000)); // the head, lost
+        s.write(1000);
+        send_all(&mut s, ms(1060)); // a later one, SACKed: the head is marked lost at once
+        s.handle_ack(ms(1160), &ack(1000, &[(2000, 3000)]));
+        assert!(s.in_recovery(), "{restart:?}");
+        let rtx = s.poll_transmit(ms(1160)).expect("the head's retransmission");
+        assert_eq!((rtx.seq, rtx.retransmission), (1000, true));
+        assert_eq!(s.poll_timeout(), Some(ms(want)), "{restart:?}");
+    }
+}

@@ -32,7 +32,7 @@ pub use receiver::{
     idle_rto_after_handshake, Receiver, ReceiverConfig, ReceiverOptions, ReceiverShared, MAX_QUICKACKS,
 };
 pub use rtt::{Estimator, LinuxRtt, Rfc6298, RtoConfig, RttEstimator};
-pub use sender::{Mechanisms, Recovery, Sender, SenderConfig, SenderStats};
+pub use sender::{Mechanisms, Recovery, RtoRestart, Sender, SenderConfig, SenderStats};
 
 /// At most four SACK blocks fit in the 40-byte option space without timestamps
 /// (RFC 2018 §3: 2 + 8·n ≤ 40).

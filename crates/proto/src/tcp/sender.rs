@@ -84,6 +84,22 @@ pub struct Mechanisms {
     pub prr: bool,
     /// The rules of the tail-loss-probe timer (RFC 8985 §7.2 or Linux's).
     pub tlp_timer: TlpTimer,
+    /// When the retransmission timer restarts (RFC 6298 (5.3) or Linux's).
+    pub rto_restart: RtoRestart,
+}
+
+/// When the retransmission timer restarts, besides a timeout (`tcp.rto_restart`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum RtoRestart {
+    /// RFC 6298 (5.3): when an ACK acknowledges new data (and (5.1) when sending with
+    /// none running).
+    #[default]
+    Rfc6298,
+    /// Also when loss recovery retransmits the oldest outstanding segment, unless the
+    /// reordering timer is pending: Linux `tcp_xmit_retransmit_queue` (`skb ==
+    /// rtx_head && icsk_pending != ICSK_TIME_REO_TIMEOUT` → `tcp_reset_xmit_timer(…,
+    /// icsk_rto)`), so a fast retransmission gets a full RTO to be acknowledged.
+    Linux,
 }
 
 /// What (re)arms the probe timer: Linux re-arms it only on the first two
@@ -1116,6 +1132,14 @@ impl<E: RttEstimator> Sender<E> {
             }
             if self.in_recovery && self.cfg.recovery == Recovery::Sack {
                 self.high_rxt = self.high_rxt.max(end);
+            }
+            let head = seq <= self.snd_una && end > self.snd_una;
+            if self.in_recovery
+                && head
+                && self.cfg.mechanisms.rto_restart == RtoRestart::Linux
+                && self.rack.reo_deadline.is_none()
+            {
+                self.rto_deadline = Opt::some(now + self.current_rto()); // tcp_xmit_retransmit_queue
             }
         }
         if self.snd_una == self.snd_max {

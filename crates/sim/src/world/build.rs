@@ -3,13 +3,14 @@
 
 use super::*;
 use crate::config::{
-    CongestionControlName, CwndUnitName, MuxMode, RackReoWnd, RecoveryName, RtoFormula, RttGain,
-    TlpTimerName, TopologyKind, TraceConnections,
+    CongestionControlName, CwndUnitName, MuxMode, RackReoWnd, RecoveryName, RtoFormula, RtoRestartName,
+    RttGain, TlpTimerName, TopologyKind, TraceConnections,
 };
 use thinwan_proto::link::{Impairment, Jitter, LinkDir, LossModel};
 use thinwan_proto::qdisc::QueueSpec;
 use thinwan_proto::tcp::{
-    idle_rto_after_handshake, CongestionControl, CwndUnit, ReceiverOptions, ReceiverShared, ReoWnd, TlpTimer,
+    idle_rto_after_handshake, CongestionControl, CwndUnit, ReceiverOptions, ReceiverShared, ReoWnd,
+    RtoRestart, TlpTimer,
 };
 use thinwan_proto::traffic::{Calibrated, GameCalibrated, GameParams, Model, ParamError, TrafficSpec};
 
@@ -105,6 +106,10 @@ impl World {
                 tlp_timer: match tcp.tlp_timer {
                     TlpTimerName::Rfc => TlpTimer::Rfc,
                     TlpTimerName::Linux => TlpTimer::Linux,
+                },
+                rto_restart: match tcp.rto_restart {
+                    RtoRestartName::Rfc6298 => RtoRestart::Rfc6298,
+                    RtoRestartName::Linux => RtoRestart::Linux,
                 },
             },
             congestion_control: match tcp.congestion_control {
