@@ -234,6 +234,18 @@ pub struct Sender<E: RttEstimator = Estimator> {
     tlp: Tlp,
     /// RFC 6937 state of the recovery in progress (with [`Mechanisms::prr`]).
     prr: Prr,
+    /// Packet-counted windows: Linux's `tcp_cwnd_validate` state — the window limited
+    /// the sender at some point of the round ending at `cwnd_usage_seq`
+    /// (`is_cwnd_limited`), and the most segments in flight in it (`max_packets_out`).
+    cwnd_use: CwndUse,
+}
+
+/// Linux `tcp_cwnd_validate`'s per-round record of how fully the window was used.
+#[derive(Clone, Copy, Debug, Default)]
+struct CwndUse {
+    is_cwnd_limited: bool,
+    max_packets_out: u64,
+    cwnd_usage_seq: u64,
 }
 
 /// An optional time or sequence number in 8 bytes (an `Option<u64>` takes 16): the
@@ -330,6 +342,7 @@ impl<E: RttEstimator> Sender<E> {
             probe_due: false,
             stats: SenderStats::default(),
             prr: Prr::default(),
+            cwnd_use: CwndUse::default(),
         }
     }
 
@@ -708,6 +721,7 @@ impl<E: RttEstimator> Sender<E> {
                 rtt,
                 snd_una: ack,
                 snd_nxt: self.snd_max,
+                round_cwnd_limited: self.round_cwnd_limited(&w),
             };
             self.cc.on_ack(&mut w, &sample);
             self.cwnd = w.cwnd;
@@ -995,6 +1009,9 @@ impl<E: RttEstimator> Sender<E> {
             }
         };
         if !fits {
+            if self.cfg.cwnd_unit == CwndUnit::Packets && self.outstanding_in_unit() >= self.cwnd {
+                self.note_cwnd_use(true); // data waits for the window
+            }
             return None;
         }
         // RFC 896: hold a small new segment while data is unacknowledged.
@@ -1109,6 +1126,34 @@ impl<E: RttEstimator> Sender<E> {
         }
     }
 
+    /// Linux `tcp_cwnd_validate` after a transmission (or a send the window held back):
+    /// keep the strongest sign of how fully the window was used in the current round —
+    /// limited once, limited for the round; otherwise the most segments in flight.
+    fn note_cwnd_use(&mut self, limited: bool) {
+        let packets_out = self.flight_in_unit();
+        let u = &mut self.cwnd_use;
+        if self.snd_una >= u.cwnd_usage_seq
+            || limited
+            || (!u.is_cwnd_limited && packets_out > u.max_packets_out)
+        {
+            *u = CwndUse {
+                is_cwnd_limited: limited,
+                max_packets_out: packets_out,
+                cwnd_usage_seq: self.snd_max,
+            };
+        }
+    }
+
+    /// Linux `tcp_is_cwnd_limited` from the round's record (packet-counted windows): the
+    /// window limited the sender in this round, or, in slow start, it is below twice the
+    /// most segments in flight in it. `None` with byte-counted windows (judged per ACK).
+    fn round_cwnd_limited(&self, w: &Window) -> Option<bool> {
+        (self.cfg.cwnd_unit == CwndUnit::Packets).then(|| {
+            let u = &self.cwnd_use;
+            u.is_cwnd_limited || (w.cwnd < w.ssthresh && w.cwnd < 2 * u.max_packets_out)
+        })
+    }
+
     /// Bookkeeping for a segment that leaves now.
     fn emit(&mut self, now: Instant, seq: u64, len: u32) -> DataSegment {
         let end = seq + len as u64;
@@ -1168,6 +1213,10 @@ impl<E: RttEstimator> Sender<E> {
         self.last_send = Opt::some(now);
         if self.rto_deadline.get().is_none() {
             self.rto_deadline = Opt::some(now + self.current_rto()); // RFC 6298 (5.1)
+        }
+        if self.cfg.cwnd_unit == CwndUnit::Packets {
+            let limited = self.outstanding_in_unit() >= self.cwnd;
+            self.note_cwnd_use(limited);
         }
         self.arm_tlp(now, if new_data { Arm::NewData } else { Arm::Other });
         DataSegment { seq, len, retransmission }

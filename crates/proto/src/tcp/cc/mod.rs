@@ -85,15 +85,22 @@ pub struct AckSample {
     pub snd_una: u64,
     /// SND.NXT (one past the highest byte sent).
     pub snd_nxt: u64,
+    /// Linux's `tcp_is_cwnd_limited` as the sender tracked it over the round trip
+    /// (`tcp_cwnd_validate`), when it does (packet-counted windows); `None`: judge by
+    /// this ACK alone ([`AckSample::cwnd_limited`]).
+    pub round_cwnd_limited: Option<bool>,
 }
 
 impl AckSample {
-    /// Did the window limit the sender when this ACK arrived? Linux's
-    /// `tcp_is_cwnd_limited`, per ACK rather than per round trip: the window was full
+    /// Did the window limit the sender when this ACK arrived? The sender's per-round
+    /// answer when it gives one, else Linux's `tcp_is_cwnd_limited` per ACK: the window was full
     /// (no room for another segment), or, in slow start, more than half of it was in
     /// use (so it may grow to twice what is being acknowledged). RFC 9438 §5.8: an
     /// application-limited flow does not grow its window.
     pub fn cwnd_limited(&self, w: &Window) -> bool {
+        if let Some(limited) = self.round_cwnd_limited {
+            return limited;
+        }
         self.prior_in_flight + w.seg > w.cwnd || (w.cwnd < w.ssthresh && w.cwnd < 2 * self.prior_in_flight)
     }
 }

@@ -26,6 +26,7 @@ fn full(now: Instant, acked: u64, w: &Window, rtt_ms: u64) -> AckSample {
         rtt: None,
         snd_una: 0,
         snd_nxt: 0,
+        round_cwnd_limited: None,
     }
 }
 
@@ -224,6 +225,7 @@ mod cubic_rfc9438 {
             rtt: None,
             snd_una: 0,
             snd_nxt: 0,
+            round_cwnd_limited: None,
         };
         cc.on_ack(&mut w, &a);
         assert_eq!(w.cwnd, cwnd, "no growth while application-limited");
@@ -289,6 +291,7 @@ mod packet_counting {
             rtt: None,
             snd_una: 0,
             snd_nxt: 0,
+            round_cwnd_limited: None,
         };
         cc.on_ack(&mut w, &thin);
         assert_eq!(w.cwnd, 10, "2 of 10 in flight: not cwnd-limited (tcp_is_cwnd_limited)");
@@ -409,6 +412,29 @@ mod sender {
     }
 
     #[test]
+    fn a_window_full_once_in_a_round_grows_on_every_ack_of_that_round() {
+        // Linux `tcp_cwnd_validate` / `tcp_is_cwnd_limited`: ten segments fill a window
+        // of ten (limited for the round), then the application is quiet. Each of the ten
+        // ACKs grows slow start by one: 20. Judged per ACK, only while more than half the
+        // window is still in flight (the first four: 14).
+        let mut s = Sender::new(cfg(Algorithm::Cubic, CwndUnit::Packets, 10));
+        assert_eq!(small_writes(&mut s, 10, MSS as u64), 10);
+        for k in 1..=10u64 {
+            let ack = Ack { ack: k * MSS as u64, wnd: 1 << 20, sack: SackBlocks::default() };
+            s.handle_ack(ms(50 + k), &ack);
+        }
+        assert_eq!(s.window().cwnd, 20);
+        // The next round, sent with the window a quarter used (5 of 20): not limited,
+        // and 20 ≥ 2·5 — no growth (an application-limited flow keeps its window).
+        assert_eq!(small_writes(&mut s, 5, MSS as u64), 5);
+        for k in 11..=15u64 {
+            let ack = Ack { ack: k * MSS as u64, wnd: 1 << 20, sack: SackBlocks::default() };
+            s.handle_ack(ms(150 + k), &ack);
+        }
+        assert_eq!(s.window().cwnd, 20);
+    }
+
+    #[test]
     fn reno_in_bytes_is_the_default() {
         let d = SenderConfig::default();
         assert_eq!((d.congestion_control, d.cwnd_unit), (Algorithm::Reno, CwndUnit::Bytes));
@@ -427,6 +453,7 @@ mod hystart_in_cubic {
             rtt: Some(Duration::from_millis(rtt_ms)),
             snd_una: una,
             snd_nxt: una + 100,
+            round_cwnd_limited: None,
         }
     }
 
