@@ -218,6 +218,8 @@ pub enum RackReoWnd {
     Static,
     /// RFC 8985 §6.2 steps 3–4 in full.
     Adaptive,
+    /// As adaptive, with the DSACKs Linux counts (`tcp_dsack_seen`).
+    Linux,
 }
 
 /// `[traffic]`
@@ -421,8 +423,8 @@ impl Config {
         if (self.tcp.dsack || self.tcp.prr) && !self.tcp.sack {
             return bad("tcp", "dsack and prr need sack = true");
         }
-        if self.tcp.rack_reo_wnd == RackReoWnd::Adaptive && !self.tcp.rack_tlp {
-            return bad("tcp.rack_reo_wnd", "\"adaptive\" needs rack_tlp = true");
+        if self.tcp.rack_reo_wnd != RackReoWnd::Static && !self.tcp.rack_tlp {
+            return bad("tcp.rack_reo_wnd", "\"adaptive\" and \"linux\" need rack_tlp = true");
         }
         if self.tcp.hystart && self.tcp.congestion_control != CongestionControlName::Cubic {
             return bad(

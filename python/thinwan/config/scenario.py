@@ -276,7 +276,7 @@ class TcpSection(_Section):
     rack_tlp: bool = False
     thin_linear_timeouts: bool = False
     dsack: bool = False
-    rack_reo_wnd: Literal["static", "adaptive"] = "static"
+    rack_reo_wnd: Literal["static", "adaptive", "linux"] = "static"
     prr: bool = False
     quick_ack: bool = False
 
@@ -324,8 +324,9 @@ class TcpSection(_Section):
     @field_validator("rack_reo_wnd")
     @classmethod
     def _adaptive_needs_rack(cls, v: str, info: ValidationInfo) -> str:
-        if v == "adaptive" and not info.data.get("rack_tlp"):
-            raise ValueError('"adaptive" needs tcp.rack_tlp = true (it adapts RACK\'s reordering window)')
+        if v != "static" and not info.data.get("rack_tlp"):
+            why = _profile_hint(info, '"static"') or " (it adapts RACK's reordering window)"
+            raise ValueError(f'"{v}" needs tcp.rack_tlp = true{why}')
         return v
 
     @field_validator("hystart")

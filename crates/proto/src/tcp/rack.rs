@@ -29,6 +29,13 @@ pub enum ReoWnd {
     /// open in recovery too, and with DSACK it grows by min_RTT/4 per round trip in which
     /// a DSACK arrives, persisting for 16 recoveries.
     Adaptive,
+    /// As [`ReoWnd::Adaptive`], with the DSACKs Linux lets grow the window
+    /// (net/ipv4/tcp_input.c `tcp_dsack_seen`: `if (tp->reord_seen && !(state->flag &
+    /// FLAG_DSACK_TLP)) tp->rack.dsack_seen = 1`): only once reordering has been seen,
+    /// and not the DSACK of a tail-loss probe (ending at `tlp_high_seq`) — "TLP is
+    /// timer-driven, not triggered by RACK", so its duplicate says nothing about
+    /// reordering.
+    Linux,
 }
 
 /// Which rules arm the tail-loss-probe timer (`tcp.tlp_timer`).
@@ -162,7 +169,7 @@ impl Rack {
     ) -> Duration {
         let (keep_open, mult) = match mode {
             ReoWnd::Static => (false, 1),
-            ReoWnd::Adaptive => (self.reordering_seen, self.reo_wnd_mult as u64),
+            ReoWnd::Adaptive | ReoWnd::Linux => (self.reordering_seen, self.reo_wnd_mult as u64),
         };
         if !keep_open && (in_recovery || sacked_segments >= dupthresh) {
             return Duration::ZERO;
@@ -175,6 +182,17 @@ impl Rack {
     #[cfg(test)]
     pub fn reo_wnd_mult(&self) -> u32 {
         self.reo_wnd_mult
+    }
+
+    /// Does this DSACK count for the window (`RACK_update_reo_wnd`'s input)? All do,
+    /// except with [`ReoWnd::Linux`] (see there): `tlp_end` is the outstanding probe's
+    /// `TLP.end_seq` when the ACK arrived.
+    pub fn dsack_counts(&self, mode: ReoWnd, dsack_end: Option<u64>, tlp_end: Option<u64>) -> bool {
+        match (mode, dsack_end) {
+            (_, None) => false,
+            (ReoWnd::Linux, Some(end)) => self.reordering_seen && tlp_end != Some(end),
+            (ReoWnd::Static | ReoWnd::Adaptive, Some(_)) => true,
+        }
     }
 
     /// `RACK.reordering_seen`.

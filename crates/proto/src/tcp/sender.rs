@@ -375,6 +375,7 @@ impl<E: RttEstimator> Sender<E> {
         // RFC 6937 DeliveredData = change in snd.una + change in SACKed bytes.
         let prr_before = m.prr.then(|| (self.snd_una, self.sacked.total_bytes()));
         let was_recovering = self.recovering();
+        let tlp_end = self.tlp.end_seq; // the probe outstanding as the ACK arrives
         let mut newly_delivered = 0;
         if sack {
             // A DSACK block reports a duplicate, not new data: not for the scoreboard.
@@ -410,7 +411,8 @@ impl<E: RttEstimator> Sender<E> {
         }
         if m.rack_tlp {
             let exiting = was_recovering && !self.recovering();
-            self.rack.update_reo_wnd(self.snd_una, self.snd_max, dsack.is_some(), exiting);
+            let counts = self.rack.dsack_counts(m.rack_reo_wnd, dsack.map(|(_, e)| e), tlp_end);
+            self.rack.update_reo_wnd(self.snd_una, self.snd_max, counts, exiting);
         }
         if sack && !self.sack_suspended {
             if self.cfg.mechanisms.rack_tlp {

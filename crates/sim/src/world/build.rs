@@ -101,6 +101,7 @@ impl World {
                 rack_reo_wnd: match tcp.rack_reo_wnd {
                     RackReoWnd::Static => ReoWnd::Static,
                     RackReoWnd::Adaptive => ReoWnd::Adaptive,
+                    RackReoWnd::Linux => ReoWnd::Linux,
                 },
                 prr: tcp.prr,
                 tlp_timer: match tcp.tlp_timer {
