@@ -92,6 +92,9 @@ DOCUMENTED_DEFAULTS = {
         "quick_ack": False,
         "congestion_control": "reno",
         "cwnd_unit": "bytes",
+        "hystart": False,
+        "tlp_timer": "rfc",
+        "rto_restart": "rfc6298",
     },
     "traffic": {
         "model": "thin-client",
@@ -242,7 +245,12 @@ def test_to_toml_round_trips() -> None:
         ({"tcp": {"sack": False, "dsack": True}}, "tcp.dsack: needs tcp.sack = true"),
         ({"tcp": {"sack": False, "prr": True}}, "tcp.prr: needs tcp.sack = true"),
         ({"tcp": {"rack_reo_wnd": "adaptive"}}, 'tcp.rack_reo_wnd: "adaptive" needs tcp.rack_tlp = true'),
-        ({"tcp": {"rack_reo_wnd": "grow"}}, "tcp.rack_reo_wnd: Input should be 'static' or 'adaptive'"),
+        ({"tcp": {"rack_reo_wnd": "grow"}}, "tcp.rack_reo_wnd: Input should be 'static', 'adaptive' or 'linux'"),
+        ({"tcp": {"rack_reo_wnd": "linux"}}, 'tcp.rack_reo_wnd: "linux" needs tcp.rack_tlp = true'),
+        ({"tcp": {"hystart": True}}, 'tcp.hystart: needs tcp.congestion_control = "cubic" (HyStart is CUBIC\'s'),
+        ({"tcp": {"tlp_timer": "linux"}}, 'tcp.tlp_timer: "linux" needs tcp.rack_tlp = true'),
+        ({"tcp": {"tlp_timer": "kernel"}}, "tcp.tlp_timer: Input should be 'rfc' or 'linux'"),
+        ({"tcp": {"rto_restart": "rfc"}}, "tcp.rto_restart: Input should be 'rfc6298' or 'linux'"),
         ({"tcp": {"congestion_control": "bbr"}}, "tcp.congestion_control: Input should be 'reno' or 'cubic'"),
         ({"tcp": {"cwnd_unit": "segments"}}, "tcp.cwnd_unit: Input should be 'bytes' or 'packets'"),
         (
@@ -403,7 +411,18 @@ ADDED_AFTER_OGAWA2011 = {
         "shed_slack_ms",
     },
     # Issue #21's RACK-TLP completion and Linux details (off: today's TCP).
-    "tcp": {"profile", "congestion_control", "cwnd_unit", "dsack", "rack_reo_wnd", "prr", "quick_ack"},
+    "tcp": {
+        "profile",
+        "congestion_control",
+        "cwnd_unit",
+        "dsack",
+        "rack_reo_wnd",
+        "prr",
+        "quick_ack",
+        "hystart",
+        "tlp_timer",
+        "rto_restart",
+    },
     "traffic": {
         "pcap_file",
         "pcap_server_port",

@@ -147,9 +147,16 @@ def test_a_file_key_that_contradicts_the_profile_says_how_to_fix_it() -> None:
         scenario_from_dict({"tcp": {"profile": "linux", "sack": False}}, source="x.toml")
     for key in ("rack_tlp", "dsack", "prr"):
         assert f'tcp.{key}: needs tcp.sack = true (tcp.profile = "linux" turns it on' in str(e.value)
-    off = {"rack_tlp": False, "dsack": False, "prr": False, "rack_reo_wnd": "static"}
+    off = {"rack_tlp": False, "dsack": False, "prr": False, "rack_reo_wnd": "static", "tlp_timer": "rfc"}
     ok = scenario_from_dict({"tcp": {"profile": "linux", "sack": False, **off}})
     assert (ok.tcp.sack, ok.tcp.rack_tlp, ok.tcp.header_bytes) == (False, False, 52)
+    # Keys that hang on other keys than sack say the same.
+    with pytest.raises(ScenarioError) as e:
+        scenario_from_dict({"tcp": {"profile": "linux", "congestion_control": "reno"}}, source="x.toml")
+    assert 'tcp.hystart: needs tcp.congestion_control = "cubic" (tcp.profile = "linux" turns it on' in str(e.value)
+    with pytest.raises(ScenarioError) as e:
+        scenario_from_dict({"tcp": {"profile": "linux", "rack_tlp": False}}, source="x.toml")
+    assert 'tcp.tlp_timer: "linux" needs tcp.rack_tlp = true (tcp.profile = "linux" turns it on' in str(e.value)
 
 
 def test_bad_cli_profile_exits_2_without_traceback(tmp_path: Path) -> None:

@@ -188,6 +188,32 @@ pub struct TcpSec {
     pub congestion_control: CongestionControlName,
     /// What cwnd and ssthresh count.
     pub cwnd_unit: CwndUnitName,
+    /// CUBIC's slow start ends by Linux's HyStart.
+    pub hystart: bool,
+    /// The tail-loss-probe timer's rules (RFC 8985 §7.2 or Linux's).
+    pub tlp_timer: TlpTimerName,
+    /// When the retransmission timer restarts (RFC 6298 or Linux's).
+    pub rto_restart: RtoRestartName,
+}
+
+/// `tcp.rto_restart`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RtoRestartName {
+    /// RFC 6298 (5.3).
+    Rfc6298,
+    /// Linux's `tcp_xmit_retransmit_queue` restart.
+    Linux,
+}
+
+/// `tcp.tlp_timer`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TlpTimerName {
+    /// RFC 8985 §7.2.
+    Rfc,
+    /// Linux's `tcp_schedule_loss_probe`.
+    Linux,
 }
 
 /// `tcp.rack_reo_wnd`.
@@ -198,6 +224,8 @@ pub enum RackReoWnd {
     Static,
     /// RFC 8985 §6.2 steps 3–4 in full.
     Adaptive,
+    /// As adaptive, with the DSACKs Linux counts (`tcp_dsack_seen`).
+    Linux,
 }
 
 /// `[traffic]`
@@ -418,8 +446,17 @@ impl Config {
         if (self.tcp.dsack || self.tcp.prr) && !self.tcp.sack {
             return bad("tcp", "dsack and prr need sack = true");
         }
-        if self.tcp.rack_reo_wnd == RackReoWnd::Adaptive && !self.tcp.rack_tlp {
-            return bad("tcp.rack_reo_wnd", "\"adaptive\" needs rack_tlp = true");
+        if self.tcp.rack_reo_wnd != RackReoWnd::Static && !self.tcp.rack_tlp {
+            return bad("tcp.rack_reo_wnd", "\"adaptive\" and \"linux\" need rack_tlp = true");
+        }
+        if self.tcp.hystart && self.tcp.congestion_control != CongestionControlName::Cubic {
+            return bad(
+                "tcp.hystart",
+                "needs congestion_control = \"cubic\" (HyStart is CUBIC's, tcp_cubic.c)",
+            );
+        }
+        if self.tcp.tlp_timer == TlpTimerName::Linux && !self.tcp.rack_tlp {
+            return bad("tcp.tlp_timer", "\"linux\" needs rack_tlp = true");
         }
         if self.traffic.model == Model::Constant {
             return bad(

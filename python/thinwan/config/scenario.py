@@ -236,6 +236,15 @@ class QueueSection(_Section):
         return v
 
 
+def _profile_hint(info: ValidationInfo, off: object) -> str:
+    """When the profile, not the file, set the key being refused: how to turn it off."""
+    profile = info.data.get("profile", "rfc")
+    if not tcp_profiles.profile_values(profile).get(info.field_name):
+        return ""
+    shown = "false" if off is False else off
+    return f' (tcp.profile = "{profile}" turns it on: set tcp.{info.field_name} = {shown} as well)'
+
+
 class TcpSection(_Section):
     """``[tcp]``: every connection (sender = server, receiver = client).
 
@@ -268,7 +277,7 @@ class TcpSection(_Section):
     rack_tlp: bool = False
     thin_linear_timeouts: bool = False
     dsack: bool = False
-    rack_reo_wnd: Literal["static", "adaptive"] = "static"
+    rack_reo_wnd: Literal["static", "adaptive", "linux"] = "static"
     prr: bool = False
     quick_ack: bool = False
 
@@ -276,6 +285,13 @@ class TcpSection(_Section):
     congestion_control: Literal["reno", "cubic"] = "reno"
     # What cwnd and ssthresh count: bytes (RFC 5681) or segments (Linux's snd_cwnd).
     cwnd_unit: Literal["bytes", "packets"] = "bytes"
+    # CUBIC's slow start ends by Linux's HyStart (tcp_cubic.c; docs/model.md).
+    hystart: bool = False
+    # The tail-loss-probe timer: RFC 8985 §7.2, or Linux's tcp_schedule_loss_probe.
+    tlp_timer: Literal["rfc", "linux"] = "rfc"
+    # When the RTO restarts: RFC 6298 (5.3), or also on a recovery retransmission of the
+    # oldest segment (Linux's tcp_xmit_retransmit_queue).
+    rto_restart: Literal["rfc6298", "linux"] = "rfc6298"
 
     @model_validator(mode="wrap")
     @classmethod
@@ -303,18 +319,31 @@ class TcpSection(_Section):
     @classmethod
     def _needs_sack(cls, v: bool, info: ValidationInfo) -> bool:
         if v and not info.data.get("sack"):
-            profile = info.data.get("profile", "rfc")
-            hint = ""
-            if tcp_profiles.profile_values(profile).get(info.field_name):
-                hint = f' (tcp.profile = "{profile}" turns it on: set tcp.{info.field_name} = false as well)'
-            raise ValueError(f"needs tcp.sack = true{hint}")
+            raise ValueError(f"needs tcp.sack = true{_profile_hint(info, False)}")
         return v
 
     @field_validator("rack_reo_wnd")
     @classmethod
     def _adaptive_needs_rack(cls, v: str, info: ValidationInfo) -> str:
-        if v == "adaptive" and not info.data.get("rack_tlp"):
-            raise ValueError('"adaptive" needs tcp.rack_tlp = true (it adapts RACK\'s reordering window)')
+        if v != "static" and not info.data.get("rack_tlp"):
+            why = _profile_hint(info, '"static"') or " (it adapts RACK's reordering window)"
+            raise ValueError(f'"{v}" needs tcp.rack_tlp = true{why}')
+        return v
+
+    @field_validator("hystart")
+    @classmethod
+    def _hystart_needs_cubic(cls, v: bool, info: ValidationInfo) -> bool:
+        if v and info.data.get("congestion_control") != "cubic":
+            why = _profile_hint(info, False) or " (HyStart is CUBIC's, tcp_cubic.c)"
+            raise ValueError(f'needs tcp.congestion_control = "cubic"{why}')
+        return v
+
+    @field_validator("tlp_timer")
+    @classmethod
+    def _linux_tlp_needs_rack(cls, v: str, info: ValidationInfo) -> str:
+        if v == "linux" and not info.data.get("rack_tlp"):
+            why = _profile_hint(info, '"rfc"') or " (it times RACK-TLP's probe)"
+            raise ValueError(f'"linux" needs tcp.rack_tlp = true{why}')
         return v
 
 

@@ -158,6 +158,77 @@ mod reo_wnd {
     }
 }
 
+mod linux_dsack_gate {
+    //! Linux `tcp_dsack_seen`: `if (tp->reord_seen && !(state->flag & FLAG_DSACK_TLP))
+    //! tp->rack.dsack_seen = 1` — the DSACKs that may grow RACK's window
+    //! ([`ReoWnd::Linux`]), against RFC 8985 §6.2 step 4's every DSACK
+    //! ([`ReoWnd::Adaptive`]).
+    use super::*;
+
+    fn sender(reo: ReoWnd) -> Sender {
+        let mut c = cfg(Mechanisms { rack_tlp: true, dsack: true, rack_reo_wnd: reo, ..Default::default() });
+        c.rto.min = Duration::from_secs(1); // the probe, not the RTO, fires first
+        Sender::new(c)
+    }
+
+    /// A spurious fast retransmission's DSACK, no reordering seen before. Returns
+    /// `reo_wnd_mult` afterwards.
+    fn dsack_without_reordering(reo: ReoWnd) -> u32 {
+        let mut s = sender(reo);
+        let mut r = dsack_receiver();
+        s.write(5000);
+        let e = drain(&mut s, ms(0));
+        exchange(&mut s, &mut r, ms(100), &e[1..]); // 4 SACKed: recovery, 0 retransmitted
+        let rtx = drain(&mut s, ms(100));
+        assert_eq!(rtx[0].seq, 0);
+        s.write(3000);
+        drain(&mut s, ms(100));
+        exchange(&mut s, &mut r, ms(150), &e[..1]); // the original: it was retransmitted
+        exchange(&mut s, &mut r, ms(200), &rtx[..1]); // the copy: DSACK (0, 1000)
+        assert!(!s.rack().reordering_seen(), "segment 0 had been retransmitted: no proof");
+        s.rack().reo_wnd_mult()
+    }
+
+    #[test]
+    fn a_dsack_before_any_reordering_grows_only_the_rfc_window() {
+        assert_eq!(dsack_without_reordering(ReoWnd::Adaptive), 2);
+        assert_eq!(dsack_without_reordering(ReoWnd::Linux), 1, "!tp->reord_seen");
+    }
+
+    /// Reordering seen first (segment 0 overtaken, never retransmitted), then a tail
+    /// probe retransmits a segment whose ACK was only late, and the probe's duplicate
+    /// draws a DSACK ending at TLP.end_seq. Returns `reo_wnd_mult` afterwards.
+    fn probe_dsack_after_reordering(reo: ReoWnd) -> u32 {
+        let mut s = sender(reo);
+        let mut r = dsack_receiver();
+        s.write(5000);
+        let e = drain(&mut s, ms(0));
+        exchange(&mut s, &mut r, ms(100), &e[1..3]);
+        exchange(&mut s, &mut r, ms(110), &e[..1]);
+        exchange(&mut s, &mut r, ms(110), &e[3..]);
+        assert!(s.rack().reordering_seen());
+        assert_eq!(s.stats().fast_retransmits, 0);
+        s.write(500);
+        let tail = drain(&mut s, ms(1000));
+        let late_ack = ack_of(&mut r, ms(1050), tail[0]).unwrap();
+        let pto = s.poll_timeout().expect("the probe timer");
+        assert_eq!(s.handle_timeout(pto), None);
+        let probe = drain(&mut s, pto);
+        assert!(probe[0].retransmission, "no new data: the last segment again");
+        s.handle_ack(pto + Duration::from_millis(50), &late_ack);
+        let dup = ack_of(&mut r, pto + Duration::from_millis(100), probe[0]).unwrap();
+        assert_eq!(dup.sack.as_slice(), &[(5000, 5500)], "the probe's DSACK");
+        s.handle_ack(pto + Duration::from_millis(150), &dup);
+        s.rack().reo_wnd_mult()
+    }
+
+    #[test]
+    fn a_tail_probes_dsack_grows_only_the_rfc_window() {
+        assert_eq!(probe_dsack_after_reordering(ReoWnd::Adaptive), 2);
+        assert_eq!(probe_dsack_after_reordering(ReoWnd::Linux), 1, "FLAG_DSACK_TLP");
+    }
+}
+
 mod tlp_dsack {
     use super::*;
 

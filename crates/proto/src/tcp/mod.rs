@@ -27,12 +27,12 @@ pub mod scoreboard;
 pub mod sender;
 
 pub use cc::{Algorithm as CongestionControl, CwndUnit};
-pub use rack::ReoWnd;
+pub use rack::{ReoWnd, TlpTimer};
 pub use receiver::{
     idle_rto_after_handshake, Receiver, ReceiverConfig, ReceiverOptions, ReceiverShared, MAX_QUICKACKS,
 };
 pub use rtt::{Estimator, LinuxRtt, Rfc6298, RtoConfig, RttEstimator};
-pub use sender::{Mechanisms, Recovery, Sender, SenderConfig, SenderStats};
+pub use sender::{Mechanisms, Recovery, RtoRestart, Sender, SenderConfig, SenderStats};
 
 /// At most four SACK blocks fit in the 40-byte option space without timestamps
 /// (RFC 2018 §3: 2 + 8·n ≤ 40).
@@ -94,6 +94,8 @@ pub struct Ack {
 
 #[cfg(test)]
 mod linux_rack_tests;
+#[cfg(test)]
+mod linux_tlp_tests;
 #[cfg(test)]
 mod mechanism_tests;
 #[cfg(test)]

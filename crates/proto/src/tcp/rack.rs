@@ -29,6 +29,31 @@ pub enum ReoWnd {
     /// open in recovery too, and with DSACK it grows by min_RTT/4 per round trip in which
     /// a DSACK arrives, persisting for 16 recoveries.
     Adaptive,
+    /// As [`ReoWnd::Adaptive`], with the DSACKs Linux lets grow the window
+    /// (net/ipv4/tcp_input.c `tcp_dsack_seen`: `if (tp->reord_seen && !(state->flag &
+    /// FLAG_DSACK_TLP)) tp->rack.dsack_seen = 1`): only once reordering has been seen,
+    /// and not the DSACK of a tail-loss probe (ending at `tlp_high_seq`) — "TLP is
+    /// timer-driven, not triggered by RACK", so its duplicate says nothing about
+    /// reordering.
+    Linux,
+}
+
+/// Which rules arm the tail-loss-probe timer (`tcp.tlp_timer`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum TlpTimer {
+    /// RFC 8985 §7.2: PTO = 2·SRTT (+ WCDelAckT with one segment in flight), re-armed
+    /// on every transmission and every ACK while no probe is outstanding and the
+    /// connection is not in recovery.
+    #[default]
+    Rfc,
+    /// Linux 6.x `tcp_schedule_loss_probe` (net/ipv4/tcp_output.c): PTO = 2·SRTT plus
+    /// `tcp_rto_min_us` with one segment in flight, else `TCP_TIMEOUT_MIN_US` (2 ms),
+    /// never past the RTO; armed only in the Open or CWR state (no segment SACKed,
+    /// marked lost or retransmitted and outstanding — `tcp_try_keep_open` — and not in
+    /// recovery or after a timeout), and only when new data is sent (`tcp_write_xmit`)
+    /// or an ACK acknowledges new data (`FLAG_SET_XMIT_TIMER` → `tcp_set_xmit_timer`);
+    /// the reordering timer replaces it (one timer slot, `icsk_pending`).
+    Linux,
 }
 
 /// RFC 8985 §6.2 step 4: recoveries a grown window persists for (`TCP_RACK_RECOVERY_THRESH`).
@@ -144,7 +169,7 @@ impl Rack {
     ) -> Duration {
         let (keep_open, mult) = match mode {
             ReoWnd::Static => (false, 1),
-            ReoWnd::Adaptive => (self.reordering_seen, self.reo_wnd_mult as u64),
+            ReoWnd::Adaptive | ReoWnd::Linux => (self.reordering_seen, self.reo_wnd_mult as u64),
         };
         if !keep_open && (in_recovery || sacked_segments >= dupthresh) {
             return Duration::ZERO;
@@ -157,6 +182,17 @@ impl Rack {
     #[cfg(test)]
     pub fn reo_wnd_mult(&self) -> u32 {
         self.reo_wnd_mult
+    }
+
+    /// Does this DSACK count for the window (`RACK_update_reo_wnd`'s input)? All do,
+    /// except with [`ReoWnd::Linux`] (see there): `tlp_end` is the outstanding probe's
+    /// `TLP.end_seq` when the ACK arrived.
+    pub fn dsack_counts(&self, mode: ReoWnd, dsack_end: Option<u64>, tlp_end: Option<u64>) -> bool {
+        match (mode, dsack_end) {
+            (_, None) => false,
+            (ReoWnd::Linux, Some(end)) => self.reordering_seen && tlp_end != Some(end),
+            (ReoWnd::Static | ReoWnd::Adaptive, Some(_)) => true,
+        }
     }
 
     /// `RACK.reordering_seen`.
@@ -216,6 +252,23 @@ pub(super) fn probe_timeout(srtt: Option<Duration>, one_in_flight: bool) -> Dura
         None => Duration::from_secs(1),
         Some(s) if one_in_flight => s.saturating_mul(2) + WC_DEL_ACK,
         Some(s) => s.saturating_mul(2),
+    }
+}
+
+/// Linux's PTO (`tcp_schedule_loss_probe`): `srtt_us >> 2` (2·SRTT), plus
+/// `tcp_rto_min_us` (the minimum RTO, 200 ms by default: room for a delayed ACK) when
+/// one segment is in flight, else `TCP_TIMEOUT_MIN_US` (2 ms); `TCP_TIMEOUT_INIT` (1 s)
+/// without an RTT sample. The caller caps it by the RTO.
+pub(super) fn probe_timeout_linux(
+    srtt: Option<Duration>,
+    one_in_flight: bool,
+    rto_min: Duration,
+) -> Duration {
+    const TIMEOUT_MIN: Duration = Duration::from_millis(2);
+    match srtt {
+        None => Duration::from_secs(1),
+        Some(s) if one_in_flight => s.saturating_mul(2) + rto_min,
+        Some(s) => s.saturating_mul(2) + TIMEOUT_MIN,
     }
 }
 

@@ -10,7 +10,7 @@
 
 use super::cc::{AckSample, Algorithm, Controller, CwndUnit, Window};
 use super::prr::Prr;
-use super::rack::{probe_timeout, Rack, ReoWnd, Sent, Tlp};
+use super::rack::{probe_timeout, probe_timeout_linux, Rack, ReoWnd, Sent, Tlp, TlpTimer};
 use super::rtt::{Estimator, RtoConfig, RttEstimator};
 use super::scoreboard::RangeSet;
 use super::{Ack, DataSegment};
@@ -54,6 +54,8 @@ pub struct SenderConfig {
     pub congestion_control: Algorithm,
     /// What cwnd and ssthresh count: bytes, or segments as Linux does.
     pub cwnd_unit: CwndUnit,
+    /// CUBIC's slow start ends by Linux's HyStart (tcp_cubic.c; [`super::cc::hystart`]).
+    pub hystart: bool,
 }
 
 /// Mechanisms under study (Ogawa §5, RFC 8985, Linux thin streams). Each
@@ -80,6 +82,36 @@ pub struct Mechanisms {
     pub rack_reo_wnd: ReoWnd,
     /// RFC 6937 PRR-SSRB paces sending during SACK-based recovery.
     pub prr: bool,
+    /// The rules of the tail-loss-probe timer (RFC 8985 §7.2 or Linux's).
+    pub tlp_timer: TlpTimer,
+    /// When the retransmission timer restarts (RFC 6298 (5.3) or Linux's).
+    pub rto_restart: RtoRestart,
+}
+
+/// When the retransmission timer restarts, besides a timeout (`tcp.rto_restart`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum RtoRestart {
+    /// RFC 6298 (5.3): when an ACK acknowledges new data (and (5.1) when sending with
+    /// none running).
+    #[default]
+    Rfc6298,
+    /// Also when loss recovery retransmits the oldest outstanding segment, unless the
+    /// reordering timer is pending: Linux `tcp_xmit_retransmit_queue` (`skb ==
+    /// rtx_head && icsk_pending != ICSK_TIME_REO_TIMEOUT` → `tcp_reset_xmit_timer(…,
+    /// icsk_rto)`), so a fast retransmission gets a full RTO to be acknowledged.
+    Linux,
+}
+
+/// What (re)arms the probe timer: Linux re-arms it only on the first two
+/// ([`TlpTimer::Linux`]), RFC 8985 §7.2 on all three.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Arm {
+    /// New data left (`tcp_write_xmit` → `tcp_schedule_loss_probe(sk, false)`).
+    NewData,
+    /// An ACK acknowledged new data (`FLAG_SET_XMIT_TIMER` → `tcp_set_xmit_timer`).
+    AckedNew,
+    /// A retransmission, or an ACK that acknowledged nothing new.
+    Other,
 }
 
 /// RFC 2883 §4 / RFC 3708 §2: the first SACK block is a DSACK when it lies below the
@@ -107,6 +139,7 @@ impl Default for SenderConfig {
             mechanisms: Mechanisms::default(),
             congestion_control: Algorithm::Reno,
             cwnd_unit: CwndUnit::Bytes,
+            hystart: false,
         }
     }
 }
@@ -201,6 +234,18 @@ pub struct Sender<E: RttEstimator = Estimator> {
     tlp: Tlp,
     /// RFC 6937 state of the recovery in progress (with [`Mechanisms::prr`]).
     prr: Prr,
+    /// Packet-counted windows: Linux's `tcp_cwnd_validate` state — the window limited
+    /// the sender at some point of the round ending at `cwnd_usage_seq`
+    /// (`is_cwnd_limited`), and the most segments in flight in it (`max_packets_out`).
+    cwnd_use: CwndUse,
+}
+
+/// Linux `tcp_cwnd_validate`'s per-round record of how fully the window was used.
+#[derive(Clone, Copy, Debug, Default)]
+struct CwndUse {
+    is_cwnd_limited: bool,
+    max_packets_out: u64,
+    cwnd_usage_seq: u64,
 }
 
 /// An optional time or sequence number in 8 bytes (an `Option<u64>` takes 16): the
@@ -270,7 +315,7 @@ impl<E: RttEstimator> Sender<E> {
             snd_nxt: 0,
             snd_max: 0,
             cwnd: cfg.initial_cwnd_segments as u64 * seg_of(&cfg),
-            cc: Controller::new(cfg.congestion_control),
+            cc: Controller::with_hystart(cfg.congestion_control, cfg.hystart),
             cfg,
             rtt,
             ssthresh: u64::MAX,
@@ -297,6 +342,7 @@ impl<E: RttEstimator> Sender<E> {
             probe_due: false,
             stats: SenderStats::default(),
             prr: Prr::default(),
+            cwnd_use: CwndUse::default(),
         }
     }
 
@@ -329,6 +375,7 @@ impl<E: RttEstimator> Sender<E> {
         // RFC 6937 DeliveredData = change in snd.una + change in SACKed bytes.
         let prr_before = m.prr.then(|| (self.snd_una, self.sacked.total_bytes()));
         let was_recovering = self.recovering();
+        let tlp_end = self.tlp.end_seq; // the probe outstanding as the ACK arrives
         let mut newly_delivered = 0;
         if sack {
             // A DSACK block reports a duplicate, not new data: not for the scoreboard.
@@ -364,7 +411,8 @@ impl<E: RttEstimator> Sender<E> {
         }
         if m.rack_tlp {
             let exiting = was_recovering && !self.recovering();
-            self.rack.update_reo_wnd(self.snd_una, self.snd_max, dsack.is_some(), exiting);
+            let counts = self.rack.dsack_counts(m.rack_reo_wnd, dsack.map(|(_, e)| e), tlp_end);
+            self.rack.update_reo_wnd(self.snd_una, self.snd_max, counts, exiting);
         }
         if sack && !self.sack_suspended {
             if self.cfg.mechanisms.rack_tlp {
@@ -387,7 +435,7 @@ impl<E: RttEstimator> Sender<E> {
                 self.cwnd = pipe + self.prr.on_ack(delivered, pipe, self.ssthresh, self.seg());
             }
         }
-        self.arm_tlp(now);
+        self.arm_tlp(now, if advanced { Arm::AckedNew } else { Arm::Other });
     }
 
     /// Fire whichever timers are due: the retransmission timer (RFC 6298 §5.4–5.6), and
@@ -495,6 +543,12 @@ impl<E: RttEstimator> Sender<E> {
     /// Counters.
     pub fn stats(&self) -> SenderStats {
         SenderStats { bytes_sent: self.bytes_sent, segments_sent: self.segments_sent, ..self.stats.clone() }
+    }
+
+    /// When the probe timer fires, for the tests of its rules.
+    #[cfg(test)]
+    pub(super) fn tlp_deadline(&self) -> Option<Instant> {
+        self.tlp.deadline
     }
 
     /// RACK's state, for the tests of its reordering window.
@@ -611,7 +665,7 @@ impl<E: RttEstimator> Sender<E> {
                 (self.sent.iter().take_while(|s| s.end <= ack).count() as u64, self.outstanding_in_unit())
             }
         };
-        self.take_rtt_sample(now, ack);
+        let rtt = self.take_rtt_sample(now, ack);
         self.snd_una = ack;
         self.snd_nxt = self.snd_nxt.max(ack);
         self.high_rxt = self.high_rxt.max(ack);
@@ -661,9 +715,19 @@ impl<E: RttEstimator> Sender<E> {
             self.cwnd += acked_u.min(self.seg());
         } else {
             let mut w = self.window();
-            let sample = AckSample { now, acked: acked_u, prior_in_flight, srtt: self.rtt.srtt() };
+            let sample = AckSample {
+                now,
+                acked: acked_u,
+                prior_in_flight,
+                srtt: self.rtt.srtt(),
+                rtt,
+                snd_una: ack,
+                snd_nxt: self.snd_max,
+                round_cwnd_limited: self.round_cwnd_limited(&w),
+            };
             self.cc.on_ack(&mut w, &sample);
             self.cwnd = w.cwnd;
+            self.ssthresh = w.ssthresh;
         }
         // Drop the records of acknowledged segments.
         while self.sent.front().is_some_and(|s| s.end <= ack) {
@@ -679,16 +743,17 @@ impl<E: RttEstimator> Sender<E> {
 
     /// RTT sample from the newest segment this ACK covers completely, unless it was
     /// retransmitted (Karn's rule; RFC 6298 §3). A valid sample ends the backoff.
-    fn take_rtt_sample(&mut self, now: Instant, ack: u64) {
-        let newest = self.sent.iter().take_while(|s| s.end <= ack).last().copied();
-        if let Some(s) = newest {
-            if !s.retransmitted {
-                let rtt = now - s.xmit_ts;
-                self.rtt.on_sample_acked(rtt, ack, self.snd_max, &self.cfg.rto);
-                self.last_sample = Opt::some(rtt);
-                self.backoff = 0;
-            }
+    /// Returns the sample.
+    fn take_rtt_sample(&mut self, now: Instant, ack: u64) -> Option<Duration> {
+        let s = self.sent.iter().take_while(|s| s.end <= ack).last().copied()?;
+        if s.retransmitted {
+            return None;
         }
+        let rtt = now - s.xmit_ts;
+        self.rtt.on_sample_acked(rtt, ack, self.snd_max, &self.cfg.rto);
+        self.last_sample = Opt::some(rtt);
+        self.backoff = 0;
+        Some(rtt)
     }
 
     /// Mark segments newly delivered by this ACK (cumulatively or by SACK) and tell
@@ -946,6 +1011,9 @@ impl<E: RttEstimator> Sender<E> {
             }
         };
         if !fits {
+            if self.cfg.cwnd_unit == CwndUnit::Packets && self.outstanding_in_unit() >= self.cwnd {
+                self.note_cwnd_use(true); // data waits for the window
+            }
             return None;
         }
         // RFC 896: hold a small new segment while data is unacknowledged.
@@ -975,10 +1043,14 @@ impl<E: RttEstimator> Sender<E> {
         Some((seq, (last.end - seq) as u32))
     }
 
-    /// RFC 8985 §7.2: (re)arm the probe timer while nothing else is going on.
-    fn arm_tlp(&mut self, now: Instant) {
+    /// RFC 8985 §7.2, or Linux's rules: (re)arm the probe timer while nothing else is
+    /// going on.
+    fn arm_tlp(&mut self, now: Instant, why: Arm) {
         if !self.cfg.mechanisms.rack_tlp {
             return;
+        }
+        if self.cfg.mechanisms.tlp_timer == TlpTimer::Linux {
+            return self.arm_tlp_linux(now, why);
         }
         let eligible = !self.in_recovery
             && !self.sack_suspended
@@ -992,6 +1064,41 @@ impl<E: RttEstimator> Sender<E> {
         let pto = now + probe_timeout(self.rtt.srtt(), self.sent.len() == 1);
         // Never later than the RTO (RFC 8985 §7.2; Linux arms min(PTO, RTO)).
         self.tlp.deadline = Some(self.rto_deadline.get().map_or(pto, |r| pto.min(r)));
+    }
+
+    /// Linux 6.x `tcp_schedule_loss_probe` ([`TlpTimer::Linux`]).
+    fn arm_tlp_linux(&mut self, now: Instant, why: Arm) {
+        // One timer slot (`icsk_pending`): an armed reordering timer has replaced the
+        // probe (`tcp_rack_mark_lost` clears FLAG_SET_XMIT_TIMER), and when it fires the
+        // RTO follows (`tcp_rack_reo_timeout` → `tcp_rearm_rto`).
+        if self.rack.reo_deadline.is_some() {
+            self.tlp.deadline = None;
+            return;
+        }
+        // The cap "if the RTO formula yields an earlier time": on an ACK the RTO just
+        // restarted (`icsk_rto` from now); after new data, the RTO of the oldest
+        // outstanding segment (`tcp_rto_delta_us`: its transmission + RTO).
+        let cap = match why {
+            Arm::Other => return, // a pending probe stays as it was
+            Arm::AckedNew => self.rto_deadline.get(),
+            Arm::NewData => self.sent.front().map(|h| h.xmit_ts + self.current_rto()),
+        };
+        // `icsk_ca_state` Open or CWR: not Recovery or Loss (`recover` not yet
+        // acknowledged), and not Disorder (`tcp_try_keep_open`: `tcp_left_out` — SACKed
+        // or marked-lost segments — or `tcp_any_retrans_done`). At most one probe per
+        // episode (`tlp_high_seq`: a timer would only re-arm the RTO).
+        let open = !self.recovering()
+            && !self.sack_suspended
+            && self.tlp.end_seq.is_none()
+            && self.snd_una < self.snd_max
+            && self.sacked.is_empty()
+            && !self.sent.iter().any(|s| s.lost || s.retransmitted);
+        if !open {
+            self.tlp.deadline = None; // `tcp_rearm_rto`: the slot holds the RTO
+            return;
+        }
+        let pto = now + probe_timeout_linux(self.rtt.srtt(), self.sent.len() == 1, self.cfg.rto.min);
+        self.tlp.deadline = Some(cap.filter(|&c| c > now).map_or(pto, |c| pto.min(c)));
     }
 
     /// RFC 8985 §7.4: the probe's episode is over. Without DSACK we cannot tell whether
@@ -1021,10 +1128,39 @@ impl<E: RttEstimator> Sender<E> {
         }
     }
 
+    /// Linux `tcp_cwnd_validate` after a transmission (or a send the window held back):
+    /// keep the strongest sign of how fully the window was used in the current round —
+    /// limited once, limited for the round; otherwise the most segments in flight.
+    fn note_cwnd_use(&mut self, limited: bool) {
+        let packets_out = self.flight_in_unit();
+        let u = &mut self.cwnd_use;
+        if self.snd_una >= u.cwnd_usage_seq
+            || limited
+            || (!u.is_cwnd_limited && packets_out > u.max_packets_out)
+        {
+            *u = CwndUse {
+                is_cwnd_limited: limited,
+                max_packets_out: packets_out,
+                cwnd_usage_seq: self.snd_max,
+            };
+        }
+    }
+
+    /// Linux `tcp_is_cwnd_limited` from the round's record (packet-counted windows): the
+    /// window limited the sender in this round, or, in slow start, it is below twice the
+    /// most segments in flight in it. `None` with byte-counted windows (judged per ACK).
+    fn round_cwnd_limited(&self, w: &Window) -> Option<bool> {
+        (self.cfg.cwnd_unit == CwndUnit::Packets).then(|| {
+            let u = &self.cwnd_use;
+            u.is_cwnd_limited || (w.cwnd < w.ssthresh && w.cwnd < 2 * u.max_packets_out)
+        })
+    }
+
     /// Bookkeeping for a segment that leaves now.
     fn emit(&mut self, now: Instant, seq: u64, len: u32) -> DataSegment {
         let end = seq + len as u64;
         let retransmission = seq < self.snd_max;
+        let new_data = end > self.snd_max;
         if self.in_recovery && self.cfg.mechanisms.prr {
             // RFC 6937 §3: prr_out += (data sent), in the window's unit.
             self.prr.on_sent(if self.cfg.cwnd_unit == CwndUnit::Bytes { len as u64 } else { 1 });
@@ -1043,6 +1179,14 @@ impl<E: RttEstimator> Sender<E> {
             }
             if self.in_recovery && self.cfg.recovery == Recovery::Sack {
                 self.high_rxt = self.high_rxt.max(end);
+            }
+            let head = seq <= self.snd_una && end > self.snd_una;
+            if self.in_recovery
+                && head
+                && self.cfg.mechanisms.rto_restart == RtoRestart::Linux
+                && self.rack.reo_deadline.is_none()
+            {
+                self.rto_deadline = Opt::some(now + self.current_rto()); // tcp_xmit_retransmit_queue
             }
         }
         if self.snd_una == self.snd_max {
@@ -1072,7 +1216,11 @@ impl<E: RttEstimator> Sender<E> {
         if self.rto_deadline.get().is_none() {
             self.rto_deadline = Opt::some(now + self.current_rto()); // RFC 6298 (5.1)
         }
-        self.arm_tlp(now);
+        if self.cfg.cwnd_unit == CwndUnit::Packets {
+            let limited = self.outstanding_in_unit() >= self.cwnd;
+            self.note_cwnd_use(limited);
+        }
+        self.arm_tlp(now, if new_data { Arm::NewData } else { Arm::Other });
         DataSegment { seq, len, retransmission }
     }
 }

@@ -3,13 +3,14 @@
 
 use super::*;
 use crate::config::{
-    CongestionControlName, CwndUnitName, MuxMode, RackReoWnd, RecoveryName, RtoFormula, RttGain,
-    TopologyKind, TraceConnections,
+    CongestionControlName, CwndUnitName, MuxMode, RackReoWnd, RecoveryName, RtoFormula, RtoRestartName,
+    RttGain, TlpTimerName, TopologyKind, TraceConnections,
 };
 use thinwan_proto::link::{Impairment, Jitter, LinkDir, LossModel};
 use thinwan_proto::qdisc::QueueSpec;
 use thinwan_proto::tcp::{
     idle_rto_after_handshake, CongestionControl, CwndUnit, ReceiverOptions, ReceiverShared, ReoWnd,
+    RtoRestart, TlpTimer,
 };
 use thinwan_proto::traffic::{Calibrated, GameCalibrated, GameParams, Model, ParamError, TrafficSpec};
 
@@ -100,8 +101,17 @@ impl World {
                 rack_reo_wnd: match tcp.rack_reo_wnd {
                     RackReoWnd::Static => ReoWnd::Static,
                     RackReoWnd::Adaptive => ReoWnd::Adaptive,
+                    RackReoWnd::Linux => ReoWnd::Linux,
                 },
                 prr: tcp.prr,
+                tlp_timer: match tcp.tlp_timer {
+                    TlpTimerName::Rfc => TlpTimer::Rfc,
+                    TlpTimerName::Linux => TlpTimer::Linux,
+                },
+                rto_restart: match tcp.rto_restart {
+                    RtoRestartName::Rfc6298 => RtoRestart::Rfc6298,
+                    RtoRestartName::Linux => RtoRestart::Linux,
+                },
             },
             congestion_control: match tcp.congestion_control {
                 CongestionControlName::Reno => CongestionControl::Reno,
@@ -111,6 +121,7 @@ impl World {
                 CwndUnitName::Bytes => CwndUnit::Bytes,
                 CwndUnitName::Packets => CwndUnit::Packets,
             },
+            hystart: tcp.hystart,
         });
         let rcfg = Arc::new(ReceiverConfig {
             rwnd: tcp.rwnd_bytes,

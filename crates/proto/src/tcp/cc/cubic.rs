@@ -5,9 +5,10 @@
 //! The arithmetic is in segments (f64), as the RFC writes it; a byte-counted window is
 //! converted at the edges (cwnd / SMSS). Time is the core's virtual [`Instant`].
 //!
-//! Not modelled: HyStart++ (RFC 9406; §4.10 recommends it: slow start here is RFC 5681's),
-//! the undo of spurious congestion events (§4.9), ECN (§4.6's `reduction_on_ece`).
+//! Slow start is RFC 5681's, or with [`Cubic::with_hystart`] ends as Linux's does
+//! (module `hystart`). Not modelled: HyStart++ (RFC 9406), the undo of spurious congestion events (§4.9), ECN (§4.6's `reduction_on_ece`).
 
+use super::hystart::HyStart;
 use super::{additive_increase, slow_start, AckSample, CwndUnit, Window};
 use crate::time::{Duration, Instant};
 
@@ -38,9 +39,21 @@ pub struct Cubic {
     /// Segments ACKed towards the next increase of a packet-counted window (Linux
     /// `snd_cwnd_cnt`).
     cwnd_cnt: u64,
+    /// Linux's slow-start exit (`tcp.hystart`), if on.
+    hystart: Option<HyStart>,
 }
 
 impl Cubic {
+    /// CUBIC whose slow start ends by Linux's HyStart (tcp_cubic.c `hystart = 1`).
+    pub fn with_hystart() -> Self {
+        Cubic { hystart: Some(HyStart::default()), ..Cubic::default() }
+    }
+
+    /// HyStart's state, if on.
+    pub fn hystart(&self) -> Option<&HyStart> {
+        self.hystart.as_ref()
+    }
+
     /// §4.2 Figure 1, W_cubic(t) = C·(t − K)³ + W_max, for `t` seconds into the stage.
     pub fn w_cubic(&self, t: f64) -> f64 {
         C * (t - self.k).powi(3) + self.w_max
@@ -63,6 +76,18 @@ impl Cubic {
 
     /// Slow start below ssthresh, then §4.2–4.5 in congestion avoidance.
     pub fn on_ack(&mut self, w: &mut Window, ack: &AckSample) {
+        if let (Some(h), Some(rtt)) = (&mut self.hystart, ack.rtt) {
+            // `cubictcp_acked` runs on every ACK, window-limited or not, but "discard[s]
+            // delay samples right after fast recovery": within a second (HZ) of the
+            // congestion-avoidance epoch's start.
+            let settling = self.t_epoch.is_some_and(|t| ack.now - t < Duration::from_secs(1));
+            if !settling {
+                let slow_start = w.cwnd < w.ssthresh;
+                if h.on_rtt_sample(ack.now, rtt, (ack.snd_una, ack.snd_nxt), w.cwnd / w.seg, slow_start) {
+                    w.ssthresh = w.cwnd; // `tp->snd_ssthresh = tcp_snd_cwnd(tp)`
+                }
+            }
+        }
         // §5.8: "CUBIC does not increase its congestion window if a flow is application
         // limited" (time spent so is also taken out of t: see `on_tx_start`).
         if !ack.cwnd_limited(w) {
@@ -97,7 +122,10 @@ impl Cubic {
     /// §4.8: after a timeout ssthresh is set with β_cubic (as in §4.6) and the next
     /// congestion-avoidance stage starts a new curve from its own first window (K = 0,
     /// W_max = that window, W_est = that window).
-    pub fn on_rto(&mut self, _now: Instant, w: &Window, flight: u64) -> u64 {
+    pub fn on_rto(&mut self, now: Instant, w: &Window, flight: u64) -> u64 {
+        if let Some(h) = &mut self.hystart {
+            h.on_loss(now); // `bictcp_state(TCP_CA_Loss)`
+        }
         self.cwnd_prior = w.cwnd as f64 / w.seg as f64;
         self.w_max = 0.0;
         self.t_epoch = None;

@@ -24,9 +24,11 @@
 //! RFC 9438 (CUBIC); RFC 3465 (byte counting, used for CUBIC's per-ACK increase in bytes).
 
 mod cubic;
+pub mod hystart;
 mod reno;
 
 pub use cubic::Cubic;
+pub use hystart::HyStart;
 pub use reno::Reno;
 
 use crate::time::{Duration, Instant};
@@ -37,7 +39,7 @@ pub enum Algorithm {
     /// RFC 5681 slow start and congestion avoidance, ssthresh = FlightSize / 2.
     #[default]
     Reno,
-    /// RFC 9438 CUBIC (without HyStart++: slow start is RFC 5681's).
+    /// RFC 9438 CUBIC (slow start RFC 5681's, or ended by Linux's HyStart).
     Cubic,
 }
 
@@ -77,15 +79,28 @@ pub struct AckSample {
     pub prior_in_flight: u64,
     /// Smoothed RTT, if the estimator has one.
     pub srtt: Option<Duration>,
+    /// This ACK's RTT sample (Karn's rule), if it gave one.
+    pub rtt: Option<Duration>,
+    /// SND.UNA after this ACK.
+    pub snd_una: u64,
+    /// SND.NXT (one past the highest byte sent).
+    pub snd_nxt: u64,
+    /// Linux's `tcp_is_cwnd_limited` as the sender tracked it over the round trip
+    /// (`tcp_cwnd_validate`), when it does (packet-counted windows); `None`: judge by
+    /// this ACK alone ([`AckSample::cwnd_limited`]).
+    pub round_cwnd_limited: Option<bool>,
 }
 
 impl AckSample {
-    /// Did the window limit the sender when this ACK arrived? Linux's
-    /// `tcp_is_cwnd_limited`, per ACK rather than per round trip: the window was full
+    /// Did the window limit the sender when this ACK arrived? The sender's per-round
+    /// answer when it gives one, else Linux's `tcp_is_cwnd_limited` per ACK: the window was full
     /// (no room for another segment), or, in slow start, more than half of it was in
     /// use (so it may grow to twice what is being acknowledged). RFC 9438 §5.8: an
     /// application-limited flow does not grow its window.
     pub fn cwnd_limited(&self, w: &Window) -> bool {
+        if let Some(limited) = self.round_cwnd_limited {
+            return limited;
+        }
         self.prior_in_flight + w.seg > w.cwnd || (w.cwnd < w.ssthresh && w.cwnd < 2 * self.prior_in_flight)
     }
 }
@@ -103,13 +118,21 @@ pub enum Controller {
 impl Controller {
     /// A fresh controller of the given algorithm.
     pub fn new(algorithm: Algorithm) -> Self {
+        Self::with_hystart(algorithm, false)
+    }
+
+    /// The same, CUBIC's slow start ending by Linux's HyStart when `hystart` (Reno has
+    /// none: Linux's HyStart lives in tcp_cubic.c).
+    pub fn with_hystart(algorithm: Algorithm, hystart: bool) -> Self {
         match algorithm {
             Algorithm::Reno => Controller::Reno(Reno::default()),
+            Algorithm::Cubic if hystart => Controller::Cubic(Cubic::with_hystart()),
             Algorithm::Cubic => Controller::Cubic(Cubic::default()),
         }
     }
 
-    /// An ACK advanced SND.UNA while not in loss recovery: grow `w.cwnd`.
+    /// An ACK advanced SND.UNA while not in loss recovery: grow `w.cwnd` (HyStart may
+    /// lower `w.ssthresh` to it).
     pub fn on_ack(&mut self, w: &mut Window, ack: &AckSample) {
         match self {
             Controller::Reno(r) => r.on_ack(w, ack),

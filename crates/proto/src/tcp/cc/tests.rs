@@ -18,7 +18,16 @@ fn packets(cwnd: u64, ssthresh: u64) -> Window {
 
 /// An ACK of `acked` segments from a sender whose window was full.
 fn full(now: Instant, acked: u64, w: &Window, rtt_ms: u64) -> AckSample {
-    AckSample { now, acked, prior_in_flight: w.cwnd, srtt: Some(Duration::from_millis(rtt_ms)) }
+    AckSample {
+        now,
+        acked,
+        prior_in_flight: w.cwnd,
+        srtt: Some(Duration::from_millis(rtt_ms)),
+        rtt: None,
+        snd_una: 0,
+        snd_nxt: 0,
+        round_cwnd_limited: None,
+    }
 }
 
 /// Feed `full(…)` to the controller.
@@ -208,8 +217,16 @@ mod cubic_rfc9438 {
         round(&mut cc, &mut w, ms(1000), 100);
         let cwnd = w.cwnd;
         // Application-limited: 3 segments in flight of a window of ~80 (§5.8).
-        let a =
-            AckSample { now: ms(2000), acked: 1, prior_in_flight: 3, srtt: Some(Duration::from_millis(100)) };
+        let a = AckSample {
+            now: ms(2000),
+            acked: 1,
+            prior_in_flight: 3,
+            srtt: Some(Duration::from_millis(100)),
+            rtt: None,
+            snd_una: 0,
+            snd_nxt: 0,
+            round_cwnd_limited: None,
+        };
         cc.on_ack(&mut w, &a);
         assert_eq!(w.cwnd, cwnd, "no growth while application-limited");
         // 10 s of silence, then sending resumes: t continues from 1 s, not from 11 s.
@@ -266,7 +283,16 @@ mod packet_counting {
     fn an_application_limited_window_does_not_grow() {
         let mut cc = Controller::new(Algorithm::Reno);
         let mut w = packets(10, u64::MAX);
-        let thin = AckSample { now: ms(0), acked: 2, prior_in_flight: 2, srtt: None };
+        let thin = AckSample {
+            now: ms(0),
+            acked: 2,
+            prior_in_flight: 2,
+            srtt: None,
+            rtt: None,
+            snd_una: 0,
+            snd_nxt: 0,
+            round_cwnd_limited: None,
+        };
         cc.on_ack(&mut w, &thin);
         assert_eq!(w.cwnd, 10, "2 of 10 in flight: not cwnd-limited (tcp_is_cwnd_limited)");
         let half = AckSample { prior_in_flight: 6, ..thin };
@@ -386,8 +412,69 @@ mod sender {
     }
 
     #[test]
+    fn a_window_full_once_in_a_round_grows_on_every_ack_of_that_round() {
+        // Linux `tcp_cwnd_validate` / `tcp_is_cwnd_limited`: ten segments fill a window
+        // of ten (limited for the round), then the application is quiet. Each of the ten
+        // ACKs grows slow start by one: 20. Judged per ACK, only while more than half the
+        // window is still in flight (the first four: 14).
+        let mut s = Sender::new(cfg(Algorithm::Cubic, CwndUnit::Packets, 10));
+        assert_eq!(small_writes(&mut s, 10, MSS as u64), 10);
+        for k in 1..=10u64 {
+            let ack = Ack { ack: k * MSS as u64, wnd: 1 << 20, sack: SackBlocks::default() };
+            s.handle_ack(ms(50 + k), &ack);
+        }
+        assert_eq!(s.window().cwnd, 20);
+        // The next round, sent with the window a quarter used (5 of 20): not limited,
+        // and 20 ≥ 2·5 — no growth (an application-limited flow keeps its window).
+        assert_eq!(small_writes(&mut s, 5, MSS as u64), 5);
+        for k in 11..=15u64 {
+            let ack = Ack { ack: k * MSS as u64, wnd: 1 << 20, sack: SackBlocks::default() };
+            s.handle_ack(ms(150 + k), &ack);
+        }
+        assert_eq!(s.window().cwnd, 20);
+    }
+
+    #[test]
     fn reno_in_bytes_is_the_default() {
         let d = SenderConfig::default();
         assert_eq!((d.congestion_control, d.cwnd_unit), (Algorithm::Reno, CwndUnit::Bytes));
+    }
+}
+
+mod hystart_in_cubic {
+    use super::*;
+
+    fn sample(now: Instant, cwnd: u64, rtt_ms: u64, una: u64) -> AckSample {
+        AckSample {
+            now,
+            acked: 1,
+            prior_in_flight: cwnd,
+            srtt: Some(Duration::from_millis(rtt_ms)),
+            rtt: Some(Duration::from_millis(rtt_ms)),
+            snd_una: una,
+            snd_nxt: una + 100,
+            round_cwnd_limited: None,
+        }
+    }
+
+    #[test]
+    fn a_delay_rise_sets_ssthresh_to_cwnd_and_plain_cubic_keeps_slow_start() {
+        for hystart in [true, false] {
+            let mut cc = Controller::with_hystart(Algorithm::Cubic, hystart);
+            let mut w = packets(20, u64::MAX);
+            let first = sample(ms(0), w.cwnd, 40, 1);
+            cc.on_ack(&mut w, &first); // delay_min 40 ms
+                                       // A new round 3 ms apart (no train) at 60 ms: exits after 8 samples.
+            for k in 0..9 {
+                let s = sample(ms(200 + 3 * k), w.cwnd, 60, 1000 + k);
+                cc.on_ack(&mut w, &s);
+            }
+            if hystart {
+                assert!(w.ssthresh < u64::MAX, "tp->snd_ssthresh = tcp_snd_cwnd(tp)");
+                assert_eq!(w.ssthresh, 29, "20 + the 9 slow-start increments before the exit");
+            } else {
+                assert_eq!((w.ssthresh, w.cwnd), (u64::MAX, 30), "RFC 5681 slow start, +1 per ACK");
+            }
+        }
     }
 }
