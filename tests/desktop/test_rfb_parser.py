@@ -188,6 +188,24 @@ def test_rfb_timing_brackets_the_analyser_between_socket_stamp_and_read() -> Non
     assert [g.split(":")[1].strip() for g in got] == ["scroll #12", "fill #3"]
     assert "(+89.8 ms;" in got[0] and "(-43.8 ms;" in got[1]
     assert "stamped the last segment at 389.8 ms" in got[0]
+    # The ends agree but the starts do not (x11vnc fill on wan-loss-1): the input left
+    # the client 60.2 ms after its send, behind a retransmission; the message says so.
+    t = 1795505257.322124
+    held = pd.DataFrame(
+        {
+            "operation": ["fill"],
+            "repeat": [12],
+            "latency_ms": [155.869],
+            "client_ms": [216.126],
+            "client_kernel_ms": [215.941],
+            "t_injected": [t],
+            "t_input": [t + 0.060222],
+        }
+    )
+    (msg,) = timing_problems(held, "rfb")
+    assert "first client→server packet came 60.2 ms after the client sent its input" in msg
+    assert "their ends are 0.0 ms apart" in msg
+    assert "after the client sent" not in timing_problems(held.assign(t_input=t + 0.0002, latency_ms=100.0), "rfb")[0]
 
 
 # -- the client itself, against a fake server on loopback --------------------------------

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -282,9 +283,26 @@ def timing_problems(inputs: pd.DataFrame, source: str = "screen") -> list[str]:
             )
             out.append(
                 f"{what}: the analyser says {r.latency_ms:.1f} ms, {moment} "
-                f"{client:.1f} ms ({off:+.1f} ms; allowed 5 % or 1 ms{socket})"
+                f"{client:.1f} ms ({off:+.1f} ms; allowed 5 % or 1 ms{socket}){_start_lag(r) if source == 'rfb' else ''}"
             )
     return out
+
+
+def _start_lag(r: Any) -> str:
+    """Why two latencies whose ends agree differ: the analyser starts at the first
+    client→server packet of the input's window (``t_input``), the client at its send
+    (``t_injected``). A gap between the two is time the input spent in the client's own
+    socket — its TCP recovering a loss may hold new data — or a packet of the previous
+    exchange (a retransmission) that opened the window; a capture cannot tell."""
+    t_in, t_sent = getattr(r, "t_input", np.nan), getattr(r, "t_injected", np.nan)
+    lag = (t_in - t_sent) * 1e3
+    if not np.isfinite(lag) or agree(lag, 0.0):
+        return ""
+    return (
+        f"; the analyser's first client→server packet came {lag:.1f} ms after the client sent its input "
+        f"(their ends are {abs(r.latency_ms + lag - getattr(r, 'client_ms', np.nan)):.1f} ms apart): the input "
+        "waited in the client's socket, or a retransmission of the previous exchange opened the window"
+    )
 
 
 @dataclass
