@@ -57,7 +57,10 @@ def fake_native_output(
                 for c in ("bytes_written", "bytes_delivered", "bytes_sent", "segments_sent")
             },
             "bytes_retransmitted": np.full(pairs, 10, dtype=np.uint64),
-            **{c: np.zeros(pairs, dtype=np.uint32) for c in ("tlp_probes", "rack_marked_lost", "rto_resets")},
+            **{
+                c: np.zeros(pairs, dtype=np.uint32)
+                for c in ("tlp_probes", "rack_marked_lost", "rto_resets", "retransmit_episodes")
+            },
             "role": np.zeros(pairs, dtype=np.uint8),
         },
         "ports": {

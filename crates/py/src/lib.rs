@@ -275,6 +275,7 @@ fn to_python(py: Python<'_>, r: RunRecords, run: u64, wall_s: f64) -> PyResult<P
                 tlp_probes,
                 rack_marked_lost,
                 rto_resets,
+                retransmit_episodes,
                 role
             ]
         ),

@@ -61,6 +61,8 @@ pub struct Connections {
     pub rack_marked_lost: Vec<u32>,
     /// SRTT/RTTVAR resets after idle.
     pub rto_resets: Vec<u32>,
+    /// Runs of retransmitted segments not interrupted by new data.
+    pub retransmit_episodes: Vec<u32>,
     /// 0 = carries every write (or interactive writes with separate connections), 1 = bulk writes.
     pub role: Vec<u8>,
 }

@@ -56,10 +56,11 @@ JUDGED = (
     "interactive_delay_p50_ms",
     "interactive_delay_p99_ms",
     "timeouts_per_conn",
-    "fast_retransmits_per_conn",
+    "retransmit_episodes_per_conn",
 )
 METRICS = (
     *JUDGED,
+    "fast_retransmits_per_conn",
     "utilisation_interactive",
     "T_I150_s",
     "T_I1000_s",
@@ -124,7 +125,7 @@ DEFAULT_TOLERANCES: Mapping[str, Tolerance] = {
     "interactive_delay_p50_ms": Tolerance("relative", 0.25),
     "interactive_delay_p99_ms": Tolerance("relative", 0.25),
     "timeouts_per_conn": Tolerance("relative", 0.25),
-    "fast_retransmits_per_conn": Tolerance("relative", 0.25),
+    "retransmit_episodes_per_conn": Tolerance("relative", 0.25),
 }
 
 

@@ -230,6 +230,7 @@ def _connections(
             "bytes_sent",
             "bytes_retransmitted",
             "segments_sent",
+            "retransmit_episodes",
         )
     }
     for c in conn_list:
@@ -249,6 +250,7 @@ def _connections(
         rows["bytes_sent"].append(int(info.get("bytes_sent", 0)))
         rows["bytes_retransmitted"].append(int(info.get("bytes_retrans", 0)))
         rows["segments_sent"].append(int(info.get("data_segs_out", 0)))
+        rows["retransmit_episodes"].append(episodes)
     return (
         table_from_columns("connections", _complete("connections", rows))
         if rows["conn"]

@@ -56,6 +56,7 @@ SCHEMA: dict[str, dict[str, str]] = {
         "tlp_probes": "uint32",
         "rack_marked_lost": "uint32",
         "rto_resets": "uint32",
+        "retransmit_episodes": "uint32",
         "role": "uint8",
     },
     "ports": {

@@ -166,6 +166,10 @@ pub struct SenderStats {
     pub rack_marked_lost: u64,
     /// SRTT/RTTVAR resets after idle (Ogawa §5.2).
     pub rto_resets: u64,
+    /// Runs of retransmitted data segments not interrupted by new data: what the lab
+    /// counts on the wire, where it cannot see the sender's state (a fast recovery, a
+    /// tail-loss probe that resends, a timeout each start one).
+    pub retransmit_episodes: u64,
 }
 
 /// The sending half of a connection, generic over its RTT estimator (held inline, not
@@ -227,6 +231,8 @@ pub struct Sender<E: RttEstimator = Estimator> {
     sacked: RangeSet,
     /// The other counters (its first two unused: see `bytes_sent`).
     stats: SenderStats,
+    /// The last segment sent was a retransmission (for `retransmit_episodes`).
+    last_retx: bool,
     /// The congestion controller (enum dispatch, inline). Out of the hot lines: Reno
     /// reads only its tag there, CUBIC its curve on ACKs outside recovery.
     cc: Controller,
@@ -341,6 +347,7 @@ impl<E: RttEstimator> Sender<E> {
             tlp: Tlp::default(),
             probe_due: false,
             stats: SenderStats::default(),
+            last_retx: false,
             prr: Prr::default(),
             cwnd_use: CwndUse::default(),
         }
@@ -1164,6 +1171,10 @@ impl<E: RttEstimator> Sender<E> {
         if self.in_recovery && self.cfg.mechanisms.prr {
             // RFC 6937 §3: prr_out += (data sent), in the window's unit.
             self.prr.on_sent(if self.cfg.cwnd_unit == CwndUnit::Bytes { len as u64 } else { 1 });
+        }
+        if retransmission != self.last_retx {
+            self.stats.retransmit_episodes += retransmission as u64;
+            self.last_retx = retransmission;
         }
         if retransmission {
             self.stats.bytes_retransmitted += end.min(self.snd_max) - seq;

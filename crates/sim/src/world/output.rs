@@ -63,6 +63,7 @@ impl World {
             k.tlp_probes.push(st.tlp_probes as u32);
             k.rack_marked_lost.push(st.rack_marked_lost as u32);
             k.rto_resets.push(st.rto_resets as u32);
+            k.retransmit_episodes.push(st.retransmit_episodes as u32);
             k.role.push(c.role);
         }
         for (link, p) in self.ports.iter().zip(&self.queues) {
