@@ -127,3 +127,21 @@ def test_adaptive_lanes_and_bulk_limit_reach_the_daemons(tmp_path: Path) -> None
     c = records.connections
     assert (c.bytes_delivered == c.bytes_written).all() and (c.bytes_written > 0).all()
     assert 0 in records.meta["lab"]["mux"]["lanes_up"]
+
+
+def test_shedding_reaches_the_edge_config(tmp_path: Path) -> None:
+    """`mux.shed` in the lab: the edge's forward gets `shed.direct` = the pump across the
+    WAN. The lab's sink opens every connection at the start (`start_stagger_ms` delays
+    only the first write), before the lane's first ping came back, so even a slack of
+    −10 s sheds nothing: every stream goes through the core (its pump-side peer is local,
+    no role 5) and every byte arrives."""
+    from thinwan.analysis.metrics import ROLE_SHED, summarize_run
+
+    scenario = small(**{"mux.mode": "mux", "mux.trunks": 1, "mux.shed": True, "mux.shed_slack_ms": -10_000.0})
+    raw = tmp_path / "raw"
+    records = run_tunnel_once(scenario, LabSection(), 0, raw)
+    assert 'shed = { direct = "198.18.1.1:' in (raw / "edge.toml").read_text()
+    c = records.connections
+    assert (c.bytes_delivered == c.bytes_written).all() and (c.bytes_written > 0).all()
+    assert len(c) == 3 and (c.role != ROLE_SHED).all()
+    assert summarize_run(records, scenario)["streams_shed"] == 0

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from ...analysis.lab_join import lab_records
+from ...analysis.metrics import ROLE_SHED
 from ...config.scenario import LabSection, Scenario
 from ...records.evlog import read_events
 from ...records.schema import RunRecords
@@ -141,7 +142,7 @@ def run_tunnel_once(scenario: Scenario, opts: LabSection, run: int, raw: Path) -
         }
     meta = lab_meta(scenario, opts, run, raw, started, len(events), spec.tcp, notes, links)
     pump, sink, conns = read_logs(raw)
-    return lab_records(
+    records = lab_records(
         scenario,
         events,
         pump,
@@ -151,6 +152,12 @@ def run_tunnel_once(scenario: Scenario, opts: LabSection, run: int, raw: Path) -
         stats.get("wan"),
         meta,
     )
+    if tunnel and scenario.mux.shed:
+        # A shed stream reached the pump from the edge across the WAN, not from the core
+        # next to it: role 5, as the simulator marks it (summary `streams_shed`).
+        local = {c["conn"] for c in conns["conns"] if str(c.get("remote", "")).startswith(f"{SERVER_ADDR}:")}
+        records.connections.loc[~records.connections["conn"].isin(local), "role"] = ROLE_SHED
+    return records
 
 
 def _start_ssh(chain: Chain, opts: LabSection, raw: Path) -> tuple[sshpeer.SshFiles, list[subprocess.Popen[Any]]]:
@@ -232,6 +239,9 @@ def _start_daemons(chain: Chain, scenario: Scenario, opts: LabSection, raw: Path
     # `max_lanes`; the core follows the edge's Hello.
     lanes = f'lanes = "adaptive"\nmax_connections = {mux.max_lanes}\n' if mux.lanes == "adaptive" else ""
     limits = f"[limits]\nmax_frame_payload = {mux.frame_payload_bytes}\n"
+    # mux.shed: the edge connects a shed client to the pump itself, across the same WAN
+    # (the simulator's role-5 connection; docs/mux.md "Shedding").
+    shed = f'shed = {{ direct = "{SERVER_ADDR}:{opts.port}", slack_ms = {mux.shed_slack_ms:g} }}\n' if mux.shed else ""
     (raw / "core.toml").write_text(
         f'[trunk]\nlisten = "{SERVER_ADDR}:{TRUNK_PORT}"\n{trunk}\n[auth]\npsk_file = "psk.txt"\n\n{limits}\n'
         f'[log]\nformat = "json"\n\n[[target]]\nname = "{TARGET}"\nconnect = "{SERVER_ADDR}:{opts.port}"\n'
@@ -239,7 +249,7 @@ def _start_daemons(chain: Chain, scenario: Scenario, opts: LabSection, raw: Path
     (raw / "edge.toml").write_text(
         f'[trunk]\nconnect = "{SERVER_ADDR}:{TRUNK_PORT}"\nconnections = {mux.trunks}\n{lanes}{trunk}\n'
         f'[auth]\npsk_file = "psk.txt"\n\n{limits}\n[log]\nformat = "json"\n\n'
-        f'[[forward]]\nname = "{TARGET}"\nlisten = "{EDGE_ADDR}:{opts.port}"\n'
+        f'[[forward]]\nname = "{TARGET}"\nlisten = "{EDGE_ADDR}:{opts.port}"\n{shed}'
     )
     for role, side in (("core", "server"), ("edge", "middle")):
         log = open(raw / f"{role}.log", "wb")  # noqa: SIM115 (owned by the child)
