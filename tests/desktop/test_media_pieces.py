@@ -64,6 +64,48 @@ def test_clip_is_what_the_source_asks(tmp_path: Path) -> None:
     assert "--geometry=352x240+64+64" in argv and "--speed=0.0416666667" in argv and "--frames=10" in argv
 
 
+def test_frame_marks_read_back_from_the_decoded_clip(tmp_path: Path) -> None:
+    # Every frame's number, drawn by ffmpeg and read by the screen watcher's decoder from
+    # the decoded (lossy) picture as X hands it over (32-bit BGRX rows).
+    import subprocess
+
+    from thinwan.substrates.desktop.screenwatch import decode_mark
+
+    clip = videoclip.write_clip(tmp_path, frames=40)
+    w, h = clip.size
+    raw = subprocess.run(
+        ["ffmpeg", "-v", "error", "-i", str(clip.path), "-f", "rawvideo", "-pix_fmt", "bgr0", "-"],
+        capture_output=True,
+        check=True,
+    ).stdout
+    size = w * h * 4
+    assert len(raw) == 40 * size
+    got = [
+        decode_mark(raw[i * size : (i + 1) * size], w, 0, h - videoclip.MARK_BLOCK, videoclip.MARK_BLOCK, 10)
+        for i in range(40)
+    ]
+    assert got == list(range(40))
+    # Without the guards (a picture half-way through being drawn, another window): -1.
+    assert decode_mark(bytes(size), w, 0, h - videoclip.MARK_BLOCK, videoclip.MARK_BLOCK, 10) == -1
+    with pytest.raises(videoclip.ClipError, match="do not fit the clip's 10-bit frame marks"):
+        videoclip.write_clip(tmp_path / "long", frames=2000)
+
+
+def test_marked_frames_count_each_frame_once() -> None:
+    from thinwan.analysis.desktop_media import count_marked_frames
+    from thinwan.analysis.desktop_ops import ScreenLog
+
+    log = ScreenLog.parse(
+        "1.0 ready\n1.1 area aa 0.3 0\n1.2 10 10 5 5\n1.3 area bb 0.3 1\n1.4 area cc 0.3 1\n"
+        "1.5 area dd 0.3 -1\n1.6 area ee 0.3 3\n1.7 area ff 0.3\n"
+    )
+    assert log.changes == [(1.2, 10, 10, 5, 5)] and len(log.areas) == 6
+    # Frame 1 drawn in two pieces counts once, a picture without a mark not at all, frame
+    # 2 was never shown.
+    assert count_marked_frames(log.frames, 1.25, 2.0) == 2
+    assert count_marked_frames(log.frames, 0.0, 2.0) == 3
+
+
 def test_quality_formula() -> None:
     # Every frame's data delivered in the frame time: 1. Half the data per frame: 0.5.
     assert video_quality(24_000, 1.0, 24, 1000, 1.0, 1) == pytest.approx(1.0)
@@ -167,3 +209,21 @@ def test_report_header_counts_repetitions_only_for_latency_operations() -> None:
 
     assert _repeats(["web"], 10) == "" and _repeats(["video", "web"], 10) == ""
     assert _repeats(["letter", "web"], 10) == ", 10 repetitions of each latency operation"
+
+
+def test_a_silent_mpv_is_a_desktop_error_naming_the_command(tmp_path: Path) -> None:
+    # mpv's IPC socket accepts but never answers (it hung behind a slow X connection):
+    # a DesktopError the run reports for that cell, not a bare "timed out" for the run.
+    import socket
+
+    from thinwan.substrates.desktop import DesktopError
+    from thinwan.substrates.desktop.workloads import VideoPlayer
+
+    player = VideoPlayer()
+    path = tmp_path / "mpv.sock"
+    player.socket_path = lambda d: path  # type: ignore[method-assign]
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as srv:
+        srv.bind(str(path))
+        srv.listen(1)
+        with pytest.raises(DesktopError, match="mpv did not answer 'get_property pause' on its IPC socket: timed out"):
+            player.command(None, "get_property", "pause")  # type: ignore[arg-type]

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-__all__ = ["video_quality", "count_frames", "count_pictures", "web_summary", "WEB_KEYS"]
+__all__ = ["video_quality", "count_frames", "count_pictures", "count_marked_frames", "web_summary", "WEB_KEYS"]
 
 WEB_KEYS = ["platform", "env", "pass"]
 
@@ -75,6 +75,14 @@ def count_pictures(areas: Sequence[tuple[float, str]], t_from: float, t_to: floa
                 n += 1
             prev = h
     return n
+
+
+def count_marked_frames(frames: Sequence[tuple[float, int]], t_from: float, t_to: float) -> int:
+    """Frames the client's screen showed between ``t_from`` and ``t_to``: the distinct
+    frame numbers read from the clip's frame marks (``(t, n)``, n = -1 when no mark was
+    readable). A frame drawn in pieces counts once, a frame never shown not at all; the
+    first frame, on screen before the play started (paused), counts if still shown."""
+    return len({n for t, n in frames if t_from <= t < t_to and n >= 0})
 
 
 def web_summary(pages: pd.DataFrame) -> pd.DataFrame:

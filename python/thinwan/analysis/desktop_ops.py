@@ -149,11 +149,14 @@ def within(a: float, lo: float, hi: float) -> bool:
 @dataclass
 class ScreenLog:
     """What the screen watcher (``screenwatch.py``) wrote: ``changes`` — ``(t, x, y, w,
-    h)`` per DAMAGE report — and ``areas`` — ``(t, hash)``: the watched area's pixels once
-    every report up to ``t`` was drawn (empty in logs written before the watcher hashed)."""
+    h)`` per DAMAGE report —, ``areas`` — ``(t, hash)``: the watched area's pixels once
+    every report up to ``t`` was drawn (empty in logs written before the watcher hashed)
+    — and ``frames`` — ``(t, n)``: the video frame number those pixels showed, read from
+    the clip's frame marks (-1: none readable; empty without marks)."""
 
     changes: list[tuple[float, int, int, int, int]] = field(default_factory=list)
     areas: list[tuple[float, str]] = field(default_factory=list)
+    frames: list[tuple[float, int]] = field(default_factory=list)
 
     @classmethod
     def parse(cls, text: str) -> ScreenLog:
@@ -161,10 +164,12 @@ class ScreenLog:
         for line in text.splitlines():
             f = line.split()
             try:
-                if len(f) == 5:
-                    log.changes.append((float(f[0]), int(f[1]), int(f[2]), int(f[3]), int(f[4])))
-                elif len(f) == 4 and f[1] == "area":
+                if len(f) in (4, 5) and f[1] == "area":
                     log.areas.append((float(f[0]), f[2]))
+                    if len(f) == 5:
+                        log.frames.append((float(f[0]), int(f[4])))
+                elif len(f) == 5:
+                    log.changes.append((float(f[0]), int(f[1]), int(f[2]), int(f[3]), int(f[4])))
             except ValueError:
                 continue  # a line cut short when the watcher was stopped
         return log

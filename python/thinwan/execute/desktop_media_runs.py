@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..analysis.desktop_media import count_frames, count_pictures, video_quality, web_summary
+from ..analysis.desktop_media import count_frames, count_marked_frames, count_pictures, video_quality, web_summary
 from ..analysis.desktop_ops import attribute_packets
 from ..config.desktop_bench import Bench
 from ..substrates.desktop import Desktop, DesktopError, DesktopSettings
@@ -256,9 +256,8 @@ def run_video(bench: Bench, lab: Any, platform: str, settings: DesktopSettings, 
         cap = d.stop_capture()
         screen = d.screen_changes()
         info = d.info()
-    _write(
-        run_dir, "video", cap.to_json(), records, info, {"screen_changes": screen.changes, "screen_areas": screen.areas}
-    )
+    extra = {"screen_changes": screen.changes, "screen_areas": screen.areas, "screen_frames": screen.frames}
+    _write(run_dir, "video", cap.to_json(), records, info, extra)
 
 
 def analyse_video(run_dir: Path, env: str, idle_ms: float, addr: dict[str, str], bench: Bench) -> dict[str, Any]:
@@ -275,11 +274,15 @@ def analyse_video(run_dir: Path, env: str, idle_ms: float, addr: dict[str, str],
     s = info["settings"]
     area = (s["app_x"], s["app_y"], v.width, v.height)
     gap = (v.frame_gap_ms / 1e3) if v.frame_gap_ms > 0 else 0.5 / v.fps
-    # Frames the client showed: new pictures of the watched area when the watcher hashed
-    # it (desktop.md "Self-checks"), else bursts of change reports inside the video.
+    # Frames the client showed: the distinct frame numbers its screen showed, read from
+    # the clip's frame marks; in runs from before the marks, new pictures of the watched
+    # area (partial frames count too), else bursts of change reports inside the video.
+    marks = [(float(t), int(n)) for t, n in doc["server"].get("screen_frames", [])]
     pictures = [(float(t), str(h)) for t, h in doc["server"].get("screen_areas", [])]
     changes = [tuple(c) for c in doc["server"]["screen_changes"]]
-    if pictures:
+    if marks:
+        shown, how = count_marked_frames(marks, *windows[0]), "frame marks"
+    elif pictures:
         shown, how = count_pictures(pictures, *windows[0]), "pictures"
     elif changes:
         shown, how = count_frames(changes, area, *windows[0], gap), "damage bursts"

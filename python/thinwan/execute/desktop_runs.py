@@ -262,7 +262,9 @@ def _cell_key(bench: Bench, env: str, k: int, cell: str, latency_ops: list[str])
         # lacks it); a cell that has it when no longer asked keeps it, harmlessly.
         what |= {"web": bench.web.model_dump(exclude={"method_check_envs"})}
     else:
-        what |= {"video": bench.video.model_dump()}
+        from ..substrates.desktop.videoclip import CLIP_RECIPE
+
+        what |= {"video": bench.video.model_dump(), "clip": CLIP_RECIPE}
     return hashlib.sha256(json.dumps(what, sort_keys=True).encode()).hexdigest()[:16]
 
 

@@ -8,6 +8,8 @@ once::
     <epoch s> ready
     <epoch s> <x> <y> <w> <h>            a DAMAGE report (raw rectangle)
     <epoch s> area <hash> <grab ms>      the area's pixels once every report so far is drawn
+    <epoch s> area <hash> <grab ms> <n>  ... with marks: the video frame number n it shows
+                                         (-1: no readable mark, e.g. mid-way through a frame)
 
 The hash is what makes the check compare *content*: a viewer that repaints the screen on
 its own with the same pixels (TigerVNC's fullscreen notice fading out, docs/desktop.md
@@ -27,8 +29,10 @@ read so far, and it carries the receive time of the last of them. A grab takes ~
 to that much late; ``grab ms`` records it.
 
 Run by Debian's /usr/bin/python3 with python3-xlib in the client namespace (it imports
-nothing of thinwan), like app.py: ``screenwatch.py [X Y W H]`` (the area; without it no
-area lines). The X server is local to it (a Unix socket), so a report arrives within
+nothing of thinwan), like app.py: ``screenwatch.py [X Y W H [MX MY BLOCK BITS]]`` (the
+area; without it no area lines; with the video clip's frame marks — videoclip.py: guard
+blocks white and black, then BITS blocks of BLOCK pixels from (MX, MY), screen
+coordinates inside the area — each area line also carries the frame number shown). The X server is local to it (a Unix socket), so a report arrives within
 microseconds of the drawing.
 """
 
@@ -56,6 +60,28 @@ def _cookie() -> tuple[bytes, bytes]:
     return fields[2], fields[3]
 
 
+def decode_mark(data: bytes, width: int, x: int, y: int, block: int, bits: int) -> int:
+    """The frame number of a video frame mark in ``data`` (32-bit pixels, ``width`` a
+    row, as X's ZPixmap at depth 24 gives them) whose strip starts at (x, y) of that
+    image; -1 unless the guards read white then black. Each block is read at its centre
+    (the codec's blocking is worst at the edges): mean of the three channels > 127."""
+
+    def white(k: int) -> bool | None:
+        at = ((y + block // 2) * width + x + k * block + block // 2) * 4
+        if at + 3 > len(data):
+            return None
+        level = (data[at] + data[at + 1] + data[at + 2]) / 3
+        return level > 127
+
+    if white(0) is not True or white(1) is not False:
+        return -1
+    n = 0
+    for k in range(bits):
+        if white(2 + k):
+            n |= 1 << k
+    return n
+
+
 def main(argv: list[str]) -> None:
     # Imported here: the module must import anywhere (the package's layout test imports
     # every module), python3-xlib exists only for Debian's python.
@@ -64,6 +90,7 @@ def main(argv: list[str]) -> None:
     from Xlib.support import unix_connect
 
     area = tuple(int(v) for v in argv[:4]) if len(argv) >= 4 else None
+    marks = tuple(int(v) for v in argv[4:8]) if len(argv) >= 8 else None
     cookie = _cookie()
     unix_connect.get_auth = lambda *args: cookie
     d = display.Display()
@@ -83,10 +110,15 @@ def main(argv: list[str]) -> None:
         x, y, w, h = area
         return a.x < x + w and a.x + a.width > x and a.y < y + h and a.y + a.height > y
 
-    def grab() -> str:
+    def grab() -> tuple[str, str]:
+        """The area's hash and, with marks, " <frame number>" (else "")."""
         x, y, w, h = area
         img = root.get_image(x, y, w, h, X.ZPixmap, 0xFFFFFFFF)
-        return f"{zlib.crc32(img.data):08x}"
+        frame = ""
+        if marks is not None:
+            mx, my, block, bits = marks
+            frame = f" {decode_mark(img.data, w, mx - x, my - y, block, bits)}"
+        return f"{zlib.crc32(img.data):08x}", frame
 
     def log_event(ev) -> bool:
         t = time.time()
@@ -98,8 +130,13 @@ def main(argv: list[str]) -> None:
         return touches(a)
 
     log_event.last_t = time.time()
+
+    def area_line(t: float, grabbed: tuple[str, str], took: float) -> str:
+        h, frame = grabbed
+        return f"{t:.6f} area {h} {took:.3f}{frame}\n"
+
     if area is not None:
-        out.write(f"{log_event.last_t:.6f} area {grab()} 0\n")
+        out.write(area_line(log_event.last_t, grab(), 0.0))
     out.write(f"{time.time():.6f} ready\n")
     out.flush()
     dirty = False
@@ -124,7 +161,7 @@ def main(argv: list[str]) -> None:
                 while d.pending_events():
                     log_event(d.next_event())
                 continue
-            out.write(f"{log_event.last_t:.6f} area {h} {took:.3f}\n")
+            out.write(area_line(log_event.last_t, h, took))
             dirty = False
         out.flush()
 

@@ -444,10 +444,11 @@ class Desktop(Managed):
         if done.returncode != 0:
             return
         log.unlink(missing_ok=True)
+        marks = self.workload.watched_marks(self.settings)
         self._screen_watch = start_proc(
             self.lab.netns["client"],
             "screenwatch",
-            [SYSTEM_PYTHON, "-u", str(SCREENWATCH_PY), *map(str, self.app_area())],
+            [SYSTEM_PYTHON, "-u", str(SCREENWATCH_PY), *map(str, self.app_area()), *map(str, marks or ())],
             log,
             env=self.client_env(),
         )

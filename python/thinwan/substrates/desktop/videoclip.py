@@ -13,6 +13,13 @@ on the first frame until a click — the driver's input at the client, which cro
 WAN — starts it; it stays on the last frame afterwards, so closing the window does not
 count as video. The slowed-down reference plays ``ref_frames`` frames at ``ref_fps``:
 834 frames at 1 fps would take 14 minutes, and data per frame is what the formula needs.
+
+**Frame marks**: the bottom-left strip of every frame carries its number as a barcode —
+a white and a black guard block, then ``MARK_BITS`` blocks, white for a 1 bit (least
+significant first), each ``MARK_BLOCK`` pixels square on the codec's 16-pixel macroblock
+grid so a lossy codec keeps them black or white. The client's screen watcher reads the
+number of the frame each picture shows, so "frames displayed" counts frames, not the
+partial pictures a frame drawn in pieces leaves on the way (screenwatch.py).
 """
 
 from __future__ import annotations
@@ -23,11 +30,28 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["Clip", "ClipError", "write_clip", "mpv_argv", "CLIP_FRAMES", "CLIP_FPS", "CLIP_SIZE"]
+__all__ = [
+    "Clip",
+    "ClipError",
+    "write_clip",
+    "mpv_argv",
+    "CLIP_FRAMES",
+    "CLIP_FPS",
+    "CLIP_SIZE",
+    "MARK_BITS",
+    "MARK_BLOCK",
+    "CLIP_RECIPE",
+]
 
 CLIP_FRAMES = 834
 CLIP_FPS = 24
 CLIP_SIZE = (352, 240)
+# Frame marks (module docstring): 10 bits number up to 1,023 frames.
+MARK_BITS = 10
+MARK_BLOCK = 16
+# What the clip's pixels depend on beyond its settings (a finished video cell of another
+# recipe is run again: execute.desktop_runs._cell_key).
+CLIP_RECIPE = "mandelbrot-mpeg4-q4+marks10"
 # The player's key/mouse bindings: only a left click does anything (starts playback).
 MPV_INPUT = "MBTN_LEFT cycle pause\n"
 
@@ -70,11 +94,16 @@ def write_clip(
             "ffmpeg is not installed (the video benchmark renders its clip with it; run the set-up as root)"
         )
     w, h = size
+    if frames > 2**MARK_BITS:
+        raise ClipError(f"{frames} frames do not fit the clip's {MARK_BITS}-bit frame marks (at most {2**MARK_BITS})")
+    if h < MARK_BLOCK or w < (2 + MARK_BITS) * MARK_BLOCK:
+        raise ClipError(f"a {w}×{h} clip has no room for its frame marks ({(2 + MARK_BITS) * MARK_BLOCK}×{MARK_BLOCK})")
     out = Path(directory) / "clip.mkv"
     out.parent.mkdir(parents=True, exist_ok=True)
     argv = [
         "ffmpeg", "-v", "error", "-y", "-nostdin",
         "-f", "lavfi", "-i", f"mandelbrot=size={w}x{h}:rate={fps}:start_scale=3:end_scale=0.3",
+        "-vf", mark_filter(h),
         "-frames:v", str(frames), "-c:v", "mpeg4", "-q:v", "4",
         "-fflags", "+bitexact", "-flags:v", "+bitexact", "-map_metadata", "-1", str(out),
     ]  # fmt: skip
@@ -83,6 +112,18 @@ def write_clip(
         raise ClipError(f"ffmpeg failed rendering the clip: {done.stderr.strip()[-500:]}")
     data = out.read_bytes()
     return Clip(out, frames, float(fps), (w, h), len(data), hashlib.sha256(data).hexdigest())
+
+
+def mark_filter(height: int) -> str:
+    """ffmpeg's filter chain drawing each frame's number (``n``, from 0) as the barcode
+    of the module docstring along the bottom of a ``height``-pixel clip."""
+    b, y = MARK_BLOCK, height - MARK_BLOCK
+    box = f"drawbox=y={y}:h={b}:t=fill"
+    parts = [f"{box}:x=0:w={(2 + MARK_BITS) * b}:color=black", f"{box}:x=0:w={b}:color=white"]
+    parts += [
+        f"{box}:x={(2 + k) * b}:w={b}:color=white:enable='eq(mod(floor(n/{2**k}),2),1)'" for k in range(MARK_BITS)
+    ]
+    return ",".join(parts)
 
 
 def mpv_argv(clip: Clip, x: int, y: int, input_conf: Path, speed: float = 1.0, frames: int | None = None) -> list[str]:

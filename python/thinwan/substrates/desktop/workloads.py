@@ -72,6 +72,11 @@ class Workload(ABC):
         own timing of updates and its count of video frames)."""
         return self.area(s)
 
+    def watched_marks(self, s: DesktopSettings) -> tuple[int, int, int, int] | None:
+        """Where the watched area shows frame marks for the screen watcher to read (x, y
+        of the strip, block size, bits; videoclip.py), or None."""
+        return None
+
     def looks_up(self, pixels: np.ndarray) -> bool:
         """Does ``area``'s picture on the client's screen (H×W×3) show the application?"""
         return bool((pixels.min(axis=2) > 230).mean() > 0.9)  # mostly white
@@ -246,7 +251,7 @@ class VideoPlayer(Workload):
         while time.monotonic() < deadline:
             d.check_alive()
             try:
-                self.command(d, "get_property", "idle-active")
+                self._command(d, "get_property", "idle-active")  # raw: OSError until mpv listens
                 break
             except OSError:
                 time.sleep(0.1)
@@ -257,11 +262,24 @@ class VideoPlayer(Workload):
     def area(self, s: DesktopSettings) -> tuple[int, int, int, int]:
         return (s.app_x, s.app_y, *self.size)
 
+    def watched_marks(self, s: DesktopSettings) -> tuple[int, int, int, int] | None:
+        x, y, _, h = self.area(s)
+        return (x, y + h - videoclip.MARK_BLOCK, videoclip.MARK_BLOCK, videoclip.MARK_BITS)
+
     def looks_up(self, pixels: np.ndarray) -> bool:
         return bool((pixels.max(axis=2) > 40).mean() > 0.5)  # a frame, not mpv's black window
 
     def command(self, d: Desktop, *args: Any) -> Any:
-        """One mpv IPC command (JSON over its Unix socket); its ``data``."""
+        """One mpv IPC command (JSON over its Unix socket); its ``data``. A socket that
+        fails or stays silent for 5 s is a DesktopError naming the command, so the run
+        goes on with its other cells."""
+        try:
+            return self._command(d, *args)
+        except OSError as e:  # TimeoutError included: mpv stopped answering
+            what = " ".join(map(str, args))
+            raise DesktopError(f"mpv did not answer {what!r} on its IPC socket: {e or type(e).__name__}") from None
+
+    def _command(self, d: Desktop, *args: Any) -> Any:
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
             sock.settimeout(5.0)
             sock.connect(str(self.socket_path(d)))
