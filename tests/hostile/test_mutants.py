@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 from thinwan.cli import main
 from thinwan.config.desktop_bench import load_bench
 from thinwan.config.files import ScenarioError
-from thinwan.config.scenario import load_scenario
+from thinwan.config.scenario import LAB_ONLY_MUX_MODES, load_scenario
 from thinwan.substrates.binaries import MissingBinary, find_binary
 from thinwan.substrates.sim import simulate
 
@@ -35,7 +35,9 @@ MUX = sorted((SCENARIOS / "mux").glob("*.toml"))
 QDS_DAEMON = [SCENARIOS / "qds" / "daemon.toml"]
 # Remote-desktop benchmark files ([benchmark]): checked by their own loader.
 DESKTOP = sorted(p for p in SCENARIOS.rglob("*.toml") if "[benchmark]" in p.read_text())
-FILES = sorted(p for p in SCENARIOS.rglob("*.toml") if p not in MUX and p not in DESKTOP and p not in QDS_DAEMON)
+# QDS classifier training sets ([[capture]], [[sim]]): read by thinwan qds train/evaluate.
+TRAIN_SETS = sorted(p for p in SCENARIOS.rglob("*.toml") if {"[[capture]]", "[[sim]]"} & set(p.read_text().split()))
+FILES = sorted(p for p in SCENARIOS.rglob("*.toml") if p not in MUX + DESKTOP + QDS_DAEMON + TRAIN_SETS)
 # Keys holding paths relative to their file: made absolute so a mutant can live elsewhere.
 PATH_KEYS = {"inherits", "base", "pcap_file", "model_file", "psk_file", "cert", "key", "ca", "file"}
 
@@ -231,7 +233,9 @@ def test_sweep_mutants_fail_clearly_or_pass(tmp_path: Path, m: tuple[Path, bytes
     source, text, key = m
     f = tmp_path / f"mutant-{source.stem}.toml"
     f.write_bytes(text)
-    status, err = _check_in_process(["sweep", str(f), "--check"])
+    # A lab-only sweep (OpenSSH, yamux peers: grid-lab.toml) is checked as the lab runs it.
+    lab = ["--lab"] if any(f'"{m}"' in source.read_text() for m in LAB_ONLY_MUX_MODES) else []
+    status, err = _check_in_process(["sweep", str(f), "--check", *lab])
     _assert_clear(status, err, f, key, "sweep")
 
 
@@ -284,3 +288,19 @@ def test_desktop_bench_mutants_fail_clearly_or_pass(tmp_path: Path, m: tuple[Pat
     f.write_bytes(text)
     status, err = _check_desktop_bench(f)
     _assert_clear(status, err, f, key, "desktop benchmark")
+
+
+@settings(settings.get_profile("hostile"), max_examples=100)
+@given(m=mutants(TRAIN_SETS))
+def test_training_set_mutants_fail_clearly_or_pass(tmp_path: Path, m: tuple[Path, bytes, str | None]) -> None:
+    from thinwan.execute.qds_train import TrainSetError, read_train_set
+
+    source, text, key = m
+    f = tmp_path / f"mutant-{source.stem}.toml"
+    f.write_bytes(text)
+    try:
+        read_train_set(f, tmp_path)
+        status, err = 0, ""
+    except (TrainSetError, ScenarioError) as e:
+        status, err = 2, f"thinwan: error: {e}"
+    _assert_clear(status, err, f, key, "training set")

@@ -54,10 +54,9 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     out = Path(args.out) if args.out else Path("results") / (sweep.name + ("-lab" if args.lab else ""))
     if args.check:
         if not args.lab:
-            from ..config.scenario import check_simulable
+            from ..execute.sweeps import check_sweep_simulable
 
-            for point in sweep.points:
-                check_simulable(point.scenario)
+            check_sweep_simulable(sweep)
         print(f"{sweep.name}: ok: {len(sweep.points)} point(s) × {sweep.runs} run(s)")
         return 0
     log = (lambda _: None) if args.quiet else (lambda line: print(f"thinwan: {line}", file=sys.stderr))

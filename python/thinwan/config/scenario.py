@@ -481,13 +481,13 @@ LAB_ONLY_MUX_MODES = ("ssh", "yamux")
 LAB_ONLY = "runs only in the lab: thinwan lab run SCENARIO / thinwan sweep SWEEP --lab"
 
 
-def check_simulable(scenario: Scenario) -> None:
-    """Raise :class:`ScenarioError` for a scenario only the namespace lab can run:
-    ``mux.mode = "ssh" | "yamux"`` run real programs (OpenSSH, the yamux peer), which
-    the simulator has no model of."""
+def check_simulable(scenario: Scenario, where: str | None = None) -> None:
+    """Raise :class:`ScenarioError` (naming ``where``, default the scenario) for a
+    scenario only the namespace lab can run: ``mux.mode = "ssh" | "yamux"`` run real
+    programs (OpenSSH, the yamux peer), which the simulator has no model of."""
     mode = scenario.mux.mode
     if scenario.topology.kind == "mux" and mode in LAB_ONLY_MUX_MODES:
-        raise ScenarioError(f'{scenario.name}: mux.mode: "{mode}" {LAB_ONLY}')
+        raise ScenarioError(f'{where or scenario.name}: mux.mode: "{mode}" {LAB_ONLY}')
 
 
 class QdsSection(_Section):

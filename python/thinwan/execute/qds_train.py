@@ -198,6 +198,9 @@ def read_train_set(path: Path, captures_root: Path | None = None) -> TrainSet:
     if not isinstance(root, str):
         raise TrainSetError(f"{path}: captures_root must be a path (a string), got {root!r}")
     root_dir = Path(captures_root) if captures_root is not None else path.parent / root
+    for table in ("capture", "sim"):
+        if not isinstance(data.get(table, []), list):
+            raise TrainSetError(f"{path}: {table}: expected an array of tables ([[{table}]])")
     out = TrainSet()
     for i, c in enumerate(data.get("capture", [])):
         where = f"{path}: capture[{i}]"

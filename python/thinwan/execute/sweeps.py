@@ -77,6 +77,13 @@ def sweep_tasks(sweep: Sweep) -> list[SweepTask]:
     return [SweepTask(p.id, k, p.scenario) for p in sweep.points for k in range(sweep.runs)]
 
 
+def check_sweep_simulable(sweep: Sweep) -> None:
+    """:func:`~thinwan.config.scenario.check_simulable` for every point, the error naming
+    the sweep file and the point (a lab-only configuration such as ``mux.mode = "ssh"``)."""
+    for point in sweep.points:
+        check_simulable(point.scenario, f"{sweep.path}: point {point.name}")
+
+
 def run_sweep(
     sweep: Sweep,
     out_dir: str | Path,
@@ -103,8 +110,7 @@ def run_sweep(
     out = Path(out_dir)
     lab = sweep.substrate == "lab"
     if not lab:
-        for point in sweep.points:  # before anything runs, like the limits below
-            check_simulable(point.scenario)
+        check_sweep_simulable(sweep)  # before anything runs, like the limits below
     if not lab and not native_available():
         raise RunError("the native simulator is not built (run scripts/setup.sh)")
     if executor is None:
