@@ -57,6 +57,7 @@ SCHEMA: dict[str, dict[str, str]] = {
         "rack_marked_lost": "uint32",
         "rto_resets": "uint32",
         "retransmit_episodes": "uint32",
+        "ecn_reductions": "uint32",
         "role": "uint8",
     },
     "ports": {
@@ -69,6 +70,7 @@ SCHEMA: dict[str, dict[str, str]] = {
         "drops_overflow": "uint64",
         "max_queue_bytes": "uint64",
         "drops_loss": "uint64",
+        "marks_ce": "uint64",
     },
     "conn_trace": {
         "conn": "uint32",
