@@ -1,6 +1,6 @@
 """The tables and one-run figures of scenarios/qds/README.md, from what the code measures now.
 
-    for f in table1 capacity variant params variant-changing; do
+    for f in table1 capacity variant params variant-changing variant-ecn; do
         .venv/bin/thinwan sweep scenarios/qds/$f.toml --json --out /tmp/qds/$f --quiet > /tmp/qds/$f.json
     done
     .venv/bin/python -m bench.qds_tables /tmp/qds            # the README's four tables (markdown)
@@ -14,13 +14,16 @@ parameter table are checked to be the same at every α and β before one is prin
 The goal table (issue 18 "Beyond the source": video at least QDS's share within QT, data
 at least FIFO's) puts FIFO and FQ-CoDel (table1, capacity) next to the variant sweep's
 QDS, QDS-demand and deadline-order points at the same settings and seeds; the changing
-mix comes from variant-changing.
+mix comes from variant-changing. With DIR/variant-ecn.json (optional) also the ECN tables:
+every point of variant-ecn.toml, and video / data within QT with and without ECN.
 
 ``--diag`` runs scenarios/qds/base.toml (c = 20, [3:9]) once with seed 1 as QDS with the
-classifier, QDS with the oracle, FIFO, FQ-CoDel, QDS-demand and the deadline order (into
+classifier, QDS with the oracle, FIFO, FQ-CoDel, QDS-demand, the deadline order, and
+FQ-CoDel and QDS-demand with ECN (`tcp.ecn`, `queue.ecn`) (into
 DIR/diag) and prints, from the records: where each type's late packets come from (the
 packet's own bytes retransmitted; held behind a repaired hole, i.e. covered by the same
-cumulative ACK as a row with retransmitted bytes; else queueing); the data connections' RTOs, spurious RTOs and fast retransmits; data written and
+cumulative ACK as a row with retransmitted bytes; else queueing); the data connections' RTOs, spurious RTOs and fast retransmits; all connections' fast retransmits and ECN window
+reductions and the bottleneck's CE marks; data written and
 delivered (Mbit/s over the 60 s); the bottleneck's overflow drops; of the data packets
 beyond 100 ms (as ``by_type`` counts them), the share carrying retransmitted bytes and the
 others' median RTT; the classifier's share right per (period, flow) row and its confusion;
@@ -71,6 +74,15 @@ CHANGING = [
     ("qds-demand", "QDS-demand"),
     ("qds-deadline", "deadline order"),
     ("qds-deadline-codel", "deadline order + CoDel on lateness"),
+]
+# variant-ecn.toml's columns: (discipline, ecn) → column name.
+ECN_COLUMNS = [
+    ("droptail", "off", "FIFO"),
+    ("fq_codel", "off", "FQ-CoDel"),
+    ("fq_codel", "on", "FQ-CoDel + ECN"),
+    ("qds", "off", "QDS"),
+    ("qds-demand", "off", "QDS-demand"),
+    ("qds-demand", "on", "QDS-demand + ECN"),
 ]
 ALPHAS = (0.0, 0.2, 0.5)
 BETAS = (0.5, 1.0, 2.0)
@@ -156,6 +168,63 @@ def goal_table(sweeps: dict[str, dict[str, dict[str, Any]]]) -> list[str]:
     return out
 
 
+def ecn_tables(e: dict[str, dict[str, Any]]) -> list[str]:
+    """variant-ecn.toml: every point (per type within QT and Mbit/s, data RTT, RTOs,
+    bottleneck drops per run), then the goal table; a cell is bold where video ≥ QDS's
+    share and data ≥ FIFO's at that setting."""
+    out = [
+        row(
+            [
+                "setting",
+                "discipline",
+                "ECN",
+                "video ≤ QT",
+                "video Mbit/s",
+                "data ≤ QT",
+                "data Mbit/s",
+                "data RTT",
+                "RTOs",
+                "drops/run",
+            ]
+        ),
+        row(["---"] * 10),
+    ]
+    for setting, mix, _, _ in VARIANT_SETTINGS:
+        for key, name in DISCIPLINES:
+            for ecn in ("off", "on"):
+                s = e[f"mix={mix},discipline={key},ecn={ecn}"]
+                v, d = s["by_type"]["video"], s["by_type"]["data"]
+                out.append(
+                    row(
+                        [
+                            setting,
+                            name,
+                            ecn,
+                            pct(v["share_within_qt"]),
+                            f"{v['throughput_mbps']:.2f}",
+                            pct(d["share_within_qt"]),
+                            f"{d['throughput_mbps']:.2f}",
+                            f"{d['rtt_mean_ms']:.1f} ± {d['rtt_sd_ms']:.1f}",
+                            f"{s['timeouts_per_conn']:.1f}",
+                            f"{s['bottleneck_drops']:.0f}",
+                        ]
+                    )
+                )
+    out += ["", row(["setting"] + [c for _, _, c in ECN_COLUMNS]), row(["---"] * (len(ECN_COLUMNS) + 1))]
+    for setting, mix, _, _ in VARIANT_SETTINGS:
+        shares = lambda k, ecn, mix=mix: e[f"mix={mix},discipline={k},ecn={ecn}"]["by_type"]  # noqa: E731
+        qds_video = shares("qds", "off")["video"]["share_within_qt"]
+        fifo_data = shares("droptail", "off")["data"]["share_within_qt"]
+        cells = [setting]
+        for key, ecn, _ in ECN_COLUMNS:
+            b = shares(key, ecn)
+            cell = f"{100 * b['video']['share_within_qt']:.1f} / {pct(b['data']['share_within_qt'])}"
+            goal = b["video"]["share_within_qt"] >= qds_video and b["data"]["share_within_qt"] >= fifo_data
+            cells.append(f"**{cell}**" if goal and key != "qds" else cell)
+        out.append(row(cells))
+    return out
+
+
 def changing_table(c: dict[str, dict[str, Any]]) -> list[str]:
     out = []
     for key, name in CHANGING:
@@ -214,6 +283,10 @@ def scenario_variant(base: str, subs: list[tuple[str, str]]) -> str:
     return base
 
 
+# tcp.ecn and queue.ecn on (variant-ecn.toml's "on").
+ECN_SUBS = [(r"^\[tcp\]", "[tcp]\necn = true"), (r"^\[queue\]", "[queue]\necn = true")]
+
+
 def diag(out: Path) -> None:
     import pandas as pd
 
@@ -229,6 +302,12 @@ def diag(out: Path) -> None:
             (r"^limit_packets = 100", "limit_packets = 100\nclass_codel = true"),
         ],
         "deadline": [(r"^limit_packets = 100", 'limit_packets = 100\nqds_order = "deadline"')],
+        "fq_codel-ecn": [(r'^discipline = "qds"', 'discipline = "fq_codel"'), *ECN_SUBS],
+        "qds-demand-ecn": [
+            (r'^variant = "bandwidth_aware"', 'variant = "demand_first"'),
+            (r"^limit_packets = 100", "limit_packets = 100\nclass_codel = true"),
+            *ECN_SUBS,
+        ],
     }
     out.mkdir(parents=True, exist_ok=True)
     thinwan = ROOT / ".venv/bin/thinwan"
@@ -253,6 +332,11 @@ def diag(out: Path) -> None:
         print(
             f"data connections: {len(data)}, RTOs {data.timeouts.sum()}, spurious {data.spurious_timeouts.sum()},"
             f" fast retransmits {data.fast_retransmits.sum()}; bottleneck overflow drops {overflow}"
+        )
+        marks = int(ports.loc[ports.port == "bottleneck", "marks_ce"].iloc[0])
+        print(
+            f"fast retransmits video + data {video.fast_retransmits.sum() + data.fast_retransmits.sum()},"
+            f" ECN reductions {video.ecn_reductions.sum() + data.ecn_reductions.sum()}; bottleneck CE marks {marks}"
         )
         print(
             f"data written {mbps(data.bytes_written):.2f}, delivered {mbps(data.bytes_delivered):.2f} Mbit/s;"
@@ -350,6 +434,8 @@ def main() -> None:
             sweeps[name] = load(path)
         except (OSError, ValueError, KeyError) as e:
             sys.exit(f"qds_tables: {path}: not a `thinwan sweep --json` output ({e})")
+    ecn_path = args.dir / "variant-ecn.json"
+    ecn = [("ECN: marks instead of drops (variant-ecn)", ecn_tables(load(ecn_path)))] if ecn_path.exists() else []
     for title, lines in (
         ("Measured (table1 + capacity)", main_table(sweeps)),
         ("findings.md (video / data within QT)", findings_table(sweeps)),
@@ -357,6 +443,7 @@ def main() -> None:
         ("The issue's goal (video / data within QT)", goal_table(sweeps)),
         ("The changing mix", changing_table(sweeps["variant-changing"])),
         ("Parameters", params_table(sweeps["params"])),
+        *ecn,
     ):
         print(f"\n## {title}\n")
         print("\n".join(lines))

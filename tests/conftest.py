@@ -59,7 +59,7 @@ def fake_native_output(
             "bytes_retransmitted": np.full(pairs, 10, dtype=np.uint64),
             **{
                 c: np.zeros(pairs, dtype=np.uint32)
-                for c in ("tlp_probes", "rack_marked_lost", "rto_resets", "retransmit_episodes")
+                for c in ("tlp_probes", "rack_marked_lost", "rto_resets", "retransmit_episodes", "ecn_reductions")
             },
             "role": np.zeros(pairs, dtype=np.uint8),
         },
@@ -72,6 +72,7 @@ def fake_native_output(
             "packets_tx": np.array([5000, 4000], dtype=np.uint64),
             "drops_overflow": np.array([7, 0], dtype=np.uint64),
             "max_queue_bytes": np.array([30_000, 400], dtype=np.uint64),
+            "marks_ce": np.array([0, 0], dtype=np.uint64),
         },
         "meta": {"run": run, "seed": 1 + run, "events": 12345, "wall_s": 0.5, "substrate": "sim"},
     }

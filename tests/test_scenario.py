@@ -61,6 +61,7 @@ DOCUMENTED_DEFAULTS = {
         "class_flows": (),
         "class_codel": False,
         "qds_order": "drr",
+        "ecn": False,
     },
     "tcp": {
         "profile": "rfc",
@@ -95,6 +96,7 @@ DOCUMENTED_DEFAULTS = {
         "hystart": False,
         "tlp_timer": "rfc",
         "rto_restart": "rfc6298",
+        "ecn": False,
     },
     "traffic": {
         "model": "thin-client",
@@ -422,6 +424,7 @@ ADDED_AFTER_OGAWA2011 = {
         "hystart",
         "tlp_timer",
         "rto_restart",
+        "ecn",
     },
     "traffic": {
         "pcap_file",
@@ -457,6 +460,7 @@ ADDED_AFTER_OGAWA2011 = {
         "class_flows",
         "class_codel",
         "qds_order",
+        "ecn",
     },
 }
 

@@ -75,3 +75,11 @@ def test_the_variants_class_codel_and_the_shipped_model_reach_thinwan_link() -> 
     resolved = check_link_args(spec.link, [])
     assert resolved.fwd.class_codel is True
     assert resolved.qds is not None and resolved.qds["variant"] == "demand_first"
+
+
+def test_queue_ecn_is_refused_in_the_lab_rather_than_silently_dropped() -> None:
+    from thinwan.config.scenario import ScenarioError
+
+    with pytest.raises(ScenarioError, match="queue.ecn"):
+        lab_spec(scenario({"discipline": "fq_codel", "ecn": True}))
+    assert lab_spec(scenario({"discipline": "fq_codel", "ecn": False})).link.fwd.discipline == "fq_codel"

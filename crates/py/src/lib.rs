@@ -276,6 +276,7 @@ fn to_python(py: Python<'_>, r: RunRecords, run: u64, wall_s: f64) -> PyResult<P
                 rack_marked_lost,
                 rto_resets,
                 retransmit_episodes,
+                ecn_reductions,
                 role
             ]
         ),
@@ -292,7 +293,8 @@ fn to_python(py: Python<'_>, r: RunRecords, run: u64, wall_s: f64) -> PyResult<P
             packets_tx,
             drops_overflow,
             max_queue_bytes,
-            drops_loss
+            drops_loss,
+            marks_ce
         ]
     );
     ports.set_item("port", p.port)?; // strings: a list, not an ndarray

@@ -194,6 +194,9 @@ pub struct TcpSec {
     pub tlp_timer: TlpTimerName,
     /// When the retransmission timer restarts (RFC 6298 or Linux's).
     pub rto_restart: RtoRestartName,
+    /// ECN (RFC 3168 §6.1): ECT on data, ECE echoed until CWR, a window reduction per
+    /// window of data without a retransmission.
+    pub ecn: bool,
 }
 
 /// `tcp.rto_restart`.

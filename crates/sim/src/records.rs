@@ -63,6 +63,8 @@ pub struct Connections {
     pub rto_resets: Vec<u32>,
     /// Runs of retransmitted segments not interrupted by new data.
     pub retransmit_episodes: Vec<u32>,
+    /// Window reductions answering ECE (RFC 3168 §6.1.2; 0 without `tcp.ecn`).
+    pub ecn_reductions: Vec<u32>,
     /// 0 = carries every write (or interactive writes with separate connections), 1 = bulk writes.
     pub role: Vec<u8>,
 }
@@ -88,6 +90,8 @@ pub struct Ports {
     pub drops_loss: Vec<u64>,
     /// Largest backlog, bytes.
     pub max_queue_bytes: Vec<u64>,
+    /// Packets CoDel marked CE instead of dropping (`queue.ecn`; RFC 8290 §5.2.7).
+    pub marks_ce: Vec<u64>,
 }
 
 /// TCP state on change.

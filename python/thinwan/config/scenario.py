@@ -176,6 +176,9 @@ class QueueSection(_Section):
     # "qds": serve by the budget classes' rates ("drr", the source's QDS) or each packet by
     # its deadline, arrival + its flow's remaining budget ("deadline", docs/qds.md).
     qds_order: Literal["drr", "deadline"] = "drr"
+    # CoDel (fq_codel; the classes with class_codel) marks ECN-capable packets CE instead of
+    # dropping them (RFC 8290 §5.2.7); a full buffer still drops.
+    ecn: bool = False
 
     @field_validator("limit_packets")
     @classmethod
@@ -292,6 +295,9 @@ class TcpSection(_Section):
     # When the RTO restarts: RFC 6298 (5.3), or also on a recovery retransmission of the
     # oldest segment (Linux's tcp_xmit_retransmit_queue).
     rto_restart: Literal["rfc6298", "linux"] = "rfc6298"
+    # ECN (RFC 3168 §6.1): data carries ECT(0); CE → ECE until CWR; one window reduction
+    # per window of data, without a retransmission. Both ends alike (handshake assumed).
+    ecn: bool = False
 
     @model_validator(mode="wrap")
     @classmethod

@@ -57,6 +57,7 @@ SCHEMA: dict[str, dict[str, str]] = {
         "rack_marked_lost": "uint32",
         "rto_resets": "uint32",
         "retransmit_episodes": "uint32",
+        "ecn_reductions": "uint32",
         "role": "uint8",
     },
     "ports": {
@@ -69,6 +70,7 @@ SCHEMA: dict[str, dict[str, str]] = {
         "drops_overflow": "uint64",
         "max_queue_bytes": "uint64",
         "drops_loss": "uint64",
+        "marks_ce": "uint64",
     },
     "conn_trace": {
         "conn": "uint32",
@@ -130,7 +132,10 @@ SCHEMA: dict[str, dict[str, str]] = {
 TABLES = tuple(SCHEMA)
 # Columns added to the schema later, with the value a producer that predates them (an
 # older records directory, the lab, a test fixture) implicitly reports: no such event.
-LATER_COLUMNS: dict[str, dict[str, int]] = {"ports": {"drops_loss": 0}}
+LATER_COLUMNS: dict[str, dict[str, int]] = {
+    "ports": {"drops_loss": 0, "marks_ce": 0},
+    "connections": {"ecn_reductions": 0},
+}
 # Tables a run may leave empty or out (records.traces = false).
 OPTIONAL_TABLES = ("conn_trace", "queue_trace", "packet_log", "packet_rtt", "qds_flows", "qds_classes")
 

@@ -221,7 +221,8 @@ impl<P: QueueItem> Classes<P> {
                 continue;
             }
             let before = self.dropped.len();
-            let popped = c.pop(self.quantum, now, self.codel.as_ref(), &mut self.dropped);
+            let popped =
+                c.pop(self.quantum, now, self.codel.as_ref(), &mut self.dropped, &mut self.stats.marks_ce);
             for d in &self.dropped[before..] {
                 self.bytes -= d.wire_len() as u64;
                 self.packets -= 1;
@@ -291,13 +292,14 @@ impl<P> Class<P> {
 
     /// The next packet of this class: DRR among its flows with `quantum` bytes; with
     /// `codel`, CoDel at the head of the chosen flow's queue (its drops are appended to
-    /// `dropped`). None when CoDel dropped every packet of the class.
+    /// `dropped`, its CE marks counted in `marks`). None when CoDel dropped every packet of the class.
     fn pop(
         &mut self,
         quantum: u32,
         now: Instant,
         codel: Option<&CodelParams>,
         dropped: &mut Vec<P>,
+        marks: &mut u64,
     ) -> Option<P>
     where
         P: QueueItem,
@@ -314,7 +316,7 @@ impl<P> Class<P> {
             }
             let before = dropped.len();
             let p = match codel {
-                Some(params) => f.codel.dequeue(params, now, &mut f.packets, &mut f.bytes, dropped),
+                Some(params) => f.codel.dequeue(params, now, &mut f.packets, &mut f.bytes, dropped, marks),
                 None => f.packets.pop_front().map(|s| {
                     f.bytes -= s.packet.wire_len() as u64;
                     s.packet

@@ -7,6 +7,12 @@
 //! time falls below `target` again. Re-entering the dropping state soon after leaving
 //! it resumes from the previous drop rate (§5.6: `count` reuse).
 //!
+//! With ECN (`ecn`, RFC 8289 §5 "ECN", RFC 8290 §5.2.7 and Linux `codel_dequeue`), a
+//! packet CoDel would drop is marked CE instead when it is ECN-capable and sent on:
+//! the control law runs exactly as for a drop (the mark counts in `count` and
+//! schedules the next one), but the dropping loop ends at a mark, since the marked
+//! packet is the one to send. A packet that is not ECN-capable is still dropped.
+//!
 //! The state here ([`Codel`]) is separate from the queue it controls, so FQ-CoDel keeps
 //! one per flow queue next to that queue's packets; [`Codel::dequeue`] takes the queue.
 
@@ -25,11 +31,19 @@ pub struct CodelParams {
     /// A queue holding at most this many bytes is never dropped from (RFC 8289 §5.4:
     /// `bytes_in_queue <= MAXPACKET`): one MTU, so a single packet is never dropped.
     pub mtu: u32,
+    /// Mark ECN-capable packets CE instead of dropping them (RFC 8290 §5.2.7, `ecn`;
+    /// Linux fq_codel's default is on, ours off so existing scenarios are unchanged).
+    pub ecn: bool,
 }
 
 impl Default for CodelParams {
     fn default() -> Self {
-        CodelParams { target: Duration::from_millis(5), interval: Duration::from_millis(100), mtu: 1514 }
+        CodelParams {
+            target: Duration::from_millis(5),
+            interval: Duration::from_millis(100),
+            mtu: 1514,
+            ecn: false,
+        }
     }
 }
 
@@ -66,7 +80,9 @@ struct Head<P> {
 impl Codel {
     /// RFC 8289 §5.5 `dequeue()`: the next packet of `queue` to send, or None when CoDel
     /// dropped every packet it looked at (they are appended to `dropped`) or the queue is
-    /// empty. `bytes` is the queue's byte count, kept up to date.
+    /// empty. `bytes` is the queue's byte count, kept up to date. With `p.ecn`, an
+    /// ECN-capable packet due for a drop is marked CE and returned instead, and
+    /// `marks` counts it.
     pub(crate) fn dequeue<P: QueueItem>(
         &mut self,
         p: &CodelParams,
@@ -74,7 +90,17 @@ impl Codel {
         queue: &mut VecDeque<Stamped<P>>,
         bytes: &mut u64,
         dropped: &mut Vec<P>,
+        marks: &mut u64,
     ) -> Option<P> {
+        // RFC 3168 §5 via Linux `INET_ECN_set_ce`: mark when the packet can carry it.
+        let mut mark = |packet: &mut P| {
+            let ok = p.ecn && packet.ecn_capable();
+            if ok {
+                packet.mark_ce();
+                *marks += 1;
+            }
+            ok
+        };
         let mut r = self.do_dequeue(p, now, queue, bytes);
         let Some(mut packet) = r.packet.take() else {
             // An empty queue leaves the dropping state (§5.5: "if (r.p == NULL)").
@@ -88,8 +114,14 @@ impl Codel {
             }
             // Drop as many packets as the control law says are due (§5.5's while loop).
             while self.dropping && now >= self.drop_next {
-                dropped.push(packet);
                 self.count += 1;
+                if mark(&mut packet) {
+                    // Linux `codel_dequeue`: a mark schedules the next signal and ends
+                    // the loop — this packet goes out.
+                    self.drop_next = control_law(self.drop_next, p.interval, self.count);
+                    break;
+                }
+                dropped.push(packet);
                 r = self.do_dequeue(p, now, queue, bytes);
                 match r.packet.take() {
                     Some(next) => packet = next,
@@ -105,9 +137,14 @@ impl Codel {
                 }
             }
         } else if r.ok_to_drop {
-            // Enter the dropping state: drop this packet and send the next (§5.5).
-            dropped.push(packet);
-            r = self.do_dequeue(p, now, queue, bytes);
+            // Enter the dropping state: drop this packet and send the next (§5.5), or
+            // mark it and send it.
+            let next = if mark(&mut packet) {
+                Some(packet)
+            } else {
+                dropped.push(packet);
+                self.do_dequeue(p, now, queue, bytes).packet
+            };
             self.dropping = true;
             // §5.6: if the last dropping state ended recently, start from the drop rate
             // it had reached (count − lastcount) instead of from 1.
@@ -120,7 +157,7 @@ impl Codel {
             }
             self.drop_next = control_law(now, p.interval, self.count);
             self.lastcount = self.count;
-            packet = r.packet?;
+            return next;
         }
         Some(packet)
     }

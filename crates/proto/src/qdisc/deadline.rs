@@ -178,7 +178,14 @@ impl<P: QueueItem> QueueDisc<P> for Deadline<P> {
             let p = match &self.codel {
                 // CoDel reads `enqueued` as the arrival; the deadline there makes its
                 // "sojourn" the lateness (0 until the deadline).
-                Some(params) => f.codel.dequeue(params, now, &mut f.packets, &mut f.bytes, &mut self.dropped),
+                Some(params) => f.codel.dequeue(
+                    params,
+                    now,
+                    &mut f.packets,
+                    &mut f.bytes,
+                    &mut self.dropped,
+                    &mut self.stats.marks_ce,
+                ),
                 None => f.packets.pop_front().map(|s| {
                     f.bytes -= s.packet.wire_len() as u64;
                     s.packet

@@ -196,7 +196,14 @@ impl<P: QueueItem> QueueDisc<P> for FqCodel<P> {
             }
             let before = q.packets.len();
             let mut dropped = Vec::new();
-            let got = q.codel.dequeue(&self.params.codel, now, &mut q.packets, &mut q.bytes, &mut dropped);
+            let got = q.codel.dequeue(
+                &self.params.codel,
+                now,
+                &mut q.packets,
+                &mut q.bytes,
+                &mut dropped,
+                &mut self.stats.marks_ce,
+            );
             let removed = before - q.packets.len();
             self.packets -= removed;
             for d in dropped {

@@ -49,6 +49,13 @@ pub trait QueueItem {
     fn flow(&self) -> u64 {
         0
     }
+    /// ECN-capable: its IP header says ECT(0), ECT(1) or already CE (RFC 3168 §5), so
+    /// an AQM may mark it instead of dropping it.
+    fn ecn_capable(&self) -> bool {
+        false
+    }
+    /// Set CE (RFC 3168 §5); called only on an ECN-capable packet.
+    fn mark_ce(&mut self) {}
 }
 
 pub use crate::drops::DropReason;
@@ -91,6 +98,9 @@ pub struct QueueStats {
     pub drops_pushed_out: u64,
     /// Packets CoDel dropped at the head of a queue (RFC 8289 §5).
     pub drops_codel: u64,
+    /// Packets CoDel marked CE instead of dropping them (RFC 8289 §5 with ECN,
+    /// RFC 8290 §5.2.7).
+    pub marks_ce: u64,
     /// Largest backlog seen, bytes.
     pub max_bytes: u64,
 }

@@ -105,6 +105,9 @@ pub struct QueueKeys {
     pub class_codel: bool,
     /// `discipline = "qds"`: the service order (budget classes, or deadlines).
     pub qds_order: QdsOrder,
+    /// CoDel (of `fq_codel`, and of the classes with `class_codel`) marks ECN-capable
+    /// packets CE instead of dropping them (RFC 8290 §5.2.7); overflow still drops.
+    pub ecn: bool,
 }
 
 // Parallel arrays rather than an array of tables: a scenario dumps every key as a
@@ -131,6 +134,7 @@ impl Default for QueueKeys {
             class_flows: Vec::new(),
             class_codel: false,
             qds_order: QdsOrder::Drr,
+            ecn: false,
         }
     }
 }
@@ -323,6 +327,7 @@ fn fq_codel_params(k: &QueueKeys) -> Result<FqCodelParams, String> {
     let codel = CodelParams {
         target: Duration::from_millis_f64(k.fq_codel_target_ms),
         interval: Duration::from_millis_f64(k.fq_codel_interval_ms),
+        ecn: k.ecn,
         ..CodelParams::default()
     };
     Ok(FqCodelParams {

@@ -8,7 +8,7 @@ use super::*;
 use crate::time::{Duration, Instant};
 
 fn seg(seq: u64, len: u32) -> DataSegment {
-    DataSegment { seq, len, retransmission: false }
+    DataSegment { seq, len, retransmission: false, ecn: SegmentEcn::default() }
 }
 
 fn rcv_cfg(delayed_ack: bool) -> ReceiverConfig {

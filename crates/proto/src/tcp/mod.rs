@@ -9,6 +9,8 @@
 //! - RFC 6298 — the retransmission timer; Karn's rule
 //! - RFC 1122 §4.2.3.2 — delayed ACK; RFC 896 — Nagle
 //! - RFC 2883 — duplicate SACK (DSACK); RFC 8985 — RACK-TLP; RFC 6937 — PRR
+//! - RFC 3168 §6.1 — ECN: ECT on data, CE → ECE until CWR, one reduction per window
+//!   (`Mechanisms::ecn`; negotiation in the handshake is assumed: both ends alike)
 //!
 //! Modelling choices (documented in docs/model.md):
 //! - Sequence numbers are unwrapped 64-bit byte offsets starting at 0 (a 300-s run never
@@ -47,6 +49,20 @@ pub struct DataSegment {
     pub len: u32,
     /// Some byte of it was sent before.
     pub retransmission: bool,
+    /// Its ECN bits (all clear without [`Mechanisms::ecn`]).
+    pub ecn: SegmentEcn,
+}
+
+/// The ECN bits a data segment carries: the IP header's ECN field (RFC 3168 §5) and
+/// the TCP header's CWR flag (§6.1). Three flags fit the padding of [`DataSegment`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SegmentEcn {
+    /// ECT(0): the sender is ECN-capable (§6.1.2; never on retransmissions, §6.1.5).
+    pub ect: bool,
+    /// CE: a router marked it instead of dropping it (§5; set by the network).
+    pub ce: bool,
+    /// CWR: the sender reduced its window after an ECE (§6.1.2).
+    pub cwr: bool,
 }
 
 impl DataSegment {
@@ -92,6 +108,8 @@ pub struct Ack {
     pub sack: SackBlocks,
 }
 
+#[cfg(test)]
+mod ecn_tests;
 #[cfg(test)]
 mod linux_rack_tests;
 #[cfg(test)]

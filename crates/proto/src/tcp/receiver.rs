@@ -1,6 +1,6 @@
 //! The data receiver: reassembly, cumulative and selective ACKs (RFC 2018), delayed
 //! ACK (RFC 1122 §4.2.3.2, RFC 5681 §4.2), optionally duplicate SACK (RFC 2883) and
-//! Linux's quick-ACK mode. The application reads in-order data as soon as it arrives,
+//! Linux's quick-ACK mode, and ECN's echo (RFC 3168 §6.1.3). The application reads in-order data as soon as it arrives,
 //! so the advertised window only shrinks by out-of-order bytes held.
 
 use std::sync::Arc;
@@ -106,6 +106,9 @@ pub struct Receiver {
     quick: u8,
     /// `recent[0]` is a DSACK block not yet sent (it is sent once).
     dsack_pending: bool,
+    /// RFC 3168 §6.1.3: a CE-marked segment arrived and no CWR since: every ACK
+    /// carries ECE ([`Receiver::ece`]).
+    ece: bool,
 }
 
 impl Receiver {
@@ -135,6 +138,7 @@ impl Receiver {
             ack_now: false,
             quick: 0,
             dsack_pending: false,
+            ece: false,
         }
     }
 
@@ -142,6 +146,15 @@ impl Receiver {
     pub fn handle_segment(&mut self, now: Instant, seg: &DataSegment) -> Delivery {
         let from = self.rcv_nxt;
         let (s, e) = (seg.seq, seg.end());
+        // RFC 3168 §6.1.3: CWR ends the echo; CE (re)starts it — a segment with both
+        // keeps ECE set, as the RFC asks for CE after CWR. The echo does not hurry the
+        // ACK: RFC 3168 asks only that every ACK carry it.
+        if seg.ecn.cwr {
+            self.ece = false;
+        }
+        if seg.ecn.ce {
+            self.ece = true;
+        }
         if self.dsack_pending {
             // A DSACK not yet sent gives way to the news of this segment.
             self.recent.remove(0);
@@ -219,6 +232,13 @@ impl Receiver {
         }
         let wnd = self.shared.cfg.rwnd.saturating_sub(self.ooo.total_bytes());
         Some(Ack { ack: self.rcv_nxt, wnd, sack })
+    }
+
+    /// The ECE flag of the ACKs sent now (RFC 3168 §6.1.3): set from a CE-marked
+    /// arrival until a segment with CWR. A driver reads it with each
+    /// [`Receiver::poll_ack`] and carries it to [`super::Sender::handle_ece`].
+    pub fn ece(&self) -> bool {
+        self.ece
     }
 
     /// When `handle_timeout` should be called next.

@@ -13,7 +13,7 @@ use super::prr::Prr;
 use super::rack::{probe_timeout, probe_timeout_linux, Rack, ReoWnd, Sent, Tlp, TlpTimer};
 use super::rtt::{Estimator, RtoConfig, RttEstimator};
 use super::scoreboard::RangeSet;
-use super::{Ack, DataSegment};
+use super::{Ack, DataSegment, SegmentEcn};
 use crate::time::{Duration, Instant};
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -86,6 +86,10 @@ pub struct Mechanisms {
     pub tlp_timer: TlpTimer,
     /// When the retransmission timer restarts (RFC 6298 (5.3) or Linux's).
     pub rto_restart: RtoRestart,
+    /// ECN (RFC 3168 §6.1): new data carries ECT(0), an ECE halves the window once per
+    /// window of data without a retransmission ([`Sender::handle_ece`]). The peer is
+    /// assumed to have agreed in the handshake (both ends are configured alike).
+    pub ecn: bool,
 }
 
 /// When the retransmission timer restarts, besides a timeout (`tcp.rto_restart`).
@@ -170,6 +174,8 @@ pub struct SenderStats {
     /// counts on the wire, where it cannot see the sender's state (a fast recovery, a
     /// tail-loss probe that resends, a timeout each start one).
     pub retransmit_episodes: u64,
+    /// Window reductions in response to ECE (RFC 3168 §6.1.2), without a retransmission.
+    pub ecn_reductions: u64,
 }
 
 /// The sending half of a connection, generic over its RTT estimator (held inline, not
@@ -240,10 +246,25 @@ pub struct Sender<E: RttEstimator = Estimator> {
     tlp: Tlp,
     /// RFC 6937 state of the recovery in progress (with [`Mechanisms::prr`]).
     prr: Prr,
+    /// RFC 3168 §6.1.2 state (with [`Mechanisms::ecn`]).
+    ecn: EcnState,
     /// Packet-counted windows: Linux's `tcp_cwnd_validate` state — the window limited
     /// the sender at some point of the round ending at `cwnd_usage_seq`
     /// (`is_cwnd_limited`), and the most segments in flight in it (`max_packets_out`).
     cwnd_use: CwndUse,
+}
+
+/// The sender's ECN state (RFC 3168 §6.1.2).
+#[derive(Clone, Copy, Debug, Default)]
+struct EcnState {
+    /// The window was reduced: the next new data segment carries CWR.
+    cwr_pending: bool,
+    /// One past the highest byte sent when the window was last reduced (for ECE or a
+    /// loss): ECE on ACKs up to it belongs to the same window of data, which has
+    /// already been answered ("at most once per window of data"). As Linux's CWR state
+    /// (`tcp_fastretrans_alert`), it ends only when data *above* it is acknowledged:
+    /// the ACK of the window's last segment may still carry ECE.
+    high: Option<u64>,
 }
 
 /// Linux `tcp_cwnd_validate`'s per-round record of how fully the window was used.
@@ -349,6 +370,7 @@ impl<E: RttEstimator> Sender<E> {
             stats: SenderStats::default(),
             last_retx: false,
             prr: Prr::default(),
+            ecn: EcnState::default(),
             cwnd_use: CwndUse::default(),
         }
     }
@@ -443,6 +465,34 @@ impl<E: RttEstimator> Sender<E> {
             }
         }
         self.arm_tlp(now, if advanced { Arm::AckedNew } else { Arm::Other });
+    }
+
+    /// The ACK just given to [`Sender::handle_ack`] carried ECE (RFC 3168 §6.1.2):
+    /// congestion was met on the way to the receiver. The sender reacts as to a loss
+    /// but retransmits nothing: ssthresh from the congestion controller (Reno ½, CUBIC
+    /// its β) and cwnd = ssthresh, and CWR on the next new data segment. At most once
+    /// per window of data: not for ECE on ACKs of data sent before the last reduction,
+    /// and not while loss recovery (fast or after a timeout) already reduced the window
+    /// for this data. Without [`Mechanisms::ecn`] ECE is ignored (a non-ECN sender
+    /// never sees one).
+    pub fn handle_ece(&mut self, now: Instant) {
+        if !self.cfg.mechanisms.ecn || self.ecn.high.is_some_and(|h| self.snd_una <= h) {
+            return;
+        }
+        if self.recovering() {
+            // Loss recovery already reduced the window for this data; still send CWR so
+            // the receiver stops echoing (Linux `tcp_init_cwnd_reduction` queues it for
+            // either cause), and answer no ECE of data sent before recovery began.
+            let high = self.recover.get().unwrap_or(self.snd_max);
+            self.ecn = EcnState { cwr_pending: true, high: Some(high) };
+            return;
+        }
+        self.ssthresh = self.congestion_ssthresh(now);
+        // §6.1.2 also halves cwnd; it never goes below one segment (the RFC's rule for
+        // cwnd = 1 SMSS — wait for the retransmission timer — is not modelled).
+        self.cwnd = self.ssthresh.max(self.seg());
+        self.ecn = EcnState { cwr_pending: true, high: Some(self.snd_max) };
+        self.stats.ecn_reductions += 1;
     }
 
     /// Fire whichever timers are due: the retransmission timer (RFC 6298 §5.4–5.6), and
@@ -1135,6 +1185,17 @@ impl<E: RttEstimator> Sender<E> {
         }
     }
 
+    /// The ECN bits of a segment being sent: ECT(0) on new data only (RFC 3168
+    /// §6.1.5: a retransmission must not be ECT, so a router drops rather than marks
+    /// it), and CWR once, on the first new data after a reduction (§6.1.2).
+    fn segment_ecn(&mut self, retransmission: bool) -> SegmentEcn {
+        if !self.cfg.mechanisms.ecn || retransmission {
+            return SegmentEcn::default();
+        }
+        let cwr = std::mem::take(&mut self.ecn.cwr_pending);
+        SegmentEcn { ect: true, ce: false, cwr }
+    }
+
     /// Linux `tcp_cwnd_validate` after a transmission (or a send the window held back):
     /// keep the strongest sign of how fully the window was used in the current round —
     /// limited once, limited for the round; otherwise the most segments in flight.
@@ -1232,6 +1293,6 @@ impl<E: RttEstimator> Sender<E> {
             self.note_cwnd_use(limited);
         }
         self.arm_tlp(now, if new_data { Arm::NewData } else { Arm::Other });
-        DataSegment { seq, len, retransmission }
+        DataSegment { seq, len, retransmission, ecn: self.segment_ecn(retransmission) }
     }
 }

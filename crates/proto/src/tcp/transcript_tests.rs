@@ -376,7 +376,11 @@ mod small_segments {
             if nagle {
                 assert!(out.is_empty(), "Nagle: wait for the ACK");
                 let mut r = Receiver::new(rcfg(false));
-                let a = deliver(&mut r, ms(50), &[DataSegment { seq: 0, len: 100, retransmission: false }]);
+                let a = deliver(
+                    &mut r,
+                    ms(50),
+                    &[DataSegment { seq: 0, len: 100, retransmission: false, ecn: SegmentEcn::default() }],
+                );
                 feed(&mut s, ms(50), &a);
                 let out = drain(&mut s, ms(50));
                 assert_eq!(out.len(), 1);
@@ -393,7 +397,7 @@ mod small_segments {
         let mut cfg = rcfg(false);
         cfg.delayed_ack = true;
         let mut r = Receiver::new(cfg);
-        let seg = |seq| DataSegment { seq, len: 1000, retransmission: false };
+        let seg = |seq| DataSegment { seq, len: 1000, retransmission: false, ecn: SegmentEcn::default() };
         r.handle_segment(ms(0), &seg(0));
         assert_eq!(r.poll_ack(), None);
         assert_eq!(r.poll_timeout(), Some(ms(40)));
@@ -416,7 +420,10 @@ mod small_segments {
     fn delayed_ack_off_acks_every_segment() {
         let mut r = Receiver::new(rcfg(false));
         for i in 0..3 {
-            r.handle_segment(ms(i), &DataSegment { seq: i * 100, len: 100, retransmission: false });
+            r.handle_segment(
+                ms(i),
+                &DataSegment { seq: i * 100, len: 100, retransmission: false, ecn: SegmentEcn::default() },
+            );
             assert_eq!(r.poll_ack().map(|a| a.ack), Some((i + 1) * 100));
         }
     }
@@ -424,7 +431,7 @@ mod small_segments {
     #[test]
     fn sack_blocks_most_recent_first() {
         let mut r = Receiver::new(rcfg(true));
-        let seg = |seq| DataSegment { seq, len: 100, retransmission: false };
+        let seg = |seq| DataSegment { seq, len: 100, retransmission: false, ecn: SegmentEcn::default() };
         for seq in [200, 600, 400] {
             r.handle_segment(ms(0), &seg(seq));
         }

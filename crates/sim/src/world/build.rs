@@ -112,6 +112,7 @@ impl World {
                     RtoRestartName::Rfc6298 => RtoRestart::Rfc6298,
                     RtoRestartName::Linux => RtoRestart::Linux,
                 },
+                ecn: tcp.ecn,
             },
             congestion_control: match tcp.congestion_control {
                 CongestionControlName::Reno => CongestionControl::Reno,

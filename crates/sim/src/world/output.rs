@@ -64,6 +64,7 @@ impl World {
             k.rack_marked_lost.push(st.rack_marked_lost as u32);
             k.rto_resets.push(st.rto_resets as u32);
             k.retransmit_episodes.push(st.retransmit_episodes as u32);
+            k.ecn_reductions.push(st.ecn_reductions as u32);
             k.role.push(c.role);
         }
         for (link, p) in self.ports.iter().zip(&self.queues) {
@@ -85,6 +86,7 @@ impl World {
             r.drops_overflow.push(s.drops_overflow);
             r.drops_loss.push(p.drops_loss);
             r.max_queue_bytes.push(s.max_bytes);
+            r.marks_ce.push(s.marks_ce);
         }
         out.drops_by_reason = vec![
             ("overflow".into(), overflow),

@@ -276,6 +276,13 @@ def lab_spec(scenario: Scenario, run: int = 0, opts: LabSection | None = None) -
             'queue.qds_order = "deadline" runs in the simulator only (thinwan-link does not '
             'compute the per-flow slack; docs/qds.md "Deadline order"): use "drr" in the lab'
         )
+    if q.ecn:
+        # thinwan-link's packets do not expose their IP ECN field to the queue, so CoDel
+        # would silently drop where the scenario asks it to mark.
+        raise ScenarioError(
+            "queue.ecn = true runs in the simulator only (thinwan-link cannot mark CE yet; "
+            'docs/qds.md "ECN: marks instead of drops"): set it false in the lab'
+        )
     delay = t.bottleneck_delay_ms + (2 * t.access_delay_ms if opts.access_in_delay else 0.0)
     notes: list[str] = []
     pairs = None

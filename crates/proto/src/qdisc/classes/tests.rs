@@ -265,3 +265,30 @@ fn codel_in_a_class_drops_at_the_head_of_the_standing_queue_only() {
     let (dropped, stats, _, _) = standing_queue(None);
     assert!(dropped.is_empty() && stats.drops_codel == 0);
 }
+
+#[test]
+fn codel_in_a_class_marks_an_ect_standing_queue_instead_of_dropping() {
+    // QDS-demand's per-flow CoDel with `queue.ecn` (RFC 8290 §5.2.7 as in FQ-CoDel): the
+    // standing queue of an ECN-capable flow is marked at the head and loses nothing; a
+    // not-ECT flow in the same class still loses packets.
+    use crate::qdisc::test_item::E;
+    let codel = CodelParams { ecn: true, ..CodelParams::default() };
+    let mut q = Classes::new(&[rate(10.0, 10.0)], 1514, NO_LIMIT).with_codel(Some(codel));
+    let mut drops = Vec::new();
+    for id in 0..300 {
+        q.enqueue(Instant::ZERO, E(id, 1500, 1, true, false), &mut drops);
+        q.enqueue(Instant::ZERO, E(1000 + id, 1500, 2, false, false), &mut drops);
+    }
+    let (mut t, mut marks) = (Instant::ZERO, 0);
+    while t < Instant::from_nanos(400_000_000) {
+        let p = q.dequeue(t).expect("backlogged, and the class may use the whole link");
+        marks += p.4 as u64;
+        assert!(!p.4 || p.2 == 1, "only the ECT flow is marked");
+        t += Duration::transmission(p.1 as u64, LINK);
+        q.take_drops(&mut drops);
+    }
+    assert!(marks > 0, "the ECT flow is marked");
+    assert!(!drops.is_empty() && drops.iter().all(|d| d.packet.2 == 2), "only the not-ECT flow is dropped");
+    assert_eq!(q.stats().marks_ce, marks);
+    assert_eq!(q.stats().drops_codel, drops.len() as u64);
+}

@@ -144,7 +144,7 @@ fn codel_reuses_the_drop_rate_when_dropping_resumes_soon() {
     }
     // Dropping from 105 ms until 600 ms: count grows to several.
     for t in 1..=600 {
-        c.dequeue(&p, ms(t), &mut queue, &mut bytes, &mut dropped);
+        c.dequeue(&p, ms(t), &mut queue, &mut bytes, &mut dropped, &mut 0);
     }
     let count_before = c.count();
     assert!(count_before >= 5, "count {count_before}");
@@ -155,12 +155,12 @@ fn codel_reuses_the_drop_rate_when_dropping_resumes_soon() {
         queue.push_back(Stamped { packet: F(5000 + i, 1500, 1), enqueued: ms(600) });
         bytes += 1500;
     }
-    c.dequeue(&p, ms(601), &mut queue, &mut bytes, &mut dropped);
+    c.dequeue(&p, ms(601), &mut queue, &mut bytes, &mut dropped, &mut 0);
     assert!(!c.dropping());
     // At target again at 605 ms (sojourn 5 ms): dropping resumes at 705 ms with
     // count = count − lastcount (lastcount was 1).
     for t in 602..=706 {
-        c.dequeue(&p, ms(t), &mut queue, &mut bytes, &mut dropped);
+        c.dequeue(&p, ms(t), &mut queue, &mut bytes, &mut dropped, &mut 0);
     }
     assert!(c.dropping());
     assert_eq!(c.count(), count_before - 1, "RFC 8289 §5.6: count − lastcount");
@@ -226,5 +226,98 @@ proptest! {
         prop_assert_eq!(q.backlog_packets(), 0);
         prop_assert_eq!(q.backlog_bytes(), 0);
         prop_assert_eq!(offered, out + left + drops.len() as u64);
+    }
+}
+
+mod ecn {
+    //! CoDel with ECN (RFC 8289 §5, RFC 8290 §5.2.7): marks where it would drop, on
+    //! ECN-capable packets only.
+    use super::*;
+    use crate::qdisc::test_item::E;
+    use std::collections::BTreeMap;
+
+    fn ecn_fq() -> FqCodel<E> {
+        let codel = CodelParams { ecn: true, ..CodelParams::default() };
+        FqCodel::new(FqCodelParams { codel, ..FqCodelParams::default() }, NO_LIMIT)
+    }
+
+    #[test]
+    fn an_ect_standing_queue_is_marked_on_the_drop_schedule_and_nothing_is_dropped() {
+        let mut q = ecn_fq();
+        let mut drops = Vec::new();
+        for i in 0..600 {
+            q.enqueue(Instant::ZERO, E(i, 1500, 1, true, false), &mut drops);
+        }
+        let mut marks = Vec::new();
+        for t in 1..=400 {
+            let p = q.dequeue(ms(t)).expect("backlogged");
+            assert_eq!(p.0 as u64, t - 1, "nothing is dropped: packets leave in order");
+            if p.4 {
+                marks.push(t);
+            }
+            q.take_drops(&mut drops);
+        }
+        assert!(drops.is_empty(), "RFC 8290 §5.2.7: an ECT packet is marked, not dropped");
+        // The control law of the drop test (RFC 8289 §5.5): 105, 205, 205 + 100/√2, + 100/√3.
+        assert_eq!(marks[..4], [105, 205, 276, (275.71 + 100.0 / 3f64.sqrt()).ceil() as u64]);
+        assert_eq!(q.stats().marks_ce, marks.len() as u64);
+        assert_eq!(q.stats().drops_codel, 0);
+        assert!(q.dropping(1), "still in the dropping (marking) state");
+    }
+
+    #[test]
+    fn ect_flows_are_marked_and_not_ect_flows_dropped() {
+        let mut q = ecn_fq();
+        assert_ne!(q.bucket(1), q.bucket(2));
+        let mut drops = Vec::new();
+        for i in 0..400 {
+            q.enqueue(Instant::ZERO, E(i, 1500, 1, true, false), &mut drops);
+            q.enqueue(Instant::ZERO, E(1000 + i, 1500, 2, false, false), &mut drops);
+        }
+        let mut marked: BTreeMap<u64, u64> = BTreeMap::new();
+        for t in 1..=500 {
+            if let Some(p) = q.dequeue(ms(t)) {
+                *marked.entry(p.2).or_default() += p.4 as u64;
+            }
+            q.take_drops(&mut drops);
+        }
+        let dropped_flows: Vec<u64> = drops.iter().map(|d| d.packet.2).collect();
+        assert!(!dropped_flows.is_empty(), "the not-ECT flow is dropped from");
+        assert!(dropped_flows.iter().all(|&f| f == 2), "only the not-ECT flow loses packets");
+        assert!(marked[&1] > 0, "the ECT flow is marked");
+        assert_eq!(marked.get(&2).copied().unwrap_or(0), 0, "a not-ECT packet is never marked");
+        assert_eq!(q.stats().marks_ce, marked[&1]);
+        assert_eq!(q.stats().drops_codel, drops.len() as u64);
+    }
+
+    #[test]
+    fn without_the_ecn_key_an_ect_packet_is_dropped() {
+        let mut q: FqCodel<E> = FqCodel::new(FqCodelParams::default(), NO_LIMIT);
+        let mut drops = Vec::new();
+        for i in 0..300 {
+            q.enqueue(Instant::ZERO, E(i, 1500, 1, true, false), &mut drops);
+        }
+        for t in 1..=300 {
+            let p = q.dequeue(ms(t));
+            assert!(p.is_none_or(|p| !p.4), "no marks with ecn off");
+            q.take_drops(&mut drops);
+        }
+        assert!(!drops.is_empty());
+        assert_eq!(q.stats().marks_ce, 0);
+    }
+
+    #[test]
+    fn overflow_still_drops_an_ect_packet() {
+        let codel = CodelParams { ecn: true, ..CodelParams::default() };
+        let mut q = FqCodel::new(
+            FqCodelParams { codel, ..FqCodelParams::default() },
+            Limits { bytes: None, packets: Some(3) },
+        );
+        let mut drops = Vec::new();
+        for i in 0..5 {
+            q.enqueue(Instant::ZERO, E(i, 1000, 1, true, false), &mut drops);
+        }
+        assert_eq!(drops.len(), 2, "a full buffer drops whatever the packet's ECN bits");
+        assert!(drops.iter().all(|d| d.reason == DropReason::Overflow));
     }
 }
