@@ -146,6 +146,35 @@ def test_rfb_times_take_the_last_update_after_the_client_sent_the_input() -> Non
     assert RfbLog.parse(f"{T0:.6f} error the server closed the connection").error == "the server closed the connection"
 
 
+def test_rfb_times_start_at_the_kernels_transmit_stamp_when_logged() -> None:
+    # The measured case (x11vnc fill on wan-loss-1): the click was sent at T0 + 1.0 but
+    # left 126.8 ms later (TCP recovering a lost request); the update was read at
+    # +216.1 ms. From the stamp the client says 89.3 ms, from the send 216.1 ms.
+    log = RfbLog.parse(
+        "\n".join(
+            [
+                f"{T0 + 0.5:.6f} input key ffbe tx={T0 + 0.5001:.6f}",
+                f"{T0 + 1.0:.6f} input click 224 184 tx={T0 + 1.1268:.6f}",
+                f"{T0 + 1.2161:.6f} update 1 412 {T0 + 1.2160:.6f}",
+                f"{T0 + 2.0:.6f} input click 224 184 sched={T0 + 2.0003:.6f}",  # a device without driver stamps
+                f"{T0 + 2.05:.6f} update 1 412 {T0 + 2.0499:.6f}",
+                f"{T0 + 3.0:.6f} input key 61 tx=0.000000",  # the kernel gave none
+                f"{T0 + 3.02:.6f} update 1 412 {T0 + 3.0199:.6f}",
+                f"{T0 + 4.0:.6f} input key 61",  # a log from before the stamps
+                f"{T0 + 4.03:.6f} update 1 412 {T0 + 4.0299:.6f}",
+            ]
+        )
+    )
+    assert [w for _, w in log.inputs] == ["key ffbe", "click 224 184", "click 224 184", "key 61", "key 61"]
+    assert [k for k, _ in log.tx] == ["tx", "tx", "sched", "", ""]
+    got = rfb_times([(T0 + 0.9, T0 + 1.9), (T0 + 1.9, T0 + 2.9), (T0 + 2.9, T0 + 3.9), (T0 + 3.9, np.inf)], log)
+    assert list(got["client_start"]) == ["tx", "sched", "send", "send"]
+    assert list(got["client_ms"].round(3)) == [89.3, 49.7, 20.0, 30.0]
+    assert list(got["client_send_ms"].round(3)) == [216.1, 50.0, 20.0, 30.0]
+    assert round(got["client_kernel_ms"][0], 3) == 89.2 and round(got["client_tx_lag_ms"][0], 3) == 126.8
+    assert np.isnan(got["client_tx_lag_ms"][2]) and np.isnan(got["t_client_tx"][3])
+
+
 def test_rfb_timing_problems_use_the_client_column() -> None:
     df = pd.DataFrame(
         {
@@ -206,6 +235,12 @@ def test_rfb_timing_brackets_the_analyser_between_socket_stamp_and_read() -> Non
     assert "first client→server packet came 60.2 ms after the client sent its input" in msg
     assert "their ends are 0.0 ms apart" in msg
     assert "after the client sent" not in timing_problems(held.assign(t_input=t + 0.0002, latency_ms=100.0), "rfb")[0]
+    # With the kernel's transmit stamp (the click left at +126.8 ms) the client's start
+    # is the wire's; a window the retransmission opened is then named as the analyser's.
+    stamped = held.assign(client_ms=89.3, t_client_tx=t + 0.126757)
+    (msg,) = timing_problems(stamped, "rfb")
+    assert "came -66.5 ms from when the input left the client" in msg and "not the input" in msg
+    assert timing_problems(stamped.assign(t_input=t + 0.126757, latency_ms=89.3), "rfb") == []
 
 
 # -- the client itself, against a fake server on loopback --------------------------------
@@ -296,6 +331,10 @@ def test_client_requests_after_each_update_and_logs_inputs(tmp_path: Path) -> No
     # The kernel's receive time of each (SO_TIMESTAMPNS) is there and not after the read.
     assert all(0 < t_k <= t + 1e-6 for t, _, _, t_k in log.updates)
     assert [w for _, w in log.inputs] == ["key 61", "click 10 20"]
+    # Each input's transmit stamp (SO_TIMESTAMPING; on loopback the driver's software
+    # stamp): there, not before its send call, and within the test's pace of it.
+    assert [k for k, _ in log.tx] == ["tx", "tx"], lines
+    assert all(t <= t_tx < t + 0.05 for (t, _), (_, t_tx) in zip(log.inputs, log.tx))
     # The server closed the connection after its script: an error line, status 1.
     assert rc == 1 and log.error == "the server closed the connection"
 
