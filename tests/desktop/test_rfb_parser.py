@@ -339,6 +339,73 @@ def test_client_requests_after_each_update_and_logs_inputs(tmp_path: Path) -> No
     assert rc == 1 and log.error == "the server closed the connection"
 
 
+def test_client_stamps_an_input_tcp_held_back_when_it_left(tmp_path: Path) -> None:
+    """A server that reads nothing for 1 s with a small receive buffer closes its window
+    (RFC 9293 §3.8.6): 2000 pointer moves fill it, and the click after them waits in the
+    client's socket until the server reads again — as the measured click on `wan-loss-1`
+    waited behind a lost request. Its transmit stamp is when it left (≥ 0.5 s after its
+    send), every move has one (sends appended to a segment not yet sent share the stamp
+    of its last byte), and the stamps never go backwards."""
+    srv = socket.socket()
+    srv.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 2048)  # inherited by the accepted socket
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(1)
+    reads: list[float] = []
+
+    def stalled() -> None:
+        conn, _ = srv.accept()
+        with conn:
+            conn.sendall(b"RFB 003.008\n")
+            conn.recv(12)
+            conn.sendall(b"\x01\x01")
+            conn.recv(1)
+            conn.sendall(struct.pack(">I", 0))
+            conn.recv(1)
+            conn.sendall(struct.pack(">HH", 320, 240) + bytes(16) + struct.pack(">I", 4) + b"test")
+            time.sleep(1.0)
+            conn.settimeout(4.0)
+            try:
+                while conn.recv(65536):
+                    reads.append(time.time())
+            except TimeoutError:
+                pass
+
+    th = threading.Thread(target=stalled, daemon=True)
+    th.start()
+    fifo = tmp_path / "cmd"
+    os.mkfifo(fifo)
+    p = subprocess.Popen(
+        [sys.executable, "-u", str(RFBCLIENT), "127.0.0.1", str(srv.getsockname()[1]), str(fifo)],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert p.stdout is not None
+        assert " ready 320 240" in p.stdout.readline()
+        fd = os.open(fifo, os.O_WRONLY)
+        os.write(fd, b"".join(f"move {i % 300} 1\n".encode() for i in range(2000)))
+        time.sleep(0.05)
+        os.write(fd, b"click 10 20\n")
+        time.sleep(2.0)
+        os.write(fd, b"quit\n")
+        os.close(fd)
+        out = rest_of(p, p.stdout, timeout=10)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+        srv.close()
+        th.join(timeout=6)
+    log = RfbLog.parse(out)
+    assert len(log.inputs) == 2001 and log.inputs[-1][1] == "click 10 20"
+    assert all(k == "tx" for k, _ in log.tx), {k for k, _ in log.tx}
+    stamps = [t for _, t in log.tx]
+    assert all(a <= b for a, b in zip(stamps, stamps[1:]))
+    sent, left = log.inputs[-1][0], stamps[-1]
+    assert left - sent >= 0.5, f"the click left {1e3 * (left - sent):.1f} ms after its send"
+    assert reads and left <= reads[-1], "and before the server read the last of it"
+
+
 def test_client_truncated_update_is_an_error_exit(tmp_path: Path) -> None:
     rc, lines, _ = _run_client(tmp_path, [update(raw(8, 8))[:-10]], [])
     assert rc == 1

@@ -369,17 +369,36 @@ class TxStamps:
                 self.sched.setdefault(key, t)
 
     def stamp(self, key: int, final: bool = False) -> tuple[str, float] | None:
-        if key in self.snd:
-            return ("tx", self.snd.pop(key))
-        if key in self.sched and (final or not self.device_stamps):
-            return ("sched", self.sched.pop(key))
+        """The stamp of byte ``key``: its own, or the first one after it. TCP stamps the
+        last byte of each send; a send appended to a segment not yet sent (TCP holding
+        data back: a loss being recovered, a closed window) moves that segment's stamp to
+        its own last byte, so the earlier bytes have none of their own and left with the
+        first stamped byte after them (segments leave in sequence order, and stamps come
+        in the order they are taken)."""
+        own = _first_at_or_after(self.snd, key)
+        if own is not None:
+            return ("tx", self.snd[own])
+        own = _first_at_or_after(self.sched, key)
+        if own is not None and (final or not self.device_stamps):
+            return ("sched", self.sched[own])
         return None
 
     def forget_before(self, key: int) -> None:
         """Drop the stamps of bytes before ``key`` (the update requests'): nobody asks."""
         for d in (self.snd, self.sched):
-            for k in [k for k in d if ((key - k) & 0xFFFFFFFF) < 0x80000000 and k != key]:
+            for k in [k for k in d if _after(key, k)]:
                 del d[k]
+
+
+def _after(a: int, b: int) -> bool:
+    """Byte id ``a`` comes after ``b`` (32-bit ids wrap, as TCP sequence numbers do)."""
+    return a != b and ((a - b) & 0xFFFFFFFF) < 0x80000000
+
+
+def _first_at_or_after(stamps: dict[int, float], key: int) -> int | None:
+    """The first id in ``stamps`` at or after ``key``, or None."""
+    later = [k for k in stamps if k == key or _after(k, key)]
+    return min(later, key=lambda k: (k - key) & 0xFFFFFFFF) if later else None
 
 
 def run(host: str, port: int, commands: str, out) -> None:
