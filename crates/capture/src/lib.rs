@@ -257,8 +257,29 @@ impl std::error::Error for Error {}
 /// A TCP connection, one direction: source, source port, destination, destination port.
 type Conn = (IpAddr, u16, IpAddr, u16);
 
-/// A connection's first sequence number and the byte ranges received since.
-type Received = (u32, Vec<(u64, u64)>);
+/// One direction of a connection as [`Duplicates`] tracks it.
+struct Received {
+    /// The sequence number of the front (the highest segment start seen) …
+    front_seq: u32,
+    /// … and its offset from the first segment's.
+    front_off: i64,
+    /// Byte ranges seen, as offsets from the first segment's start (sorted, disjoint).
+    ranges: Vec<(i64, i64)>,
+}
+
+impl Received {
+    /// The offset of sequence number `seq`: sequence numbers wrap every 4 GiB (RFC 9293
+    /// §3.4), so a segment's place is taken as the nearest to the front (within ±2 GiB,
+    /// far beyond any window, RFC 7323 §2.2), which keeps offsets exact on a connection
+    /// that carries more than 4 GiB.
+    fn offset(&mut self, seq: u32) -> i64 {
+        let off = self.front_off + i64::from(seq.wrapping_sub(self.front_seq) as i32);
+        if off > self.front_off {
+            (self.front_seq, self.front_off) = (seq, off);
+        }
+        off
+    }
+}
 
 /// Segments that carry no byte not already in a segment of the same direction captured
 /// before: retransmissions, which the splitter counts but never lets start a burst, an
@@ -279,9 +300,8 @@ type Received = (u32, Vec<(u64, u64)>);
 /// the next click's window 66.6 ms before the click left (docs/desktop.md).
 #[derive(Default)]
 struct Duplicates {
-    /// Per connection (source, source port, destination, destination port): its first
-    /// sequence number and the byte ranges received since, as offsets from it (sorted,
-    /// disjoint; sequence numbers wrap, RFC 9293 §3.4, offsets do not within 4 GiB).
+    /// Per connection (source, source port, destination, destination port): the byte
+    /// ranges seen.
     conns: std::collections::HashMap<Conn, Received>,
 }
 
@@ -290,10 +310,14 @@ impl Duplicates {
         if p.payload == 0 {
             return false;
         }
-        let (base, ranges) =
-            self.conns.entry((p.src, p.sport, p.dst, p.dport)).or_insert((p.seq, Vec::new()));
-        let start = u64::from(p.seq.wrapping_sub(*base));
-        let end = start + u64::from(p.payload);
+        let conn = self.conns.entry((p.src, p.sport, p.dst, p.dport)).or_insert(Received {
+            front_seq: p.seq,
+            front_off: 0,
+            ranges: Vec::new(),
+        });
+        let start = conn.offset(p.seq);
+        let end = start + i64::from(p.payload);
+        let ranges = &mut conn.ranges;
         if ranges.iter().any(|&(a, b)| a <= start && end <= b) {
             return true;
         }

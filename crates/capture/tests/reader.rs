@@ -121,6 +121,39 @@ fn a_resent_update_request_does_not_start_the_next_input() {
     assert_eq!(a.ops[1].latency().unwrap().as_nanos(), 155_900_000);
 }
 
+/// Sequence numbers wrap every 4 GiB: an update after more than 4 GiB on the connection
+/// is new data, not a duplicate of the first 4 GiB (segments captured 40 bytes short,
+/// their IP length saying 64,040).
+#[test]
+fn more_than_4_gib_on_a_connection_is_not_a_duplicate() {
+    const N: u32 = 70_000; // × 64,000 bytes = 4.48 GB
+    let big = |seq: u32| {
+        let mut p = tcp(SRV, CLI, 5900, 40000, 0);
+        p[2..4].copy_from_slice(&64_040u16.to_be_bytes());
+        p[24..28].copy_from_slice(&seq.to_be_bytes());
+        p
+    };
+    let t0 = 1_700_000_000_000_000_000u64;
+    let mut pkts = session(&[(0.0, false, 10)]);
+    let seq0 = 7u32;
+    for i in 0..N {
+        pkts.push((t0 + 1_000_000 + u64::from(i) * 10_000, big(seq0.wrapping_add(i.wrapping_mul(64_000)))));
+    }
+    let mut input = tcp(CLI, SRV, 40000, 5900, 10);
+    input[24..28].copy_from_slice(&11u32.to_be_bytes());
+    pkts.push((t0 + 2_000_000_000, input));
+    pkts.push((t0 + 2_025_000_000, big(seq0.wrapping_add(N.wrapping_mul(64_000)))));
+    // And the first segment again (a resend after 4 GiB): still a duplicate.
+    pkts.push((t0 + 2_026_000_000, big(seq0)));
+    let path = tmp("wrap.pcap");
+    write_pcap(&path, &pkts, TsResolution::NanoSecond);
+    let a = analyze(&path, vnc(), opts(500)).unwrap();
+    assert_eq!(a.ops.len(), 2);
+    assert_eq!(a.ops[0].s2c.payload, u64::from(N) * 64_000);
+    assert_eq!(a.ops[1].latency().unwrap().as_nanos(), 25_000_000, "after 4 GiB: new bytes, the update");
+    assert_eq!((a.ops[1].s2c.packets, a.ops[1].s2c.payload), (2, 64_000));
+}
+
 fn tmp(name: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("thinwan-capture-test-{}", std::process::id()));
     std::fs::create_dir_all(&d).unwrap();
