@@ -59,6 +59,10 @@ def write_pcap(path: Path, n: int, chunk: int = 1_000_000) -> None:
                 buf[kind == kk, 16:] = tpl
             total = (52 + payload).astype(">u2")
             buf[:, 18:20] = total.view(np.uint8).reshape(-1, 2)
+            # Sequence numbers running on per direction (the analyser takes a segment
+            # whose bytes it has seen as a retransmission: it starts nothing).
+            seq = np.where(j < 2, (op * 2 + j) * 20, np.where(j < 22, (op * 20 + j - 2) * 1400, (op + 1) * 40))
+            buf[:, 40:44] = (seq % 2**32).astype(">u4").view(np.uint8).reshape(-1, 4)
             f.write(buf.tobytes())
         f.flush()
         os.fsync(f.fileno())

@@ -246,3 +246,37 @@ def test_a_later_burst_that_the_server_resumes_ends_the_update() -> None:
     assert round(got["latency_ms"][0], 6) == 1900.0
     # Without the column (an older table) the later burst's own t_end is all there is.
     assert round(attribute(ops.drop(columns="t_last_s2c"), [(0.99, 5.0)])["latency_ms"][0], 6) == 980.0
+
+
+def test_a_resent_request_does_not_start_the_next_input(tmp_path: Path) -> None:
+    """The measured case (x11vnc `fill` #12 on `wan-loss-1`, docs/desktop.md): the update
+    request sent after the previous update was lost on the WAN (its first copy is in the
+    capture, made before the WAN); its retransmission at +60.2 ms, after the pause, is
+    no input; the click TCP held back until the request's ACK (+126.8 ms) is, and the
+    latency runs from it to the update's end (+216.1 ms): 89.3 ms, not 155.9 ms. The
+    retransmission still counts, as a packet and IP bytes, with the burst it follows."""
+    spec = [
+        (0.0, False, 12),  # the previous click
+        (40.0, True, 1400),  # its update
+        (40.5, False, 10),  # the next request (lost on the WAN)
+        (1126.8, False, 12),  # the click
+        (1216.1, True, 1400),  # its update
+    ]
+    pk = vnc(spec)
+    t0 = T0_NS + 1_060_200_000  # the pause's end + 60.2 ms: the request again
+    pk.insert(3, (t0, pk[2][1]))
+    pk.insert(4, (t0 + 33_000_000, ip_tcp(SRV, CLI, 5900, 40000, 0, 1401)))  # its ACK
+    res = split_capture(write_pcap(tmp_path / "resent.pcap", pk), 5900, idle_ms=500, keep_packets=True)
+    assert len(res.ops) == 2
+    assert res.ops["latency_ms"].round(6).tolist() == [40.0, 89.3]
+    assert res.ops["first_packet"].tolist() == [1, 6]
+    assert res.ops["packets_c2s"].tolist() == [3, 1] and res.ops["bytes_c2s"].tolist() == [3 * 40 + 32, 52]
+    assert res.ops["packets_s2c"].tolist() == [2, 1]
+    # In the packets table its payload is 0 (nothing new), and it belongs to the first.
+    assert res.packets is not None
+    assert res.packets["payload"].tolist() == [12, 1400, 10, 0, 0, 12, 1400]
+    assert res.packets["op"].tolist() == [0] * 5 + [1] * 2
+    # The window from just before the click (the benchmark's attribution) starts at it.
+    windows = [(T0_NS / 1e9 - 0.001, T0_NS / 1e9 + 1.0), (T0_NS / 1e9 + 1.0, np.inf)]
+    att = attribute(res.ops, windows)
+    assert att["latency_ms"].round(6).tolist() == [40.0, 89.3]

@@ -146,6 +146,35 @@ def test_rfb_times_take_the_last_update_after_the_client_sent_the_input() -> Non
     assert RfbLog.parse(f"{T0:.6f} error the server closed the connection").error == "the server closed the connection"
 
 
+def test_rfb_times_start_at_the_kernels_transmit_stamp_when_logged() -> None:
+    # The measured case (x11vnc fill on wan-loss-1): the click was sent at T0 + 1.0 but
+    # left 126.8 ms later (TCP recovering a lost request); the update was read at
+    # +216.1 ms. From the stamp the client says 89.3 ms, from the send 216.1 ms.
+    log = RfbLog.parse(
+        "\n".join(
+            [
+                f"{T0 + 0.5:.6f} input key ffbe tx={T0 + 0.5001:.6f}",
+                f"{T0 + 1.0:.6f} input click 224 184 tx={T0 + 1.1268:.6f}",
+                f"{T0 + 1.2161:.6f} update 1 412 {T0 + 1.2160:.6f}",
+                f"{T0 + 2.0:.6f} input click 224 184 sched={T0 + 2.0003:.6f}",  # a device without driver stamps
+                f"{T0 + 2.05:.6f} update 1 412 {T0 + 2.0499:.6f}",
+                f"{T0 + 3.0:.6f} input key 61 tx=0.000000",  # the kernel gave none
+                f"{T0 + 3.02:.6f} update 1 412 {T0 + 3.0199:.6f}",
+                f"{T0 + 4.0:.6f} input key 61",  # a log from before the stamps
+                f"{T0 + 4.03:.6f} update 1 412 {T0 + 4.0299:.6f}",
+            ]
+        )
+    )
+    assert [w for _, w in log.inputs] == ["key ffbe", "click 224 184", "click 224 184", "key 61", "key 61"]
+    assert [k for k, _ in log.tx] == ["tx", "tx", "sched", "", ""]
+    got = rfb_times([(T0 + 0.9, T0 + 1.9), (T0 + 1.9, T0 + 2.9), (T0 + 2.9, T0 + 3.9), (T0 + 3.9, np.inf)], log)
+    assert list(got["client_start"]) == ["tx", "sched", "send", "send"]
+    assert list(got["client_ms"].round(3)) == [89.3, 49.7, 20.0, 30.0]
+    assert list(got["client_send_ms"].round(3)) == [216.1, 50.0, 20.0, 30.0]
+    assert round(got["client_kernel_ms"][0], 3) == 89.2 and round(got["client_tx_lag_ms"][0], 3) == 126.8
+    assert np.isnan(got["client_tx_lag_ms"][2]) and np.isnan(got["t_client_tx"][3])
+
+
 def test_rfb_timing_problems_use_the_client_column() -> None:
     df = pd.DataFrame(
         {
@@ -206,6 +235,12 @@ def test_rfb_timing_brackets_the_analyser_between_socket_stamp_and_read() -> Non
     assert "first client→server packet came 60.2 ms after the client sent its input" in msg
     assert "their ends are 0.0 ms apart" in msg
     assert "after the client sent" not in timing_problems(held.assign(t_input=t + 0.0002, latency_ms=100.0), "rfb")[0]
+    # With the kernel's transmit stamp (the click left at +126.8 ms) the client's start
+    # is the wire's; a window the retransmission opened is then named as the analyser's.
+    stamped = held.assign(client_ms=89.3, t_client_tx=t + 0.126757)
+    (msg,) = timing_problems(stamped, "rfb")
+    assert "came -66.5 ms from when the input left the client" in msg and "not the input" in msg
+    assert timing_problems(stamped.assign(t_input=t + 0.126757, latency_ms=89.3), "rfb") == []
 
 
 # -- the client itself, against a fake server on loopback --------------------------------
@@ -296,8 +331,79 @@ def test_client_requests_after_each_update_and_logs_inputs(tmp_path: Path) -> No
     # The kernel's receive time of each (SO_TIMESTAMPNS) is there and not after the read.
     assert all(0 < t_k <= t + 1e-6 for t, _, _, t_k in log.updates)
     assert [w for _, w in log.inputs] == ["key 61", "click 10 20"]
+    # Each input's transmit stamp (SO_TIMESTAMPING; on loopback the driver's software
+    # stamp): there, not before its send call, and within the test's pace of it.
+    assert [k for k, _ in log.tx] == ["tx", "tx"], lines
+    assert all(t <= t_tx < t + 0.05 for (t, _), (_, t_tx) in zip(log.inputs, log.tx))
     # The server closed the connection after its script: an error line, status 1.
     assert rc == 1 and log.error == "the server closed the connection"
+
+
+def test_client_stamps_an_input_tcp_held_back_when_it_left(tmp_path: Path) -> None:
+    """A server that reads nothing for 1 s with a small receive buffer closes its window
+    (RFC 9293 §3.8.6): 2000 pointer moves fill it, and the click after them waits in the
+    client's socket until the server reads again — as the measured click on `wan-loss-1`
+    waited behind a lost request. Its transmit stamp is when it left (≥ 0.5 s after its
+    send), every move has one (sends appended to a segment not yet sent share the stamp
+    of its last byte), and the stamps never go backwards."""
+    srv = socket.socket()
+    srv.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 2048)  # inherited by the accepted socket
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(1)
+    reads: list[float] = []
+
+    def stalled() -> None:
+        conn, _ = srv.accept()
+        with conn:
+            conn.sendall(b"RFB 003.008\n")
+            conn.recv(12)
+            conn.sendall(b"\x01\x01")
+            conn.recv(1)
+            conn.sendall(struct.pack(">I", 0))
+            conn.recv(1)
+            conn.sendall(struct.pack(">HH", 320, 240) + bytes(16) + struct.pack(">I", 4) + b"test")
+            time.sleep(1.0)
+            conn.settimeout(4.0)
+            try:
+                while conn.recv(65536):
+                    reads.append(time.time())
+            except TimeoutError:
+                pass
+
+    th = threading.Thread(target=stalled, daemon=True)
+    th.start()
+    fifo = tmp_path / "cmd"
+    os.mkfifo(fifo)
+    p = subprocess.Popen(
+        [sys.executable, "-u", str(RFBCLIENT), "127.0.0.1", str(srv.getsockname()[1]), str(fifo)],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert p.stdout is not None
+        assert " ready 320 240" in p.stdout.readline()
+        fd = os.open(fifo, os.O_WRONLY)
+        os.write(fd, b"".join(f"move {i % 300} 1\n".encode() for i in range(2000)))
+        time.sleep(0.05)
+        os.write(fd, b"click 10 20\n")
+        time.sleep(2.0)
+        os.write(fd, b"quit\n")
+        os.close(fd)
+        out = rest_of(p, p.stdout, timeout=10)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+        srv.close()
+        th.join(timeout=6)
+    log = RfbLog.parse(out)
+    assert len(log.inputs) == 2001 and log.inputs[-1][1] == "click 10 20"
+    assert all(k == "tx" for k, _ in log.tx), {k for k, _ in log.tx}
+    stamps = [t for _, t in log.tx]
+    assert all(a <= b for a, b in zip(stamps, stamps[1:]))
+    sent, left = log.inputs[-1][0], stamps[-1]
+    assert left - sent >= 0.5, f"the click left {1e3 * (left - sent):.1f} ms after its send"
+    assert reads and left <= reads[-1], "and before the server read the last of it"
 
 
 def test_client_truncated_update_is_an_error_exit(tmp_path: Path) -> None:

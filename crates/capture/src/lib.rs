@@ -102,7 +102,7 @@ pub struct PacketColumns {
     pub s2c: Vec<bool>,
     /// IP length.
     pub ip_len: Vec<u32>,
-    /// TCP payload.
+    /// TCP payload not captured before in that direction (0 for a retransmission).
     pub payload: Vec<u32>,
     /// Index of the operation it was counted in (-1: before the first).
     pub op: Vec<i64>,
@@ -257,26 +257,51 @@ impl std::error::Error for Error {}
 /// A TCP connection, one direction: source, source port, destination, destination port.
 type Conn = (IpAddr, u16, IpAddr, u16);
 
-/// A connection's first sequence number and the byte ranges received since.
-type Received = (u32, Vec<(u64, u64)>);
+/// One direction of a connection as [`Duplicates`] tracks it.
+struct Received {
+    /// The sequence number of the front (the highest segment start seen) …
+    front_seq: u32,
+    /// … and its offset from the first segment's.
+    front_off: i64,
+    /// Byte ranges seen, as offsets from the first segment's start (sorted, disjoint).
+    ranges: Vec<(i64, i64)>,
+}
 
-/// Server→client segments that carry no byte the client has not already received.
+impl Received {
+    /// The offset of sequence number `seq`: sequence numbers wrap every 4 GiB (RFC 9293
+    /// §3.4), so a segment's place is taken as the nearest to the front (within ±2 GiB,
+    /// far beyond any window, RFC 7323 §2.2), which keeps offsets exact on a connection
+    /// that carries more than 4 GiB.
+    fn offset(&mut self, seq: u32) -> i64 {
+        let off = self.front_off + i64::from(seq.wrapping_sub(self.front_seq) as i32);
+        if off > self.front_off {
+            (self.front_seq, self.front_off) = (seq, off);
+        }
+        off
+    }
+}
+
+/// Segments that carry no byte not already in a segment of the same direction captured
+/// before: retransmissions, which the splitter counts but never lets start a burst, an
+/// input or an update's end (`thinwan_proto::capture`, "Retransmissions", owns that rule;
+/// this finds them, from TCP sequence numbers).
 ///
-/// The capture is made at the client, behind the emulated WAN, so every server→client
-/// segment in it reached the client: one whose bytes were all in segments captured before
-/// is a duplicate — a retransmission after a lost ACK (Wireshark calls it spurious). It is
-/// counted as a packet and IP bytes but carries no update, so it neither extends a burst
-/// nor ends an update: over `wan-loss-1` an update's last ACK lost on the way back made
-/// the server resend its last segment one RTO (~270 ms) after the client had drawn it.
-/// A retransmission that fills a hole (the first copy was lost on the WAN, later bytes
-/// arrived) brings new bytes and is update data, hence the set of received ranges rather
-/// than the highest sequence number. (Client→server segments are captured before the WAN,
-/// where a retransmission may be the first copy to arrive: they are left alone.)
+/// Server→client: the capture is made at the client, behind the emulated WAN, so every
+/// server→client segment in it reached the client; a duplicate is a retransmission after
+/// a lost ACK (Wireshark calls it spurious): over `wan-loss-1` an update's last ACK lost
+/// on the way back made the server resend its last segment one RTO (~270 ms) after the
+/// client had drawn it. A retransmission that fills a hole (the first copy was lost on
+/// the WAN, later bytes arrived) brings new bytes and is update data, hence the set of
+/// received ranges rather than the highest sequence number.
+///
+/// Client→server: captured before the WAN, so the first copy of every byte is in the
+/// capture at the time the client sent it, and a retransmission is never when the client
+/// gave anything: over `wan-loss-1` a lost update request resent after the pause opened
+/// the next click's window 66.6 ms before the click left (docs/desktop.md).
 #[derive(Default)]
 struct Duplicates {
-    /// Per connection (source, source port, destination, destination port): its first
-    /// sequence number and the byte ranges received since, as offsets from it (sorted,
-    /// disjoint; sequence numbers wrap, RFC 9293 §3.4, offsets do not within 4 GiB).
+    /// Per connection (source, source port, destination, destination port): the byte
+    /// ranges seen.
     conns: std::collections::HashMap<Conn, Received>,
 }
 
@@ -285,10 +310,14 @@ impl Duplicates {
         if p.payload == 0 {
             return false;
         }
-        let (base, ranges) =
-            self.conns.entry((p.src, p.sport, p.dst, p.dport)).or_insert((p.seq, Vec::new()));
-        let start = u64::from(p.seq.wrapping_sub(*base));
-        let end = start + u64::from(p.payload);
+        let conn = self.conns.entry((p.src, p.sport, p.dst, p.dport)).or_insert(Received {
+            front_seq: p.seq,
+            front_off: 0,
+            ranges: Vec::new(),
+        });
+        let start = conn.offset(p.seq);
+        let end = start + i64::from(p.payload);
+        let ranges = &mut conn.ranges;
         if ranges.iter().any(|&(a, b)| a <= start && end <= b) {
             return true;
         }
@@ -333,16 +362,23 @@ pub fn analyze(path: &Path, filter: Filter, opts: Options) -> Result<Analysis, E
             return;
         };
         matched += 1;
-        let payload = if dir == Dir::ServerToClient && dups.is_duplicate(&p) { 0 } else { p.payload };
-        let pkt =
-            Packet { t: Instant::from_nanos(raw.t_ns), dir, ip_len: p.ip_len, payload, number: raw.number };
+        let resent = dups.is_duplicate(&p);
+        let pkt = Packet {
+            t: Instant::from_nanos(raw.t_ns),
+            dir,
+            ip_len: p.ip_len,
+            payload: p.payload,
+            resent,
+            number: raw.number,
+        };
         ops.extend(splitter.push(pkt));
         if let Some(cols) = packets.as_mut() {
             cols.number.push(raw.number);
             cols.t_ns.push(i64::try_from(raw.t_ns).unwrap_or(i64::MAX));
             cols.s2c.push(dir == Dir::ServerToClient);
             cols.ip_len.push(p.ip_len);
-            cols.payload.push(payload);
+            // New bytes only: a retransmission's payload was in its first copy.
+            cols.payload.push(if resent { 0 } else { p.payload });
             // The packet went into the current operation (the one not yet handed back).
             cols.op.push(splitter.bursts() as i64 - 1);
         }

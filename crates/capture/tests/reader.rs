@@ -88,6 +88,72 @@ fn a_duplicate_segment_does_not_end_the_update() {
     assert_eq!(a.ops[0].s2c.payload, 1400);
 }
 
+/// The measured case (docs/desktop.md, x11vnc `fill` on `wan-loss-1`): the update
+/// request after the previous update was lost on the WAN (its first copy is in the
+/// capture, which is before the WAN); its retransmission after the pause is no input —
+/// the click that TCP held back until the request's ACK is, and the latency runs from it.
+/// The retransmission is still counted (packets, IP bytes) with the burst it follows.
+#[test]
+fn a_resent_update_request_does_not_start_the_next_input() {
+    let mut pkts = session(&[
+        (0.0, false, 12),     // click
+        (40.0, true, 1400),   // its update
+        (40.5, false, 10),    // the next update request (lost on the WAN)
+        (1126.8, false, 12),  // the next click
+        (1216.1, true, 1400), // its update
+    ]);
+    let mut again = pkts[2].clone();
+    again.0 += 1_019_700_000; // at 1060.2 ms
+    pkts.insert(3, again);
+    let path = tmp("resent-request.pcap");
+    write_pcap(&path, &pkts, TsResolution::NanoSecond);
+    let a = analyze(&path, vnc(), opts(500)).unwrap();
+    assert_eq!(a.ops.len(), 2, "no operation of the retransmission's own");
+    assert_eq!(a.ops[1].first_packet, 5, "the click opens the second operation");
+    assert_eq!(a.ops[1].latency().unwrap().as_nanos(), 89_300_000, "wire → update of the click");
+    assert_eq!((a.ops[0].c2s.packets, a.ops[0].c2s.bytes, a.ops[0].c2s.payload), (3, 3 * 40 + 32, 22));
+    // Without the first copy (a capture of only the retransmission) it is new bytes and
+    // does open a window: the rule rests on what the capture saw, not on timing.
+    pkts.remove(2);
+    write_pcap(&path, &pkts, TsResolution::NanoSecond);
+    let a = analyze(&path, vnc(), opts(500)).unwrap();
+    assert_eq!(a.ops[1].first_packet, 3);
+    assert_eq!(a.ops[1].latency().unwrap().as_nanos(), 155_900_000);
+}
+
+/// Sequence numbers wrap every 4 GiB: an update after more than 4 GiB on the connection
+/// is new data, not a duplicate of the first 4 GiB (segments captured 40 bytes short,
+/// their IP length saying 64,040).
+#[test]
+fn more_than_4_gib_on_a_connection_is_not_a_duplicate() {
+    const N: u32 = 70_000; // × 64,000 bytes = 4.48 GB
+    let big = |seq: u32| {
+        let mut p = tcp(SRV, CLI, 5900, 40000, 0);
+        p[2..4].copy_from_slice(&64_040u16.to_be_bytes());
+        p[24..28].copy_from_slice(&seq.to_be_bytes());
+        p
+    };
+    let t0 = 1_700_000_000_000_000_000u64;
+    let mut pkts = session(&[(0.0, false, 10)]);
+    let seq0 = 7u32;
+    for i in 0..N {
+        pkts.push((t0 + 1_000_000 + u64::from(i) * 10_000, big(seq0.wrapping_add(i.wrapping_mul(64_000)))));
+    }
+    let mut input = tcp(CLI, SRV, 40000, 5900, 10);
+    input[24..28].copy_from_slice(&11u32.to_be_bytes());
+    pkts.push((t0 + 2_000_000_000, input));
+    pkts.push((t0 + 2_025_000_000, big(seq0.wrapping_add(N.wrapping_mul(64_000)))));
+    // And the first segment again (a resend after 4 GiB): still a duplicate.
+    pkts.push((t0 + 2_026_000_000, big(seq0)));
+    let path = tmp("wrap.pcap");
+    write_pcap(&path, &pkts, TsResolution::NanoSecond);
+    let a = analyze(&path, vnc(), opts(500)).unwrap();
+    assert_eq!(a.ops.len(), 2);
+    assert_eq!(a.ops[0].s2c.payload, u64::from(N) * 64_000);
+    assert_eq!(a.ops[1].latency().unwrap().as_nanos(), 25_000_000, "after 4 GiB: new bytes, the update");
+    assert_eq!((a.ops[1].s2c.packets, a.ops[1].s2c.payload), (2, 64_000));
+}
+
 fn tmp(name: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("thinwan-capture-test-{}", std::process::id()));
     std::fs::create_dir_all(&d).unwrap();
@@ -179,7 +245,9 @@ fn x11_direction_comes_from_the_listening_side() {
         (3_000_000_000, tcp(CLI, SRV, 6020, 50000, 32)),
         (3_001_000_000, tcp(SRV, CLI, 50000, 6020, 64)),
     ];
-    // Sequence numbers running on (the second drawing is new data, not a resend).
+    // Sequence numbers running on (the second input and drawing are new data, not
+    // resends).
+    pkts[2].1[24..28].copy_from_slice(&33u32.to_be_bytes());
     pkts[3].1[24..28].copy_from_slice(&65u32.to_be_bytes());
     let path = tmp("x11.pcap");
     write_pcap(&path, &pkts, TsResolution::NanoSecond);

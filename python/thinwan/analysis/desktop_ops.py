@@ -295,17 +295,26 @@ def timing_problems(inputs: pd.DataFrame, source: str = "screen") -> list[str]:
 
 def _start_lag(r: Any) -> str:
     """Why two latencies whose ends agree differ: the analyser starts at the first
-    client→server packet of the input's window (``t_input``), the client at its send
-    (``t_injected``). A gap between the two is time the input spent in the client's own
-    socket — its TCP recovering a loss may hold new data — or a packet of the previous
-    exchange (a retransmission) that opened the window; a capture cannot tell."""
-    t_in, t_sent = getattr(r, "t_input", np.nan), getattr(r, "t_injected", np.nan)
-    lag = (t_in - t_sent) * 1e3
+    client→server packet of the input's window (``t_input``), the client when its input
+    left the host (``t_client_tx``, the kernel's transmit stamp) or, without a stamp, at
+    its send (``t_injected``). Against the stamp a gap is the analyser's: a packet that
+    opened the window and is not the input. Against the send it may also be time the
+    input spent in the client's own socket (its TCP recovering a loss holds new data)."""
+    t_in, t_tx = getattr(r, "t_input", np.nan), getattr(r, "t_client_tx", np.nan)
+    stamped = np.isfinite(t_tx)
+    lag = (t_in - (t_tx if stamped else getattr(r, "t_injected", np.nan))) * 1e3
     if not np.isfinite(lag) or agree(lag, 0.0):
         return ""
+    ends = abs(r.latency_ms + lag - getattr(r, "client_ms", np.nan))
+    if stamped:
+        return (
+            f"; the analyser's first client→server packet came {lag:+.1f} ms from when the input left the client "
+            f"(its kernel's transmit stamp; their ends are {ends:.1f} ms apart): a packet that is not the input "
+            "opened the window"
+        )
     return (
         f"; the analyser's first client→server packet came {lag:.1f} ms after the client sent its input "
-        f"(their ends are {abs(r.latency_ms + lag - getattr(r, 'client_ms', np.nan)):.1f} ms apart): the input "
+        f"(their ends are {ends:.1f} ms apart): the input "
         "waited in the client's socket, or a retransmission of the previous exchange opened the window"
     )
 
@@ -313,13 +322,18 @@ def _start_lag(r: Any) -> str:
 @dataclass
 class RfbLog:
     """What the RFB client (``rfbclient.py``) wrote: ``inputs`` — ``(t, what)`` per input
-    message sent —, ``updates`` — ``(t, rects, bytes, t_kernel)`` per FramebufferUpdate
-    fully received (t: the ``recv()`` that completed it; t_kernel: the kernel's receive
-    time of its last segment, NaN if not logged) —, ``other`` — ``(t, kind, bytes)``
-    per other server message (bell, cut, colours) — and ``error``: the client's error
-    line, if it stopped on one."""
+    message sent (t: just before the send call) —, ``tx`` — per input, ``(kind, t)``: when
+    its last byte left the host by the kernel's transmit stamp, ``kind`` ``"tx"`` (the
+    device driver's software stamp) or ``"sched"`` (the queueing discipline's, for a
+    device without software stamps), ``("", nan)`` when the line has no stamp (older
+    logs, or ``tx=0``: the kernel gave none) —, ``updates`` — ``(t, rects, bytes,
+    t_kernel)`` per FramebufferUpdate fully received (t: the ``recv()`` that completed
+    it; t_kernel: the kernel's receive time of its last segment, NaN if not logged) —,
+    ``other`` — ``(t, kind, bytes)`` per other server message (bell, cut, colours) — and
+    ``error``: the client's error line, if it stopped on one."""
 
     inputs: list[tuple[float, str]] = field(default_factory=list)
+    tx: list[tuple[str, float]] = field(default_factory=list)
     updates: list[tuple[float, int, int, float]] = field(default_factory=list)
     other: list[tuple[float, str, int]] = field(default_factory=list)
     error: str | None = None
@@ -331,7 +345,14 @@ class RfbLog:
             f = line.split()
             try:
                 if len(f) >= 3 and f[1] == "input":
+                    kind, _, value = f[-1].partition("=")
+                    stamp = ("", np.nan)
+                    if kind in ("tx", "sched") and value:
+                        f = f[:-1]
+                        if float(value) > 0:
+                            stamp = (kind, float(value))
                     log.inputs.append((float(f[0]), " ".join(f[2:])))
+                    log.tx.append(stamp)
                 elif len(f) in (4, 5) and f[1] == "update":
                     tk = float(f[4]) if len(f) == 5 and float(f[4]) > 0 else np.nan
                     log.updates.append((float(f[0]), int(f[2]), int(f[3]), tk))
@@ -346,15 +367,23 @@ class RfbLog:
 
 def rfb_times(windows: Sequence[tuple[float, float]], log: RfbLog) -> pd.DataFrame:
     """The RFB client's own latency of each input (one row per window): ``client_ms`` =
-    the last FramebufferUpdate it received in the input's window − when it sent the input
-    (its first input message in the window, ``t_from`` being just before the input was
-    handed to it), NaN when none came after the input; ``client_kernel_ms``: the same
-    with the kernel's receive time of that update's last segment (what the client's time
-    would be without waiting for a CPU); ``client_updates``: how many updates came."""
-    ms = np.full(len(windows), np.nan)
-    kernel = np.full(len(windows), np.nan)
-    count = np.zeros(len(windows), dtype=int)
+    the last FramebufferUpdate it received in the input's window − when the input left
+    the host (its first input message in the window, ``t_from`` being just before the
+    input was handed to it): the kernel's transmit stamp of the message's last byte
+    (``t_client_tx``; ``client_start`` says which stamp: ``tx`` or ``sched``), or, for a
+    log without stamps, when it called send (``client_start`` ``send``). NaN when no
+    update came after the input. ``client_send_ms``: the same from the send call,
+    always; ``client_tx_lag_ms`` = stamp − send call (time the input spent in the
+    client's socket: TCP recovering a loss holds new data); ``client_kernel_ms``: the
+    same start with the kernel's receive time of the last update's last segment (what
+    the client's time would be without waiting for a CPU); ``client_updates``: how many
+    updates came."""
+    n = len(windows)
+    ms, send_ms, kernel, lag, t_tx = (np.full(n, np.nan) for _ in range(5))
+    start = np.full(n, "", dtype=object)
+    count = np.zeros(n, dtype=int)
     t_in = np.array([t for t, _ in log.inputs])
+    tx = log.tx if len(log.tx) == len(log.inputs) else [("", np.nan)] * len(log.inputs)
     t_up = np.array([u[0] for u in log.updates])
     t_k = np.array([u[3] for u in log.updates])
     for i, (t_from, t_to) in enumerate(windows):
@@ -362,13 +391,29 @@ def rfb_times(windows: Sequence[tuple[float, float]], log: RfbLog) -> pd.DataFra
         if k >= len(t_in) or t_in[k] >= t_to:
             continue
         sent = t_in[k]
+        kind, stamp = tx[k]
+        begin = stamp if np.isfinite(stamp) else sent
+        start[i] = kind if np.isfinite(stamp) else "send"
+        t_tx[i] = stamp
+        lag[i] = (stamp - sent) * 1e3
         sel = np.flatnonzero((t_up >= sent) & (t_up < t_to))
         count[i] = len(sel)
         if len(sel):
             last = sel[np.argmax(t_up[sel])]
-            ms[i] = (t_up[last] - sent) * 1e3
-            kernel[i] = (t_k[last] - sent) * 1e3
-    return pd.DataFrame({"client_ms": ms, "client_kernel_ms": kernel, "client_updates": count})
+            ms[i] = (t_up[last] - begin) * 1e3
+            send_ms[i] = (t_up[last] - sent) * 1e3
+            kernel[i] = (t_k[last] - begin) * 1e3
+    return pd.DataFrame(
+        {
+            "client_ms": ms,
+            "client_kernel_ms": kernel,
+            "client_updates": count,
+            "client_send_ms": send_ms,
+            "client_tx_lag_ms": lag,
+            "t_client_tx": t_tx,
+            "client_start": start,
+        }
+    )
 
 
 def attribute_packets(packets: pd.DataFrame, t_from: float, t_to: float) -> dict[str, float]:

@@ -394,7 +394,8 @@ def analyse_rfb_pass(rfb_dir: Path, idle_ms: float, addr: dict[str, str]) -> pd.
     """Analyse an RFB timing pass (``<platform>/<env>/rfb-timing/``): the analyser's
     latency of each input from the pass's capture, and the RFB client's own —
     ``client_ms`` = the last FramebufferUpdate it received in the input's window − when
-    it sent the input; ``client_diff_ms = client_ms − latency_ms``; ``client_updates``:
+    the input left the host (the kernel's transmit stamp; the send call in a log without
+    stamps; the other columns of ``rfb_times`` too); ``client_diff_ms = client_ms − latency_ms``; ``client_updates``:
     how many updates it received there; ``client_kernel_ms``: ``client_ms`` with the
     kernel's receive time (the client's wait for a CPU taken out). Also written as the directory's inputs.parquet."""
     records = json.loads((rfb_dir / "inputs.json").read_text())

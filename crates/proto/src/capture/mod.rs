@@ -15,6 +15,17 @@
 //! packet after a longer silence starts a new burst. Packets without payload (pure ACKs,
 //! SYN/FIN) never start or extend a burst; they are counted with the burst they follow.
 //!
+//! **Retransmissions** ([`Packet::resent`]: every payload byte was in a packet of the
+//! same direction captured before) are treated like packets without payload: counted
+//! (packets and IP bytes, in the burst they follow) but never the start of a burst, of
+//! an input or of an update's end. Both directions, for different reasons. Server→client
+//! (the capture is behind the WAN, at the client): the client already had those bytes —
+//! a retransmission after a lost ACK, one RTO after the update was drawn, is no update.
+//! Client→server (the capture is before the WAN): the first copy is in the capture at the
+//! time the client sent it, so the retransmission is *not* when anything was given; a
+//! lost update request resent after the pause (RFC 6298 §5.4, or a tail-loss probe,
+//! RFC 8985 §7) would otherwise open the next input's window before the input left.
+//!
 //! **Latency** (the spec's "Method" 1) = the last server→client payload packet of the
 //! burst − the first client→server payload packet of the burst (the input). A burst that
 //! the server started (no input before its first update: a clock, a cursor blink) is
@@ -47,9 +58,20 @@ pub struct Packet {
     pub ip_len: u32,
     /// TCP payload bytes.
     pub payload: u32,
+    /// True when every payload byte was in a packet of the same direction captured
+    /// before (a retransmission; see the module docs): counted, but no payload.
+    pub resent: bool,
     /// 1-based number of the packet in the capture file (for messages and for finding it
     /// in Wireshark).
     pub number: u64,
+}
+
+impl Packet {
+    /// No payload, or only bytes captured before: it neither starts nor extends a burst.
+    #[inline]
+    fn carries_nothing_new(&self) -> bool {
+        self.payload == 0 || self.resent
+    }
 }
 
 /// Per-direction counters of one operation.
@@ -82,7 +104,8 @@ pub struct Operation {
     pub t_last: Instant,
     /// True if the burst began with a client→server packet.
     pub client_started: bool,
-    /// Client→server counters (pure ACKs up to the next burst included).
+    /// Client→server counters (pure ACKs and retransmissions up to the next burst
+    /// included; `payload` counts only bytes not captured before).
     pub c2s: DirCounts,
     /// Server→client counters.
     pub s2c: DirCounts,
@@ -130,10 +153,10 @@ impl Operation {
         };
         c.packets += 1;
         c.bytes += u64::from(p.ip_len);
-        c.payload += u64::from(p.payload);
-        if p.payload == 0 {
+        if p.carries_nothing_new() {
             return;
         }
+        c.payload += u64::from(p.payload);
         self.last_packet = p.number;
         self.t_last = p.t;
         if p.dir != self.last_dir {
@@ -199,7 +222,7 @@ impl Splitter {
     /// Feed the next packet; returns the previous operation when this packet starts a new
     /// one.
     pub fn push(&mut self, p: Packet) -> Option<Operation> {
-        if p.payload == 0 {
+        if p.carries_nothing_new() {
             match &mut self.current {
                 Some(op) => op.add(&p),
                 None => {

@@ -19,9 +19,9 @@ as ``xdotool key --delay 0``), ``click X Y`` (button 1 pressed and released at X
 ``xdotool click``), ``move X Y``. One log line per event on stdout, flushed at once::
 
     <epoch s> ready <width> <height>        handshake done, first update requested
-    <epoch s> input key <keysym hex>        just before the message was sent
-    <epoch s> input click <x> <y>
-    <epoch s> input move <x> <y>
+    <epoch s> input key <keysym hex> <tx>   just before the message was sent
+    <epoch s> input click <x> <y> <tx>
+    <epoch s> input move <x> <y> <tx>
     <epoch s> update <rects> <bytes> <kernel epoch s>   a FramebufferUpdate fully received
     <epoch s> bell
     <epoch s> cut <bytes>                   ServerCutText
@@ -33,6 +33,21 @@ client's own receive time, the check's verdict. The last is the kernel's receive
 the last segment those bytes came in (SO_TIMESTAMPNS, socket(7): for TCP the timestamp of
 the last skb read), 0 if the kernel gave none: their difference is how long the client
 waited for a CPU, which tells a slow client from a wrong analyser.
+
+``<tx>`` is when the input's last byte left the host: the kernel's transmit stamp of it
+(SO_TIMESTAMPING, Documentation/networking/timestamping.rst: ``SOF_TIMESTAMPING_TX_SOFTWARE``,
+taken when the device driver takes the packet, the moment a capture on that interface
+sees it), ``tx=<epoch s>``; ``sched=<epoch s>`` when the device gives no software stamp
+and the stamp is the one taken as the packet entered the queueing discipline
+(``SOF_TIMESTAMPING_TX_SCHED``); ``tx=0`` when the kernel gave none. It differs from the
+send time when TCP holds the input back — recovering a loss, the peer's window, the
+congestion window — so the latency from it is the input's wire → update time, as the
+capture sees it. The stamps come on the socket's error queue (``MSG_ERRQUEUE``), matched
+to the input by the byte counter ``SOF_TIMESTAMPING_OPT_ID`` numbers them with (for TCP
+the offset of the stamped byte from the option being set), so an input's line is written
+when its stamp has come (or after ``STAMP_WAIT_S`` without one, or on quit): input
+lines stay in input order, but may come after update lines that are later than their
+send time. Logs from before the stamp (no ``<tx>`` field) still parse.
 
 Encodings asked for (§7.7): ZRLE, CopyRect and Raw only, each of which can be delimited
 without decoding (§7.7.1 Raw: width × height × 4 bytes at our 32-bpp pixel format;
@@ -57,6 +72,31 @@ BYTES_PER_PIXEL = 4  # the pixel format we set (§7.5.1)
 # Linux's SO_TIMESTAMPNS / SCM_TIMESTAMPNS (asm-generic/socket.h; the socket module has
 # no name for them): a struct timespec with each read, the kernel's receive time.
 SO_TIMESTAMPNS = 35
+# SO_TIMESTAMPING (= SCM_TIMESTAMPING) and its flags (linux/net_tstamp.h), for the
+# transmit stamps of the inputs (module docs).
+SO_TIMESTAMPING = 37
+SOF_TIMESTAMPING_TX_SOFTWARE = 1 << 1
+SOF_TIMESTAMPING_SOFTWARE = 1 << 4
+SOF_TIMESTAMPING_OPT_ID = 1 << 7
+SOF_TIMESTAMPING_TX_SCHED = 1 << 8
+SOF_TIMESTAMPING_OPT_TSONLY = 1 << 11
+# Linux ≥ 6.2: count from the bytes written, not the bytes acknowledged, when the option
+# is set (the same here: nothing is unacknowledged after the ServerInit, which acknowledges
+# the ClientInit), tried first.
+SOF_TIMESTAMPING_OPT_ID_TCP = 1 << 16
+TX_FLAGS = (
+    SOF_TIMESTAMPING_TX_SOFTWARE
+    | SOF_TIMESTAMPING_TX_SCHED
+    | SOF_TIMESTAMPING_SOFTWARE
+    | SOF_TIMESTAMPING_OPT_ID
+    | SOF_TIMESTAMPING_OPT_TSONLY
+)
+# struct sock_extended_err (linux/errqueue.h): ee_info is the stamp's kind, ee_data its id.
+SO_EE_ORIGIN_TIMESTAMPING = 4
+SCM_TSTAMP_SND, SCM_TSTAMP_SCHED = 0, 1
+IP_RECVERR, IPV6_RECVERR = 11, 25
+# How long an input's line waits for its transmit stamp before it is written without.
+STAMP_WAIT_S = 5.0
 
 # X keysyms of the keys the benchmark gives (the RFB KeyEvent carries X keysyms, §7.5.4).
 KEYSYMS = {
@@ -277,6 +317,90 @@ def _kernel_time(ancillary: list[tuple[int, int, bytes]]) -> float:
     return 0.0
 
 
+class TxStamps:
+    """The kernel's transmit stamps of what is sent on a TCP socket (module docs):
+    :meth:`sent` numbers each send's last byte, :meth:`drain` reads the error queue,
+    :meth:`stamp` gives a byte's stamp: ``("tx", t)`` (the device's software stamp),
+    ``("sched", t)`` (the queueing discipline's, only once the socket has shown that its
+    device gives no software stamp, or when ``final``), or None while none is usable."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        self.on = False
+        for flags in (TX_FLAGS | SOF_TIMESTAMPING_OPT_ID_TCP, TX_FLAGS):
+            try:
+                sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPING, flags)
+            except OSError:
+                continue
+            self.on = True
+            break
+        self.written = 0  # bytes sent since the option was set
+        self.snd: dict[int, float] = {}
+        self.sched: dict[int, float] = {}
+        self.device_stamps = False  # a software (driver) stamp has come on this socket
+
+    def sent(self, n: int) -> int:
+        """Count ``n`` bytes just sent; the id of their last byte."""
+        self.written += n
+        return (self.written - 1) & 0xFFFFFFFF
+
+    def drain(self) -> None:
+        """Read every stamp waiting on the error queue."""
+        while self.on:
+            try:
+                _, anc, _, _ = self.sock.recvmsg(64, 1024, socket.MSG_ERRQUEUE | socket.MSG_DONTWAIT)
+            except OSError:  # nothing waiting (EAGAIN), or the socket is gone
+                return
+            t = kind = key = None
+            for level, ctype, data in anc:
+                if level == socket.SOL_SOCKET and ctype == SO_TIMESTAMPING and len(data) >= 16:
+                    sec, nsec = struct.unpack("qq", data[:16])  # ts[0]: the software stamp
+                    t = sec + nsec * 1e-9
+                elif (level, ctype) in ((socket.IPPROTO_IP, IP_RECVERR), (socket.IPPROTO_IPV6, IPV6_RECVERR)):
+                    _, origin, _, _, _, info, ident = struct.unpack("IBBBBII", data[:16])
+                    if origin == SO_EE_ORIGIN_TIMESTAMPING:
+                        kind, key = info, ident
+            if t is None or key is None or t <= 0:
+                continue
+            if kind == SCM_TSTAMP_SND:
+                self.device_stamps = True
+                self.snd.setdefault(key, t)  # the first transmission, not a retransmission
+            elif kind == SCM_TSTAMP_SCHED:
+                self.sched.setdefault(key, t)
+
+    def stamp(self, key: int, final: bool = False) -> tuple[str, float] | None:
+        """The stamp of byte ``key``: its own, or the first one after it. TCP stamps the
+        last byte of each send; a send appended to a segment not yet sent (TCP holding
+        data back: a loss being recovered, a closed window) moves that segment's stamp to
+        its own last byte, so the earlier bytes have none of their own and left with the
+        first stamped byte after them (segments leave in sequence order, and stamps come
+        in the order they are taken)."""
+        own = _first_at_or_after(self.snd, key)
+        if own is not None:
+            return ("tx", self.snd[own])
+        own = _first_at_or_after(self.sched, key)
+        if own is not None and (final or not self.device_stamps):
+            return ("sched", self.sched[own])
+        return None
+
+    def forget_before(self, key: int) -> None:
+        """Drop the stamps of bytes before ``key`` (the update requests'): nobody asks."""
+        for d in (self.snd, self.sched):
+            for k in [k for k in d if _after(key, k)]:
+                del d[k]
+
+
+def _after(a: int, b: int) -> bool:
+    """Byte id ``a`` comes after ``b`` (32-bit ids wrap, as TCP sequence numbers do)."""
+    return a != b and ((a - b) & 0xFFFFFFFF) < 0x80000000
+
+
+def _first_at_or_after(stamps: dict[int, float], key: int) -> int | None:
+    """The first id in ``stamps`` at or after ``key``, or None."""
+    later = [k for k in stamps if k == key or _after(k, key)]
+    return min(later, key=lambda k: (k - key) & 0xFFFFFFFF) if later else None
+
+
 def run(host: str, port: int, commands: str, out) -> None:
     def log(what: str, t: float | None = None) -> None:
         out.write(f"{time.time() if t is None else t:.6f} {what}\n")
@@ -287,40 +411,70 @@ def run(host: str, port: int, commands: str, out) -> None:
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
     w, h = handshake(sock)
-    sock.sendall(set_pixel_format() + set_encodings() + update_request(False, w, h))
+    stamps = TxStamps(sock)
+
+    def send(data: bytes) -> int:
+        sock.sendall(data)
+        return stamps.sent(len(data))
+
+    send(set_pixel_format() + set_encodings() + update_request(False, w, h))
     # O_RDWR: the FIFO never reports end-of-file while we hold a writer end ourselves.
     cmd_fd = os.open(commands, os.O_RDWR | os.O_NONBLOCK)
     log(f"ready {w} {h}")
     parser = UpdateParser()
     pending = b""
-    while True:
-        ready, _, _ = select.select([sock, cmd_fd], [], [])
-        if sock in ready:
-            data, anc, _, _ = sock.recvmsg(1 << 20, socket.CMSG_SPACE(16))
-            t = time.time()
-            t_kernel = _kernel_time(anc)
-            if not data:
-                parser.close()
-                raise RfbError("the server closed the connection")
-            for kind, rects, size in parser.feed(data):
-                if kind == "update":
-                    # Like a viewer: the next (incremental) request once an update is in.
-                    sock.sendall(update_request(True, w, h))
-                    log(f"update {rects} {size} {t_kernel:.6f}", t)
-                else:
-                    log(f"{kind} {size}" if kind != "bell" else "bell", t)
-        if cmd_fd in ready:
-            pending += os.read(cmd_fd, 4096)
-            while b"\n" in pending:
-                line, pending = pending.split(b"\n", 1)
-                if not line.strip():
-                    continue
-                if line.strip() == b"quit":
-                    return
-                msg, what = command_bytes(line.decode())
+    waiting: list[tuple[float, str, int]] = []  # inputs sent, their stamps not yet come
+
+    def log_inputs(final: bool = False) -> None:
+        """Write the lines of the inputs whose stamps have come, in input order."""
+        stamps.drain()
+        now = time.time()
+        while waiting:
+            t_sent, what, key = waiting[0]
+            got = stamps.stamp(key, final or now - t_sent > STAMP_WAIT_S)
+            if got is None and not final and now - t_sent <= STAMP_WAIT_S:
+                return
+            kind, t_tx = got if got is not None else ("tx", 0.0)
+            log(f"input {what} {kind}={t_tx:.6f}", t_sent)
+            stamps.forget_before(key)
+            waiting.pop(0)
+
+    # Every input's line is written, with or without its stamp, however the loop ends.
+    try:
+        while True:
+            ready, _, _ = select.select([sock, cmd_fd], [], [], 0.05 if waiting else None)
+            log_inputs()
+            if sock in ready:
+                try:
+                    data, anc, _, _ = sock.recvmsg(1 << 20, socket.CMSG_SPACE(16), socket.MSG_DONTWAIT)
+                except (BlockingIOError, InterruptedError):
+                    data, anc = None, []  # readable for the error queue (a stamp) only
                 t = time.time()
-                sock.sendall(msg)
-                log(f"input {what}", t)
+                t_kernel = _kernel_time(anc)
+                if data == b"":
+                    parser.close()
+                    raise RfbError("the server closed the connection")
+                for kind, rects, size in parser.feed(data or b""):
+                    if kind == "update":
+                        # Like a viewer: the next (incremental) request once an update is in.
+                        send(update_request(True, w, h))
+                        log(f"update {rects} {size} {t_kernel:.6f}", t)
+                    else:
+                        log(f"{kind} {size}" if kind != "bell" else "bell", t)
+            if cmd_fd in ready:
+                pending += os.read(cmd_fd, 4096)
+                while b"\n" in pending:
+                    line, pending = pending.split(b"\n", 1)
+                    if not line.strip():
+                        continue
+                    if line.strip() == b"quit":
+                        return
+                    msg, what = command_bytes(line.decode())
+                    t = time.time()
+                    waiting.append((t, what, send(msg)))
+                    log_inputs()
+    finally:
+        log_inputs(final=True)
 
 
 def main(argv: list[str]) -> int:
