@@ -6,6 +6,7 @@ No root."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import socket
@@ -15,6 +16,7 @@ import sys
 import threading
 import time
 import zlib
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -289,6 +291,20 @@ def _run_client(tmp_path: Path, script: list[bytes], commands: list[str]) -> tup
     got: list[bytes] = []
     th = threading.Thread(target=_fake_server, args=(srv, script, got), daemon=True)
     th.start()
+    with _client(tmp_path, srv, th) as (p, fd, first):
+        for c in commands:
+            os.write(fd, (c + "\n").encode())
+            time.sleep(0.05)
+        os.close(fd)
+        out = rest_of(p, p.stdout, timeout=10)
+    return p.returncode, [first, *out.splitlines()], got
+
+
+@contextlib.contextmanager
+def _client(tmp_path: Path, srv: socket.socket, server: threading.Thread) -> Iterator[tuple[Any, int, str]]:
+    """rfbclient.py against ``srv`` (served by the thread ``server``): yields the process,
+    the write end of its command FIFO and its ready line; kills it, closes ``srv`` and
+    joins the thread on the way out."""
     fifo = tmp_path / "cmd"
     os.mkfifo(fifo)
     p = subprocess.Popen(
@@ -300,19 +316,13 @@ def _run_client(tmp_path: Path, script: list[bytes], commands: list[str]) -> tup
         assert p.stdout is not None
         first = p.stdout.readline()
         assert " ready 320 240" in first, first
-        fd = os.open(fifo, os.O_WRONLY)
-        for c in commands:
-            os.write(fd, (c + "\n").encode())
-            time.sleep(0.05)
-        os.close(fd)
-        out = rest_of(p, p.stdout, timeout=10)
+        yield p, os.open(fifo, os.O_WRONLY), first
     finally:
         if p.poll() is None:
             p.kill()
             p.wait()
         srv.close()
-        th.join(timeout=5)
-    return p.returncode, [first, *out.splitlines()], got
+        server.join(timeout=6)
 
 
 def test_client_requests_after_each_update_and_logs_inputs(tmp_path: Path) -> None:
@@ -372,17 +382,7 @@ def test_client_stamps_an_input_tcp_held_back_when_it_left(tmp_path: Path) -> No
 
     th = threading.Thread(target=stalled, daemon=True)
     th.start()
-    fifo = tmp_path / "cmd"
-    os.mkfifo(fifo)
-    p = subprocess.Popen(
-        [sys.executable, "-u", str(RFBCLIENT), "127.0.0.1", str(srv.getsockname()[1]), str(fifo)],
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert p.stdout is not None
-        assert " ready 320 240" in p.stdout.readline()
-        fd = os.open(fifo, os.O_WRONLY)
+    with _client(tmp_path, srv, th) as (p, fd, _):
         os.write(fd, b"".join(f"move {i % 300} 1\n".encode() for i in range(2000)))
         time.sleep(0.05)
         os.write(fd, b"click 10 20\n")
@@ -390,12 +390,6 @@ def test_client_stamps_an_input_tcp_held_back_when_it_left(tmp_path: Path) -> No
         os.write(fd, b"quit\n")
         os.close(fd)
         out = rest_of(p, p.stdout, timeout=10)
-    finally:
-        if p.poll() is None:
-            p.kill()
-            p.wait()
-        srv.close()
-        th.join(timeout=6)
     log = RfbLog.parse(out)
     assert len(log.inputs) == 2001 and log.inputs[-1][1] == "click 10 20"
     assert all(k == "tx" for k, _ in log.tx), {k for k, _ in log.tx}

@@ -2,9 +2,9 @@
 //! data, one window reduction per window of data, CWR, no retransmission) and to the
 //! receiver (ECE from a CE arrival until CWR).
 
-use super::mechanism_tests::{cfg, ms};
+use super::mechanism_tests::{cfg, drain, ms, receiver};
 use super::*;
-use crate::time::{Duration, Instant};
+use crate::time::Instant;
 
 const MSS: u64 = 1000;
 
@@ -12,19 +12,6 @@ fn ecn_sender(cc: CongestionControl) -> Sender {
     let mut c = cfg(Mechanisms { ecn: true, ..Default::default() });
     c.congestion_control = cc;
     Sender::new(c)
-}
-
-fn receiver() -> Receiver {
-    Receiver::new(ReceiverConfig {
-        rwnd: 1 << 20,
-        delayed_ack: false,
-        delayed_ack_timeout: Duration::from_millis(40),
-        sack: true,
-    })
-}
-
-fn drain(s: &mut Sender, now: Instant) -> Vec<DataSegment> {
-    std::iter::from_fn(|| s.poll_transmit(now)).collect()
 }
 
 /// Deliver `segs` (those at indices in `ce` marked CE on the way), and feed every ACK

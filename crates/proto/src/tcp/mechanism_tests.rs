@@ -27,7 +27,7 @@ pub(super) fn cfg(m: Mechanisms) -> SenderConfig {
     }
 }
 
-fn receiver() -> Receiver {
+pub(super) fn receiver() -> Receiver {
     Receiver::new(ReceiverConfig {
         rwnd: 1 << 20,
         delayed_ack: false,
@@ -36,7 +36,7 @@ fn receiver() -> Receiver {
     })
 }
 
-fn drain(s: &mut Sender, now: Instant) -> Vec<DataSegment> {
+pub(super) fn drain(s: &mut Sender, now: Instant) -> Vec<DataSegment> {
     std::iter::from_fn(|| s.poll_transmit(now)).collect()
 }
 
