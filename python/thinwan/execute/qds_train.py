@@ -204,11 +204,7 @@ def read_train_set(path: Path, captures_root: Path | None = None) -> TrainSet:
     out = TrainSet()
     for i, c in enumerate(data.get("capture", [])):
         where = f"{path}: capture[{i}]"
-        if not isinstance(c, dict):
-            raise TrainSetError(f"{where}: expected a table ([[capture]])")
-        bad = set(c) - _CAPTURE_KEYS
-        if bad:
-            raise TrainSetError(f"{where}: unknown key(s) {sorted(bad)} (known: {sorted(_CAPTURE_KEYS)})")
+        _check_entry(c, where, "capture", _CAPTURE_KEYS)
         for key in ("file", "label", "port"):
             if key not in c:
                 raise TrainSetError(f"{where}: missing key {key!r}")
@@ -219,6 +215,7 @@ def read_train_set(path: Path, captures_root: Path | None = None) -> TrainSet:
         at_client = c.get("port_at_client", False)
         if not isinstance(at_client, bool):
             raise TrainSetError(f"{where}: port_at_client must be true or false, got {at_client!r}")
+        pages = c.get("windows") == "web-pages"
         out.sources.append(
             CaptureSource(
                 file=file,
@@ -227,18 +224,14 @@ def read_train_set(path: Path, captures_root: Path | None = None) -> TrainSet:
                 port_at_client=at_client,
                 addr=c.get("addr"),
                 group=str(c.get("group", c["file"])),
-                windows=None if c.get("windows") == "web-pages" else _windows(c.get("windows"), where),
-                pages_windows=c.get("windows") == "web-pages",
+                windows=None if pages else _windows(c.get("windows"), where),
+                pages_windows=pages,
                 busiest_only=which == "busiest",
             )
         )
     for i, s in enumerate(data.get("sim", [])):
         where = f"{path}: sim[{i}]"
-        if not isinstance(s, dict):
-            raise TrainSetError(f"{where}: expected a table ([[sim]])")
-        bad = set(s) - _SIM_KEYS
-        if bad:
-            raise TrainSetError(f"{where}: unknown key(s) {sorted(bad)} (known: {sorted(_SIM_KEYS)})")
+        _check_entry(s, where, "sim", _SIM_KEYS)
         if "scenario" not in s:
             raise TrainSetError(f"{where}: missing key 'scenario'")
         runs = s.get("runs", [0])
@@ -252,6 +245,15 @@ def read_train_set(path: Path, captures_root: Path | None = None) -> TrainSet:
 
 
 PAGES_FILE = "web-pages.parquet"  # the web benchmark's per-page table (docs/desktop-media.md)
+
+
+def _check_entry(entry: Any, where: str, table: str, known: set[str]) -> None:
+    """One ``[[table]]`` entry is a table of ``known`` keys only."""
+    if not isinstance(entry, dict):
+        raise TrainSetError(f"{where}: expected a table ([[{table}]])")
+    bad = set(entry) - known
+    if bad:
+        raise TrainSetError(f"{where}: unknown key(s) {sorted(bad)} (known: {sorted(known)})")
 
 
 def _windows(w: Any, where: str) -> tuple[tuple[float, float], ...] | None:
