@@ -14,6 +14,8 @@ import pytest
 from thinwan.substrates.binaries import MissingBinary, find_binary
 
 REPO = Path(__file__).resolve().parents[2]
+# small_grid's one-way delays (ms): WAN, then the last hop.
+WAN_MS, LAST_HOP_MS = 40.0, 10.0
 
 
 def _have_binaries() -> str | None:
@@ -58,3 +60,24 @@ def lab_run_cli(scenario: Path, out: Path, *extra: str, timeout: float = 60) -> 
     user runs it), its output captured."""
     argv = [sys.executable, "-m", "thinwan", "lab", "run", str(scenario), "--out", str(out), "--json", "--quiet"]
     return subprocess.run([*argv, *extra], capture_output=True, text=True, timeout=timeout)
+
+
+def small_grid(**values: object):
+    """The tunnel grid's base (scenarios/carlmar2011/base.toml) shrunk to 3 streams for 4 s
+    of traffic, 40 ms one way with 2 % loss both ways and a 10-ms last hop: what the
+    tunnel and its peers' lab tests run."""
+    from thinwan.config.scenario import load_scenario
+
+    return load_scenario(REPO / "scenarios" / "carlmar2011" / "base.toml").with_values(
+        {
+            "topology.pairs": 3,
+            "scenario.duration_s": 4.0,
+            "scenario.drain_s": 30.0,
+            "scenario.runs": 1,
+            "topology.bottleneck_delay_ms": WAN_MS,
+            "topology.last_hop_delay_ms": LAST_HOP_MS,
+            "topology.bottleneck_loss": 0.02,
+            "topology.bottleneck_loss_rev": 0.02,
+            **values,
+        }
+    )

@@ -11,8 +11,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tests.lab.conftest import LAST_HOP_MS, WAN_MS
+from tests.lab.conftest import small_grid as small
 from thinwan.analysis.metrics import message_delays
-from thinwan.config.scenario import LabSection, load_scenario
+from thinwan.config.scenario import LabSection
 from thinwan.substrates.binaries import MissingBinary, find_binary
 from thinwan.substrates.lab.netns import list_netns
 from thinwan.substrates.lab.tunnel import run_tunnel_once
@@ -21,7 +23,6 @@ pytestmark = pytest.mark.usefixtures("lab_env")
 
 ROOT = Path(__file__).resolve().parents[2]
 BASE = ROOT / "scenarios" / "carlmar2011" / "base.toml"
-WAN_MS, LAST_HOP_MS = 40.0, 10.0
 STATS = ("min", "q1", "median", "q3", "max", "p99", "p999")
 
 
@@ -31,23 +32,6 @@ def mux_built() -> None:
         find_binary("thinwan-mux")
     except MissingBinary as e:
         pytest.fail(str(e))
-
-
-def small(**values: object):
-    """The grid's base shrunk to a few streams for a few seconds, with 2 % loss both ways."""
-    return load_scenario(BASE).with_values(
-        {
-            "topology.pairs": 3,
-            "scenario.duration_s": 4.0,
-            "scenario.drain_s": 30.0,
-            "scenario.runs": 1,
-            "topology.bottleneck_delay_ms": WAN_MS,
-            "topology.last_hop_delay_ms": LAST_HOP_MS,
-            "topology.bottleneck_loss": 0.02,
-            "topology.bottleneck_loss_rev": 0.02,
-            **values,
-        }
-    )
 
 
 def test_tunnel_carries_every_byte_through_the_daemons(tmp_path: Path) -> None:

@@ -11,16 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from thinwan.config.scenario import LabSection, load_scenario
+from tests.lab.conftest import small_grid
+from thinwan.config.scenario import LabSection
 from thinwan.substrates.lab.netns import list_netns, pid_cmdline
 from thinwan.substrates.lab.sshpeer import SSHD_CANDIDATES
 from thinwan.substrates.lab.tunnel import SSH_PORT, run_tunnel_once
 
 pytestmark = pytest.mark.usefixtures("lab_env")
-
-ROOT = Path(__file__).resolve().parents[2]
-BASE = ROOT / "scenarios" / "carlmar2011" / "base.toml"
-WAN_MS, LAST_HOP_MS = 40.0, 10.0
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -50,19 +47,7 @@ def test_ssh_forwarding_delivers_every_message_and_leaves_nothing(tmp_path: Path
     before = set(list_netns())
     home_ssh = Path(os.path.expanduser("~")) / ".ssh"
     untouched = {d: _snapshot(d) for d in (home_ssh, Path("/etc/ssh"))}
-    scenario = load_scenario(BASE).with_values(
-        {
-            "topology.pairs": 3,
-            "scenario.duration_s": 4.0,
-            "scenario.drain_s": 30.0,
-            "scenario.runs": 1,
-            "topology.bottleneck_delay_ms": WAN_MS,
-            "topology.last_hop_delay_ms": LAST_HOP_MS,
-            "topology.bottleneck_loss": 0.02,
-            "topology.bottleneck_loss_rev": 0.02,
-            "mux.mode": "ssh",
-        }
-    )
+    scenario = small_grid(**{"mux.mode": "ssh"})
     raw = tmp_path / "raw"
     records = run_tunnel_once(scenario, LabSection(), 0, raw)
 

@@ -10,14 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from thinwan.config.scenario import LabSection, load_scenario
+from tests.lab.conftest import small_grid
+from thinwan.config.scenario import LabSection
 from thinwan.substrates.binaries import MissingBinary, find_binary
 from thinwan.substrates.lab.netns import list_netns, pid_cmdline
 from thinwan.substrates.lab.tunnel import run_tunnel_once
 
 pytestmark = pytest.mark.usefixtures("lab_env")
-
-BASE = Path(__file__).resolve().parents[2] / "scenarios" / "carlmar2011" / "base.toml"
 
 
 def test_yamux_peer_delivers_every_message_and_leaves_nothing(tmp_path: Path) -> None:
@@ -26,19 +25,7 @@ def test_yamux_peer_delivers_every_message_and_leaves_nothing(tmp_path: Path) ->
     except MissingBinary as e:
         pytest.fail(str(e))
     before = set(list_netns())
-    scenario = load_scenario(BASE).with_values(
-        {
-            "topology.pairs": 3,
-            "scenario.duration_s": 4.0,
-            "scenario.drain_s": 30.0,
-            "scenario.runs": 1,
-            "topology.bottleneck_delay_ms": 40.0,
-            "topology.last_hop_delay_ms": 10.0,
-            "topology.bottleneck_loss": 0.02,
-            "topology.bottleneck_loss_rev": 0.02,
-            "mux.mode": "yamux",
-        }
-    )
+    scenario = small_grid(**{"mux.mode": "yamux"})
     raw = tmp_path / "raw"
     records = run_tunnel_once(scenario, LabSection(), 0, raw)
     m, c = records.messages, records.connections
