@@ -154,6 +154,21 @@ def test_fill_changes_the_screen(tigervnc: None, tmp_path: Path) -> None:
         assert ((area[..., 0] > 200) & (area[..., 1] < 60) & (area[..., 2] < 60)).mean() > 0.95
 
 
+def test_screen_check_looks_again_when_traffic_resumes(tigervnc: None) -> None:
+    """A pause that ends inside an update (here: an idle watch of 5 ms on a 1 Mbit/s
+    link, where the photograph's ~100 KB take most of a second; on wan-loss-10, a
+    backed-off retransmission timeout) does not fail the screen check: it looks again
+    each time traffic resumes, and passes once the whole picture is there."""
+    settings = DesktopSettings(pause_s=0.005, idle_s=0.005)
+    spec = LabSpec(link=LinkSpec.symmetric(rate_bps=1_000_000))
+    with Lab(spec) as lab, Desktop("tigervnc", lab, settings) as d:
+        d.start_capture(Path(d.dir) / "run.pcap")
+        rec = d.do("image")
+        d.stop_capture()
+    assert rec.verified and rec.settled
+    assert rec.rechecks >= 1, "the first check came after the whole update: the link is not slow enough to test this"
+
+
 def test_unknown_platform_is_unavailable_with_a_reason() -> None:
     assert "unknown platform" in (platform_status("nope") or "")
     if os.geteuid() == 0:

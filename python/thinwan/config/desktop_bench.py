@@ -59,6 +59,11 @@ class Env(_Strict):
     # file's [desktop] idle_s). A lossy path needs it longer than a retransmission
     # timeout's silence, or the pause ends inside an update.
     idle_s: float | None = Field(None, gt=0)
+    # How long a platform may take to come up in this environment (DesktopSettings.
+    # ready_timeout_s; None: the file's [desktop] ready_timeout_s). Plain X's Tk start-up
+    # waits on hundreds of X replies, each a round trip that a lossy path can stretch to a
+    # retransmission timeout.
+    ready_timeout_s: float | None = Field(None, gt=0)
     description: str = ""
 
     def to_json(self) -> dict[str, Any]:
@@ -78,8 +83,11 @@ BUILTIN_ENVS: dict[str, Env] = {
     "wan-1mb": Env(**_WAN, window_bytes=1 << 20, description="wan with 1 MB socket buffers"),
     "wan-loss-1": Env(**_WAN, loss=0.01, description="wan with 1 % random loss each way"),
     # 10 % each way: two losses in a row (1 %) put 0.8 s of backed-off retransmission
-    # timeouts (266 + 532 ms at 66 ms RTT) inside an update, so the pause watches for 2 s.
-    "wan-loss-10": Env(**_WAN, loss=0.10, idle_s=2.0, description="wan with 10 % random loss each way"),
+    # timeouts (266 + 532 ms at 66 ms RTT) inside an update, so the pause watches for 2 s;
+    # and start-up gets 120 s (plain X's Tk did not map its window within 30 s).
+    "wan-loss-10": Env(
+        **_WAN, loss=0.10, idle_s=2.0, ready_timeout_s=120.0, description="wan with 10 % random loss each way"
+    ),
 }
 
 
@@ -112,6 +120,7 @@ class _DesktopSection(_Strict):
     idle_s: float = Field(IDLE_S, gt=0)
     max_wait_s: float = Field(MAX_WAIT_S, gt=0)
     verify: bool = True
+    ready_timeout_s: float = Field(30.0, gt=0)
 
 
 class WebSettings(_Strict):

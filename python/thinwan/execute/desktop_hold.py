@@ -23,7 +23,7 @@ from typing import Any
 
 from ..config.desktop_bench import Env
 from ..substrates.desktop import Desktop, DesktopError, DesktopSettings
-from ..substrates.desktop.envlab import env_lab_spec
+from ..substrates.desktop.envlab import env_lab_spec, env_settings
 from ..substrates.lab import netns
 from ..substrates.lab.netns import LabError
 from ..substrates.lab.topology import Lab
@@ -31,7 +31,9 @@ from ..substrates.lab.topology import Lab
 __all__ = ["start_holder", "hold", "down", "STATE_ROOT"]
 
 STATE_ROOT = Path(os.environ.get("THINWAN_DESKTOP_STATE", "/run/thinwan/desktop"))
-UP_TIMEOUT_S = 90.0
+# How long `desktop up` waits beyond the platform's own start-up limit (its
+# ready_timeout_s, which the holder writes into its state): the lab and the servers.
+UP_TIMEOUT_S = 60.0
 
 
 def start_holder(platform: str, env: str, bench: str | None) -> dict[str, Any]:
@@ -45,9 +47,12 @@ def start_holder(platform: str, env: str, bench: str | None) -> dict[str, Any]:
         argv += ["--bench", str(Path(bench).resolve())]
     with open(state_dir / "holder.log", "wb") as logf:
         holder = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=logf, stderr=logf, start_new_session=True)
-    deadline = time.monotonic() + UP_TIMEOUT_S
-    while time.monotonic() < deadline:
+    start = time.monotonic()
+    limit = UP_TIMEOUT_S + DesktopSettings.ready_timeout_s
+    while time.monotonic() - start < limit:
         st = _read(state_dir)
+        if st:
+            limit = UP_TIMEOUT_S + st.get("ready_timeout_s", DesktopSettings.ready_timeout_s)
         if st and st.get("status") == "up":
             return st
         if st and st.get("status") == "failed" or holder.poll() is not None:
@@ -57,7 +62,7 @@ def start_holder(platform: str, env: str, bench: str | None) -> dict[str, Any]:
             raise LabError(f"desktop up {platform}: {reason}")
         time.sleep(0.2)
     down(desk_id)
-    raise LabError(f"desktop up {platform}: not up after {UP_TIMEOUT_S:g} s")
+    raise LabError(f"desktop up {platform}: not up after {limit:g} s")
 
 
 def hold(platform: str, env_name: str, env: Env, desktop: dict[str, Any], state_dir: Path) -> int:
@@ -69,7 +74,9 @@ def hold(platform: str, env_name: str, env: Env, desktop: dict[str, Any], state_
         with Lab(env_lab_spec(env)) as lab:
             state["lab"] = lab.id
             _write(state_dir, {**state, "status": "starting"})
-            settings = DesktopSettings(**{k: v for k, v in desktop.items()})
+            settings = env_settings(DesktopSettings(**desktop), env)
+            state["ready_timeout_s"] = settings.ready_timeout_s
+            _write(state_dir, {**state, "status": "starting"})
             with Desktop(platform, lab, settings, workdir=state_dir) as d:
                 info = d.info()
                 state.update(

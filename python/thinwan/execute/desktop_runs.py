@@ -31,7 +31,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -57,7 +57,7 @@ from ..config.desktop_bench import Bench
 from ..records.meta import dumps_json, git_revision
 from ..records.schema import write_text_atomic
 from ..substrates.desktop import Desktop, DesktopError, DesktopSettings, PlatformUnavailable, platform_status
-from ..substrates.desktop.envlab import env_json, env_lab_spec
+from ..substrates.desktop.envlab import env_json, env_lab_spec, env_settings
 from ..substrates.desktop.opsplit import CaptureError, split_capture
 from ..substrates.desktop.platforms import PLATFORMS, platform_version
 from ..substrates.desktop.session import RFB_PROTOCOL
@@ -155,7 +155,7 @@ def run_bench(
                         continue
                     bar.set_description(f"{p} {env_name}")
                     run_dir = out / p / env_name
-                    env_settings = settings if env.idle_s is None else replace(settings, idle_s=env.idle_s)
+                    settings_here = env_settings(settings, env)
                     cells = ([("latency", run_dir)] if latency_ops else []) + [(op, run_dir / op) for op in media_ops]
                     try:
                         for cell, cell_dir in cells:
@@ -187,7 +187,7 @@ def run_bench(
                                         timing = analyse_rfb_pass(run_dir / RFB_DIR, bench.idle_ms, lab.addr)
                                 else:
                                     df, timing, problems = _run_one(
-                                        bench, lab, p, env_name, env_settings, run_dir, bar, latency_ops
+                                        bench, lab, p, env_name, settings_here, run_dir, bar, latency_ops
                                     )
                                 frames.append(df)
                                 if timing is not None:
@@ -195,7 +195,7 @@ def run_bench(
                                 problems += _check(df, bench.client_timing == "fail", timing)
                             else:
                                 problems = _run_media(
-                                    bench, lab, p, env_name, env_settings, cell_dir, bar, cell, media, run=not done
+                                    bench, lab, p, env_name, settings_here, cell_dir, bar, cell, media, run=not done
                                 )
                             if not done:
                                 _mark_done(cell_dir, key)

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from ...config.desktop_bench import Env
 from ..lab.linkspec import LabSpec, LinkSpec, TcpSettings
+from .settings import DesktopSettings
 
-__all__ = ["env_lab_spec", "env_json"]
+__all__ = ["env_lab_spec", "env_json", "env_settings"]
 
 
 def env_lab_spec(env: Env, seed: int = 1) -> LabSpec:
@@ -24,8 +26,6 @@ def env_lab_spec(env: Env, seed: int = 1) -> LabSpec:
     )
     tcp = TcpSettings(congestion_control=env.congestion_control)
     if env.window_bytes is not None:
-        from dataclasses import replace
-
         tcp = replace(tcp, rmem_max=env.window_bytes, wmem_max=env.window_bytes)
     return LabSpec(link=link, tcp=tcp)
 
@@ -41,3 +41,13 @@ def env_json(env: Env, seed: int = 1) -> dict[str, Any]:
         "tcp_rmem": sysctls["net.ipv4.tcp_rmem"],
         "tcp_wmem": sysctls["net.ipv4.tcp_wmem"],
     }
+
+
+def env_settings(settings: DesktopSettings, env: Env) -> DesktopSettings:
+    """The file's desktop settings with what ``env`` overrides (its idle watch and how
+    long a platform may take to come up)."""
+    return replace(
+        settings,
+        idle_s=settings.idle_s if env.idle_s is None else env.idle_s,
+        ready_timeout_s=settings.ready_timeout_s if env.ready_timeout_s is None else env.ready_timeout_s,
+    )

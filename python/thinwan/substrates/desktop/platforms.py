@@ -375,10 +375,13 @@ def _up_xrdp(d: Desktop) -> None:
     # xrdp, sesman and xorgxrdp meet in /run/xrdp (pid files, sockdir/xrdp_display_N),
     # a path compiled in. `ip netns exec` already runs its command in a private mount
     # namespace, so a tmpfs mounted there gives this desktop its own /run/xrdp: two labs
-    # can each run xrdp, and nothing is left in the real /run/xrdp.
+    # can each run xrdp, and nothing is left in the real /run/xrdp. The mount point
+    # itself is the package's (systemd-tmpfiles makes it at boot): on a machine without
+    # systemd it is missing after the install, so it is made here, empty, as tmpfiles would.
     wrapper = d.dir / "xrdp-run.sh"
     wrapper.write_text(
         "#!/bin/sh\nset -e\n"
+        "mkdir -p /run/xrdp\n"
         "mount -t tmpfs -o mode=0755 thinwan-xrdp /run/xrdp\n"
         "mkdir -m 3777 /run/xrdp/sockdir\n"
         f"xrdp-sesman -n -c {d.dir / 'sesman.ini'} &\nsesman=$!\n"

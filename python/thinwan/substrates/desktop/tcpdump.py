@@ -102,6 +102,16 @@ class Capture:
                 return None
             time.sleep(0.01)
 
+    def grows_within(self, timeout_s: float) -> bool:
+        """Wait until the capture grows (traffic resumes); False if it did not within
+        ``timeout_s``."""
+        start, size = time.monotonic(), self.size()
+        while time.monotonic() - start < timeout_s:
+            if self.size() != size:
+                return True
+            time.sleep(0.01)
+        return False
+
     def stop(self) -> CaptureResult:
         """Stop tcpdump (SIGINT: it writes its counters) and check the capture."""
         if self.proc is None:
