@@ -189,6 +189,25 @@ def test_the_option_is_read_from_the_file_and_the_command_line() -> None:
     assert b.client_timing == "report" and b.select(client_timing="fail").client_timing == "fail"
 
 
+def test_an_environment_overrides_the_idle_watch_and_the_start_up_limit() -> None:
+    from thinwan.substrates.desktop import DesktopSettings
+    from thinwan.substrates.desktop.envlab import env_settings
+
+    b = bench_from_data(
+        {
+            "benchmark": {"envs": ["wan", "wan-loss-10", "slow"]},
+            "desktop": {"ready_timeout_s": 45.0},
+            "env": {"slow": {"rtt_ms": 600.0, "ready_timeout_s": 300.0}},
+        }
+    )
+    base = DesktopSettings(**b.desktop)
+    assert base.ready_timeout_s == 45.0
+    wan, lossy, slow = (env_settings(base, b.envs[e]) for e in ("wan", "wan-loss-10", "slow"))
+    assert (wan.idle_s, wan.ready_timeout_s) == (base.idle_s, 45.0)
+    assert (lossy.idle_s, lossy.ready_timeout_s) == (2.0, 120.0)
+    assert (slow.idle_s, slow.ready_timeout_s) == (base.idle_s, 300.0)
+
+
 # Recorded runs (tests/desktop/data, cut down from `desktop run` output directories with
 # their pcap, screen-watcher log, inputs.json and desktop.json).
 DATA = Path(__file__).with_name("data")

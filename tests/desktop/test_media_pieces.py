@@ -211,14 +211,15 @@ def test_report_header_counts_repetitions_only_for_latency_operations() -> None:
     assert _repeats(["letter", "web"], 10) == ", 10 repetitions of each latency operation"
 
 
-def test_a_silent_mpv_is_a_desktop_error_naming_the_command(tmp_path: Path) -> None:
+def test_a_silent_mpv_is_a_desktop_error_naming_the_command(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # mpv's IPC socket accepts but never answers (it hung behind a slow X connection):
     # a DesktopError the run reports for that cell, not a bare "timed out" for the run.
     import socket
 
-    from thinwan.substrates.desktop import DesktopError
+    from thinwan.substrates.desktop import DesktopError, workloads
     from thinwan.substrates.desktop.workloads import VideoPlayer
 
+    monkeypatch.setattr(workloads, "IPC_TIMEOUT_S", 0.5)  # the real 30 s, shortened
     player = VideoPlayer()
     path = tmp_path / "mpv.sock"
     player.socket_path = lambda d: path  # type: ignore[method-assign]

@@ -42,6 +42,11 @@ __all__ = ["Workload", "LatencyApp", "WebBrowser", "VideoPlayer", "SYSTEM_PYTHON
 SYSTEM_PYTHON = "/usr/bin/python3"  # Debian's, with python3-tk and python3-pil
 _HERE = Path(__file__).parent
 WEB_PORT = 8080  # on 127.0.0.1 of the server namespace: the browser's pages never cross the WAN
+# How long one mpv IPC command may wait for its answer. mpv answers from its core, which
+# waits for its video output, and `--vo=x11` blocks while the X connection is full:
+# plain X behind a 16-KB window or over 1 % loss moves a 350-KB frame in seconds, and
+# 5 s was too short there (the cell failed with a silent socket).
+IPC_TIMEOUT_S = 30.0
 
 
 class Workload(ABC):
@@ -271,8 +276,8 @@ class VideoPlayer(Workload):
 
     def command(self, d: Desktop, *args: Any) -> Any:
         """One mpv IPC command (JSON over its Unix socket); its ``data``. A socket that
-        fails or stays silent for 5 s is a DesktopError naming the command, so the run
-        goes on with its other cells."""
+        fails or stays silent for ``IPC_TIMEOUT_S`` is a DesktopError naming the command,
+        so the run goes on with its other cells."""
         try:
             return self._command(d, *args)
         except OSError as e:  # TimeoutError included: mpv stopped answering
@@ -281,7 +286,7 @@ class VideoPlayer(Workload):
 
     def _command(self, d: Desktop, *args: Any) -> Any:
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
-            sock.settimeout(5.0)
+            sock.settimeout(IPC_TIMEOUT_S)
             sock.connect(str(self.socket_path(d)))
             sock.sendall(json.dumps({"command": list(args), "request_id": 1}).encode() + b"\n")
             buf = b""
