@@ -1,6 +1,6 @@
 """The tables and one-run figures of scenarios/qds/README.md, from what the code measures now.
 
-    for f in table1 capacity variant params variant-changing variant-ecn; do
+    for f in table1 capacity variant params variant-changing variant-ecn variant-move; do
         .venv/bin/thinwan sweep scenarios/qds/$f.toml --json --out /tmp/qds/$f --quiet > /tmp/qds/$f.json
     done
     .venv/bin/python -m bench.qds_tables /tmp/qds            # the README's four tables (markdown)
