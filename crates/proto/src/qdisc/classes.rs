@@ -392,9 +392,9 @@ impl<P> Class<P> {
     }
 
     /// Take in flow `flow`'s queue `q` from another class: a flow new here joins the
-    /// back of the round with its deficit and CoDel state; one already here (only
-    /// possible when labelled packets of an unassigned flow went to the interactive
-    /// class) gets the packets merged by arrival time, so its order still holds.
+    /// back of the round with its deficit and CoDel state; one already here (labelled
+    /// packets of an unassigned flow went to the interactive class, or `set_rates`
+    /// removed a class) gets the packets merged by arrival time, so its order holds.
     fn put_flow(&mut self, flow: u64, q: FlowQueue<P>) {
         self.packets += q.packets.len();
         let Some(f) = self.flows.get_mut(&flow) else {
