@@ -1,6 +1,6 @@
 """The tables and one-run figures of scenarios/qds/README.md, from what the code measures now.
 
-    for f in table1 capacity variant params variant-changing variant-ecn; do
+    for f in table1 capacity variant params variant-changing variant-ecn variant-move; do
         .venv/bin/thinwan sweep scenarios/qds/$f.toml --json --out /tmp/qds/$f --quiet > /tmp/qds/$f.json
     done
     .venv/bin/python -m bench.qds_tables /tmp/qds            # the README's four tables (markdown)
@@ -15,12 +15,18 @@ The goal table (issue 18 "Beyond the source": video at least QDS's share within 
 at least FIFO's) puts FIFO and FQ-CoDel (table1, capacity) next to the variant sweep's
 QDS, QDS-demand and deadline-order points at the same settings and seeds; the changing
 mix comes from variant-changing. With DIR/variant-ecn.json (optional) also the ECN tables:
-every point of variant-ecn.toml, and video / data within QT with and without ECN.
+every point of variant-ecn.toml, and video / data within QT with and without ECN; with
+DIR/variant-move.json as well, the class-change tables: every point of variant-move.toml
+(QDS, QDS-demand, QDS-demand + ECN with ``queue.class_change`` "leave" / "move"), and video /
+data within QT against the goal (FIFO's data share from variant-ecn).
 
 ``--diag`` runs scenarios/qds/base.toml (c = 20, [3:9]) once with seed 1 as QDS with the
 classifier, QDS with the oracle, FIFO, FQ-CoDel, QDS-demand, the deadline order, and
-FQ-CoDel and QDS-demand with ECN (`tcp.ecn`, `queue.ecn`) (into
-DIR/diag) and prints, from the records: where each type's late packets come from (the
+FQ-CoDel and QDS-demand with ECN (`tcp.ecn`, `queue.ecn`), and QDS, QDS-demand and
+QDS-demand + ECN with ``queue.class_change = "move"`` (into
+DIR/diag) and prints, from the records: the first transmissions that reach their client
+below a byte of their connection that arrived earlier (out-of-order arrivals: the
+scheduler's reordering; from the packet log of every connection); where each type's late packets come from (the
 packet's own bytes retransmitted; held behind a repaired hole, i.e. covered by the same
 cumulative ACK as a row with retransmitted bytes; else queueing); the data connections' RTOs, spurious RTOs and fast retransmits; all connections' fast retransmits and ECN window
 reductions and the bottleneck's CE marks; data written and
@@ -84,6 +90,9 @@ ECN_COLUMNS = [
     ("qds-demand", "off", "QDS-demand"),
     ("qds-demand", "on", "QDS-demand + ECN"),
 ]
+# variant-move.toml's disciplines and the class_change values.
+MOVE_DISCIPLINES = [("qds", "QDS"), ("qds-demand", "QDS-demand"), ("qds-demand-ecn", "QDS-demand + ECN")]
+CLASS_CHANGES = ("leave", "move")
 ALPHAS = (0.0, 0.2, 0.5)
 BETAS = (0.5, 1.0, 2.0)
 
@@ -225,6 +234,39 @@ def ecn_tables(e: dict[str, dict[str, Any]]) -> list[str]:
     return out
 
 
+def move_tables(m: dict[str, dict[str, Any]], e: dict[str, dict[str, Any]]) -> list[str]:
+    """variant-move.toml: every point (as :func:`ecn_tables`, plus fast retransmits per
+    connection), then video / data within QT per discipline and class_change; a cell is
+    bold where video ≥ QDS's share (class_change "leave", the source's) and data ≥
+    FIFO's (variant-ecn, same settings and seeds)."""
+    head = ["setting", "discipline", "class_change", "video ≤ QT", "video Mbit/s", "data ≤ QT", "data Mbit/s"]
+    head += ["data RTT", "RTOs", "fast retransmits", "drops/run"]
+    out = [row(head), row(["---"] * len(head))]
+    for setting, mix, _, _ in VARIANT_SETTINGS:
+        for key, name in MOVE_DISCIPLINES:
+            for change in CLASS_CHANGES:
+                s = m[f"mix={mix},discipline={key},class_change={change}"]
+                v, d = s["by_type"]["video"], s["by_type"]["data"]
+                cells = [setting, name, change, pct(v["share_within_qt"]), f"{v['throughput_mbps']:.2f}"]
+                cells += [pct(d["share_within_qt"]), f"{d['throughput_mbps']:.2f}"]
+                cells += [f"{d['rtt_mean_ms']:.1f} ± {d['rtt_sd_ms']:.1f}", f"{s['timeouts_per_conn']:.1f}"]
+                cells += [f"{s['fast_retransmits_per_conn']:.1f}", f"{s['bottleneck_drops']:.0f}"]
+                out.append(row(cells))
+    columns = [(k, c, f"{name} {c}") for k, name in MOVE_DISCIPLINES for c in CLASS_CHANGES]
+    out += ["", row(["setting"] + [c for _, _, c in columns]), row(["---"] * (len(columns) + 1))]
+    for setting, mix, _, _ in VARIANT_SETTINGS:
+        qds_video = m[f"mix={mix},discipline=qds,class_change=leave"]["by_type"]["video"]["share_within_qt"]
+        fifo_data = e[f"mix={mix},discipline=droptail,ecn=off"]["by_type"]["data"]["share_within_qt"]
+        cells = [setting]
+        for key, change, _ in columns:
+            b = m[f"mix={mix},discipline={key},class_change={change}"]["by_type"]
+            cell = f"{100 * b['video']['share_within_qt']:.1f} / {pct(b['data']['share_within_qt'])}"
+            goal = b["video"]["share_within_qt"] >= qds_video and b["data"]["share_within_qt"] >= fifo_data
+            cells.append(f"**{cell}**" if goal and (key, change) != ("qds", "leave") else cell)
+        out.append(row(cells))
+    return out
+
+
 def changing_table(c: dict[str, dict[str, Any]]) -> list[str]:
     out = []
     for key, name in CHANGING:
@@ -285,6 +327,8 @@ def scenario_variant(base: str, subs: list[tuple[str, str]]) -> str:
 
 # tcp.ecn and queue.ecn on (variant-ecn.toml's "on").
 ECN_SUBS = [(r"^\[tcp\]", "[tcp]\necn = true"), (r"^\[queue\]", "[queue]\necn = true")]
+# A reassigned flow's queued packets move with it (variant-move.toml's "move").
+MOVE_SUBS = [(r"^\[queue\]", '[queue]\nclass_change = "move"')]
 
 
 def diag(out: Path) -> None:
@@ -292,6 +336,12 @@ def diag(out: Path) -> None:
 
     base = (ROOT / "scenarios/qds/base.toml").read_text()
     common = [(r'^model_file = "\.\./\.\./', f'model_file = "{ROOT}/'), (r"^runs = 10", "runs = 1")]
+    # Every connection's packets in the packet log (recording only: the run is the same).
+    common += [(r"^\[records\]", "[records]\npacket_log_conns = " + str(list(range(12))))]
+    demand = [
+        (r'^variant = "bandwidth_aware"', 'variant = "demand_first"'),
+        (r"^limit_packets = 100", "limit_packets = 100\nclass_codel = true"),
+    ]
     runs = {
         "qds": [],
         "oracle": [(r'^classifier = "model"', 'classifier = "oracle"')],
@@ -303,11 +353,10 @@ def diag(out: Path) -> None:
         ],
         "deadline": [(r"^limit_packets = 100", 'limit_packets = 100\nqds_order = "deadline"')],
         "fq_codel-ecn": [(r'^discipline = "qds"', 'discipline = "fq_codel"'), *ECN_SUBS],
-        "qds-demand-ecn": [
-            (r'^variant = "bandwidth_aware"', 'variant = "demand_first"'),
-            (r"^limit_packets = 100", "limit_packets = 100\nclass_codel = true"),
-            *ECN_SUBS,
-        ],
+        "qds-demand-ecn": [*demand, *ECN_SUBS],
+        "qds-move": MOVE_SUBS,
+        "qds-demand-move": [*demand, *MOVE_SUBS],
+        "qds-demand-ecn-move": [*demand, *ECN_SUBS, *MOVE_SUBS],
     }
     out.mkdir(parents=True, exist_ok=True)
     thinwan = ROOT / ".venv/bin/thinwan"
@@ -336,7 +385,8 @@ def diag(out: Path) -> None:
         marks = int(ports.loc[ports.port == "bottleneck", "marks_ce"].iloc[0])
         print(
             f"fast retransmits video + data {video.fast_retransmits.sum() + data.fast_retransmits.sum()},"
-            f" ECN reductions {video.ecn_reductions.sum() + data.ecn_reductions.sum()}; bottleneck CE marks {marks}"
+            f" ECN reductions {video.ecn_reductions.sum() + data.ecn_reductions.sum()}; bottleneck CE marks {marks};"
+            f" out-of-order first transmissions {out_of_order(pd.read_parquet(rec / 'packet_log.parquet'))}"
         )
         print(
             f"data written {mbps(data.bytes_written):.2f}, delivered {mbps(data.bytes_delivered):.2f} Mbit/s;"
@@ -397,6 +447,15 @@ def diag(out: Path) -> None:
             )
 
 
+def out_of_order(log: Any) -> int:
+    """First transmissions that arrive at their client (packet_log event 2) below a byte of
+    their connection that arrived earlier: what the network reordered."""
+    arrivals = log[log.event == 2]
+    top = (arrivals.seq + arrivals.len).groupby(arrivals.conn).cummax()
+    earlier = top.groupby(arrivals.conn).shift().fillna(0)
+    return int(((arrivals.retx == 0) & (arrivals.seq < earlier)).sum())
+
+
 def late_sources(p: Any, label: str, qt: float) -> str:
     """Where the packets of one type beyond ``qt`` come from, as shares of all its packets:
     own bytes retransmitted; held behind a repaired hole (the same covering ACK as a row
@@ -436,6 +495,11 @@ def main() -> None:
             sys.exit(f"qds_tables: {path}: not a `thinwan sweep --json` output ({e})")
     ecn_path = args.dir / "variant-ecn.json"
     ecn = [("ECN: marks instead of drops (variant-ecn)", ecn_tables(load(ecn_path)))] if ecn_path.exists() else []
+    move_path = args.dir / "variant-move.json"
+    if move_path.exists() and ecn_path.exists():
+        ecn.append(
+            ("A reassigned flow's queue: left or moved (variant-move)", move_tables(load(move_path), load(ecn_path)))
+        )
     for title, lines in (
         ("Measured (table1 + capacity)", main_table(sweeps)),
         ("findings.md (video / data within QT)", findings_table(sweeps)),

@@ -21,7 +21,7 @@ from thinwan.substrates.sim import simulate
 ROOT = Path(__file__).resolve().parent.parent
 QDS = ROOT / "scenarios" / "qds"
 SCENARIOS = ("base", "c20-2-14", "c10-2-2", "c20-4-4", "c30-6-6", "changing-mix")
-SWEEPS = ("table1", "params", "capacity", "variant", "variant-changing")
+SWEEPS = ("table1", "params", "capacity", "variant", "variant-changing", "variant-ecn", "variant-move")
 
 
 # ----- configuration ------------------------------------------------------------------
@@ -46,6 +46,7 @@ SWEEPS = ("table1", "params", "capacity", "variant", "variant-changing")
         ({"qds": {"variant": "fastest"}}, "qds.variant: Input should be 'delay_only'"),
         ({"qds": {"classifier": "magic"}}, "qds.classifier: Input should be 'model' or 'oracle'"),
         ({"queue": {"qds_order": "edf"}}, "queue.qds_order: Input should be 'drr' or 'deadline'"),
+        ({"queue": {"class_change": "carry"}}, "queue.class_change: Input should be 'leave' or 'move'"),
         (
             {"topology": {"kind": "middlebox", "bottleneck_rate_mbps": 10000.0}, "scenario": {"duration_s": 1e5}},
             "scenario.duration_s: 100000 s at topology.bottleneck_rate_mbps = 10000 means up to 8.33e+10 packet_rtt",
@@ -70,7 +71,15 @@ def test_the_scenarios_load_with_their_mixes() -> None:
     from thinwan.config.sweepfile import load_sweep
 
     points = {stem: len(load_sweep(QDS / f"{stem}.toml").points) for stem in SWEEPS}
-    assert points == {"table1": 8, "params": 54, "capacity": 12, "variant": 24, "variant-changing": 6}
+    assert points == {
+        "table1": 8,
+        "params": 54,
+        "capacity": 12,
+        "variant": 24,
+        "variant-changing": 6,
+        "variant-ecn": 32,
+        "variant-move": 24,
+    }
 
 
 # ----- per-type metrics, by hand ------------------------------------------------------
@@ -251,3 +260,19 @@ def test_the_deadline_order_is_refused_in_the_lab() -> None:
     with pytest.raises(ScenarioError, match='qds_order = "deadline" runs in the simulator only'):
         lab_spec(s.model_copy(update={"queue": q}))
     lab_spec(s.model_copy(update={"queue": s.queue.model_copy(update={"discipline": "qds"})}))
+
+
+def test_class_change_reaches_thinwan_link() -> None:
+    """thinwan-link runs the core's class scheduler and its QDS loop reassigns flows with
+    the same ``assign``, so ``queue.class_change`` travels to it like every other queue key
+    (checked by ``thinwan-link --check`` itself: no namespaces, no root)."""
+    from thinwan.substrates.lab.linkspec import check_link_args, lab_spec
+
+    s = load_scenario(QDS / "base.toml")
+    for change in ("leave", "move"):
+        q = s.queue.model_copy(update={"class_change": change})
+        link = lab_spec(s.model_copy(update={"queue": q})).link
+        assert (link.fwd.class_change, link.rev.discipline) == (change, "droptail")  # rev: the ACKs' FIFO
+        assert link.fwd.to_json()["queue"]["class_change"] == change
+        resolved = check_link_args(link, [])
+        assert (resolved.fwd, resolved.rev) == (link.fwd, link.rev)

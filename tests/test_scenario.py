@@ -61,6 +61,7 @@ DOCUMENTED_DEFAULTS = {
         "class_flows": (),
         "class_codel": False,
         "qds_order": "drr",
+        "class_change": "leave",
         "ecn": False,
     },
     "tcp": {
@@ -460,6 +461,7 @@ ADDED_AFTER_OGAWA2011 = {
         "class_flows",
         "class_codel",
         "qds_order",
+        "class_change",
         "ecn",
     },
 }

@@ -176,6 +176,9 @@ class QueueSection(_Section):
     # "qds": serve by the budget classes' rates ("drr", the source's QDS) or each packet by
     # its deadline, arrival + its flow's remaining budget ("deadline", docs/qds.md).
     qds_order: Literal["drr", "deadline"] = "drr"
+    # The class schedulers: when a flow is put into another class, its queued packets stay
+    # in the old class ("leave", Linux HTB's u32 filters) or move with it ("move").
+    class_change: Literal["leave", "move"] = "leave"
     # CoDel (fq_codel; the classes with class_codel) marks ECN-capable packets CE instead of
     # dropping them (RFC 8290 §5.2.7); a full buffer still drops.
     ecn: bool = False

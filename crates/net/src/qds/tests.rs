@@ -335,3 +335,55 @@ fn the_pairs_oracle_follows_the_mix_by_server_port() {
     assert_eq!((app_at(400.0, 20000), app_at(400.0, 20001)), (d, v));
     assert_eq!((app_at(700.0, 20000), app_at(700.0, 20001)), (v, d));
 }
+
+/// One flow (client port 40001) queues 100 packets in the default class (1 Mbit/s) of a
+/// 10-Mbit/s QDS direction; 20 ms later the controller puts it into class 0 (8 Mbit/s)
+/// and it sends 50 more. Returns the sequence numbers in the order they left the queue
+/// and the time from the move to the last departure.
+fn reassigned_flow(class_change: thinwan_proto::qdisc::ClassChange) -> (Vec<u32>, Duration) {
+    use thinwan_proto::qdisc::ClassRate;
+    let queue = QueueKeys { discipline: DisciplineName::Qds, class_change, ..Default::default() };
+    let cfg = DirConfig { rate_bps: 10_000_000, queue, ..Default::default() };
+    let mut d = Direction::new(&cfg, 1, LinkDir::Fwd).unwrap();
+    let (mut events, mut out) = (Vec::new(), Vec::new());
+    let fixed = |bps| ClassRate { rate_bps: bps, ceil_bps: bps };
+    let mut rates = vec![fixed(100_000); 10];
+    (rates[0], rates[9]) = (fixed(8_000_000), fixed(1_000_000));
+    let t0 = Instant::ZERO;
+    d.with_classes(t0, &mut events, |c| c.set_rates(t0, &rates));
+    for i in 0..100 {
+        d.arrive(t0, data(40001, 1 + i * 1000, 1000), &mut events);
+    }
+    let run = |d: &mut Direction, end: Instant, out: &mut Vec<_>, events: &mut Vec<_>| {
+        while let Some(t) = d.poll_timeout().filter(|&t| t <= end) {
+            d.handle_timeout(t, out, events);
+        }
+    };
+    let moved = ms(20.0);
+    run(&mut d, moved, &mut out, &mut events);
+    let id = flow_id(&packet::parse(&data(40001, 1, 10)).unwrap());
+    d.with_classes(moved, &mut events, |c| c.assign(id, 0));
+    for i in 100..150 {
+        d.arrive(moved, data(40001, 1 + i * 1000, 1000), &mut events);
+    }
+    run(&mut d, ms(5000.0), &mut out, &mut events);
+    let left: Vec<&Event> = events.iter().filter(|e| e.kind == EventKind::Dequeue).collect();
+    assert_eq!(left.len(), 150, "every packet left");
+    let last = left.last().expect("departures").t;
+    (left.iter().map(|e| e.hdr.seq).collect(), last - moved)
+}
+
+#[test]
+fn a_reassigned_flows_queue_moves_with_it_when_asked() {
+    use thinwan_proto::qdisc::ClassChange;
+    // "move": the flow's queued packets go to class 0 with it, so they leave in order,
+    // and the rest (about 148 × 1040 B) at class 0's 8 Mbit/s: ≈ 154 ms.
+    let (seqs, took) = reassigned_flow(ClassChange::Move);
+    assert!(seqs.windows(2).all(|w| w[0] < w[1]), "in order: {seqs:?}");
+    assert!(took < Duration::from_millis(170), "served at class 0's rate: {took}");
+    // "leave" (the default, Linux HTB's): the later packets overtake the queued ones,
+    // which trickle out of the default class at 1 Mbit/s (≈ 98 × 1040 B: 0.8 s).
+    let (seqs, took) = reassigned_flow(ClassChange::Leave);
+    assert!(seqs.windows(2).any(|w| w[0] > w[1]), "reordered");
+    assert!(took > Duration::from_millis(700), "the queued packets wait at 1 Mbit/s: {took}");
+}

@@ -26,6 +26,15 @@
 //! robin with `quantum` bytes. The buffer ([`Limits`]) is shared: an arrival that does
 //! not fit is dropped (tail drop).
 //!
+//! When a flow is assigned to another class while it has packets queued, those packets
+//! either stay where they are ([`ClassChange::Leave`], the default: Linux HTB with u32
+//! filters, whose filter decides a packet's class once, at enqueue) and leave at the old
+//! class's rate, so the flow's later packets may overtake them; or its flow queue moves
+//! with it ([`ClassChange::Move`], `queue.class_change = "move"`): same packets, same
+//! order, same CoDel state, now served in the new class's round at the new class's rate.
+//! A TCP receiver then never sees the scheduler reorder a flow (docs/qds.md "ECN: marks
+//! instead of drops", the diagnosis of spurious fast retransmits).
+//!
 //! Optionally ([`Classes::with_codel`], `queue.class_codel`), each flow queue of a class
 //! runs CoDel (RFC 8289) as FQ-CoDel does for its flow queues (RFC 8290 §4.2): a greedy
 //! flow's standing queue is dropped down to `target` at the head, so it neither holds
@@ -36,6 +45,7 @@
 use super::codel::{Codel, CodelParams, Stamped};
 use super::{DropReason, Dropped, Limits, QueueDisc, QueueItem, QueueStats};
 use crate::time::{Duration, Instant};
+use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, VecDeque};
 
 /// One class of the weighted class scheduler: HTB semantics (RFC-less; Linux sch_htb).
@@ -56,6 +66,19 @@ pub trait ClassControl {
     /// Put flow `flow` (QueueItem::flow()) into class `class`; flows never assigned go
     /// to the default class (the last one).
     fn assign(&mut self, flow: u64, class: usize);
+}
+
+/// What [`ClassControl::assign`] does with the packets a flow has already queued when it
+/// puts the flow into another class (`queue.class_change`; module documentation).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ClassChange {
+    /// They stay in the old class and leave at its rate; only later packets go to the
+    /// new class (Linux HTB: a u32 filter classifies each packet once, at enqueue).
+    #[default]
+    Leave,
+    /// The flow's queue moves to the new class, in order, to the back of its round.
+    Move,
 }
 
 /// Nano-bits per byte: tokens are bits × 10⁹, so a refill is `rate_bps × ns` exactly.
@@ -83,6 +106,8 @@ pub struct Classes<P> {
     cursor: [usize; 2],
     /// CoDel on every flow queue, if on.
     codel: Option<CodelParams>,
+    /// What a flow's queued packets do when [`ClassControl::assign`] moves the flow.
+    class_change: ClassChange,
     /// CoDel's head drops of the last dequeues, until [`QueueDisc::take_drops`].
     dropped: Vec<P>,
     bytes: u64,
@@ -135,6 +160,7 @@ impl<P: QueueItem> Classes<P> {
             interactive_class: None,
             cursor: [0, 0],
             codel: None,
+            class_change: ClassChange::Leave,
             dropped: Vec::new(),
             bytes: 0,
             packets: 0,
@@ -161,6 +187,13 @@ impl<P: QueueItem> Classes<P> {
         self
     }
 
+    /// Move a reassigned flow's queued packets with it, or leave them in the old class
+    /// ([`ClassChange`]; the default is to leave them).
+    pub fn with_class_change(mut self, class_change: ClassChange) -> Self {
+        self.class_change = class_change;
+        self
+    }
+
     /// The current rates (tests, observers).
     pub fn rates(&self) -> Vec<ClassRate> {
         self.classes.iter().map(|c| c.rate).collect()
@@ -177,6 +210,19 @@ impl<P: QueueItem> Classes<P> {
             Some(&c) => c.min(default),
             None if p.is_interactive() => self.interactive_class.unwrap_or(default),
             None => default,
+        }
+    }
+
+    /// Gather the packets flow `flow` has queued in classes other than `to` into its
+    /// queue in class `to` ([`ClassChange::Move`]).
+    fn move_flow(&mut self, flow: u64, to: usize) {
+        for from in 0..self.classes.len() {
+            if from == to {
+                continue;
+            }
+            if let Some(q) = self.classes[from].take_flow(flow) {
+                self.classes[to].put_flow(flow, q);
+            }
         }
     }
 
@@ -337,6 +383,37 @@ impl<P> Class<P> {
         None
     }
 
+    /// Remove flow `flow`'s queue (and its turn in the round), if it has one here.
+    fn take_flow(&mut self, flow: u64) -> Option<FlowQueue<P>> {
+        let q = self.flows.remove(&flow)?;
+        self.active.retain(|&f| f != flow);
+        self.packets -= q.packets.len();
+        Some(q)
+    }
+
+    /// Take in flow `flow`'s queue `q` from another class: a flow new here joins the
+    /// back of the round with its deficit and CoDel state; one already here (labelled
+    /// packets of an unassigned flow went to the interactive class, or `set_rates`
+    /// removed a class) gets the packets merged by arrival time, so its order holds.
+    fn put_flow(&mut self, flow: u64, q: FlowQueue<P>) {
+        self.packets += q.packets.len();
+        let Some(f) = self.flows.get_mut(&flow) else {
+            self.active.push_back(flow);
+            self.flows.insert(flow, q);
+            return;
+        };
+        let (mut a, mut b) = (std::mem::take(&mut f.packets), q.packets);
+        let mut merged = VecDeque::with_capacity(a.len() + b.len());
+        while let (Some(x), Some(y)) = (a.front(), b.front()) {
+            let from_b = y.enqueued < x.enqueued;
+            merged.extend(if from_b { b.pop_front() } else { a.pop_front() });
+        }
+        merged.extend(a);
+        merged.extend(b);
+        f.packets = merged;
+        f.bytes += q.bytes;
+    }
+
     fn push(&mut self, p: Stamped<P>, quantum: u32)
     where
         P: QueueItem,
@@ -447,8 +524,15 @@ impl<P: QueueItem> ClassControl for Classes<P> {
             let Class { mut flows, active, .. } = gone;
             // In the removed class's round order, so its flows keep their turn order.
             for flow in active {
-                for p in flows.remove(&flow).map(|f| f.packets).unwrap_or_default() {
-                    self.classes[last].push(p, self.quantum);
+                let Some(q) = flows.remove(&flow) else { continue };
+                match self.class_change {
+                    ClassChange::Leave => {
+                        for p in q.packets {
+                            self.classes[last].push(p, self.quantum);
+                        }
+                    }
+                    // A flow with packets in both keeps them in arrival order.
+                    ClassChange::Move => self.classes[last].put_flow(flow, q),
                 }
             }
         }
@@ -467,12 +551,18 @@ impl<P: QueueItem> ClassControl for Classes<P> {
         self.update_class_quanta();
     }
 
+    /// With [`ClassChange::Move`] the flow's queued packets go along (module
+    /// documentation); with [`ClassChange::Leave`] only its later packets do.
     fn assign(&mut self, flow: u64, class: usize) {
-        if class + 1 >= self.classes.len() {
+        let default = self.classes.len() - 1;
+        if class >= default {
             // The default class needs no filter entry (and the filter stays small).
             self.filter.remove(&flow);
         } else {
             self.filter.insert(flow, class);
+        }
+        if self.class_change == ClassChange::Move {
+            self.move_flow(flow, class.min(default));
         }
     }
 }

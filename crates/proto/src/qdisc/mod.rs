@@ -29,7 +29,7 @@ mod spec;
 mod test_item;
 
 pub use basic::{Classifier, DropTail, Priority};
-pub use classes::{ClassControl, ClassRate, Classes};
+pub use classes::{ClassChange, ClassControl, ClassRate, Classes};
 pub use codel::CodelParams;
 pub use deadline::{Deadline, DeadlineControl};
 pub use fq_codel::{FqCodel, FqCodelParams, FQ_CODEL_DEFAULT_LIMIT_PACKETS};

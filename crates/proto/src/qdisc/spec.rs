@@ -105,6 +105,9 @@ pub struct QueueKeys {
     pub class_codel: bool,
     /// `discipline = "qds"`: the service order (budget classes, or deadlines).
     pub qds_order: QdsOrder,
+    /// Class schedulers: when a flow is put into another class, its queued packets stay
+    /// in the old class (`leave`, Linux HTB) or move with it (`move`).
+    pub class_change: ClassChange,
     /// CoDel (of `fq_codel`, and of the classes with `class_codel`) marks ECN-capable
     /// packets CE instead of dropping them (RFC 8290 §5.2.7); overflow still drops.
     pub ecn: bool,
@@ -134,6 +137,7 @@ impl Default for QueueKeys {
             class_flows: Vec::new(),
             class_codel: false,
             qds_order: QdsOrder::Drr,
+            class_change: ClassChange::Leave,
             ecn: false,
         }
     }
@@ -184,6 +188,8 @@ pub enum QueueSpec {
         classes: Vec<StaticClass>,
         /// CoDel on every flow queue (`class_codel`), or None.
         codel: Option<CodelParams>,
+        /// A reassigned flow's queued packets: left behind or moved (`class_change`).
+        class_change: ClassChange,
     },
     /// What a QDS controller drives: `classes` equal classes, or (`order` =
     /// [`QdsOrder::Deadline`]) the deadline queue.
@@ -198,6 +204,9 @@ pub enum QueueSpec {
         codel: Option<CodelParams>,
         /// The service order.
         order: QdsOrder,
+        /// A reassigned flow's queued packets: left behind or moved (`class_change`;
+        /// the deadline queue has no classes and ignores it).
+        class_change: ClassChange,
     },
 }
 
@@ -210,7 +219,7 @@ impl QueueSpec {
             QueueSpec::DropTail { limits } => Box::new(DropTail::new(*limits)),
             QueueSpec::Priority { limits, classifier } => Box::new(Priority::new(*limits, *classifier)),
             QueueSpec::FqCodel { limits, params } => Box::new(FqCodel::new(*params, *limits)),
-            QueueSpec::Classes { limits, quantum, classes, codel } => {
+            QueueSpec::Classes { limits, quantum, classes, codel, class_change } => {
                 let share = |s: f64| (s * link_rate_bps as f64).round() as u64;
                 let rates: Vec<_> = classes
                     .iter()
@@ -219,7 +228,8 @@ impl QueueSpec {
                 let interactive = classes.iter().position(|c| c.interactive);
                 let mut q = Classes::new(&rates, *quantum, *limits)
                     .with_interactive_class(interactive)
-                    .with_codel(*codel);
+                    .with_codel(*codel)
+                    .with_class_change(*class_change);
                 for (i, c) in classes.iter().enumerate() {
                     for &flow in &c.flows {
                         q.assign(flow, i);
@@ -230,9 +240,13 @@ impl QueueSpec {
             QueueSpec::Qds { limits, codel, order: QdsOrder::Deadline, .. } => {
                 Box::new(Deadline::new(*limits).with_codel(*codel))
             }
-            QueueSpec::Qds { limits, quantum, classes, codel, order: QdsOrder::Drr } => {
+            QueueSpec::Qds { limits, quantum, classes, codel, order: QdsOrder::Drr, class_change } => {
                 let rates = vec![qds_initial_rate(link_rate_bps, *classes); *classes];
-                Box::new(Classes::new(&rates, *quantum, *limits).with_codel(*codel))
+                Box::new(
+                    Classes::new(&rates, *quantum, *limits)
+                        .with_codel(*codel)
+                        .with_class_change(*class_change),
+                )
             }
         }
     }
@@ -286,6 +300,7 @@ impl TryFrom<&QueueKeys> for QueueSpec {
         let classes = static_classes(k)?;
         let quantum = k.class_quantum_bytes;
         let codel = k.class_codel.then_some(params.codel);
+        let class_change = k.class_change;
         Ok(match k.discipline {
             DisciplineName::Droptail => QueueSpec::DropTail { limits },
             DisciplineName::Priority => QueueSpec::Priority { limits, classifier },
@@ -293,10 +308,15 @@ impl TryFrom<&QueueKeys> for QueueSpec {
             DisciplineName::Classes if classes.is_empty() => {
                 return Err("class_rate_shares: discipline \"classes\" needs at least one class".into())
             }
-            DisciplineName::Classes => QueueSpec::Classes { limits, quantum, classes, codel },
-            DisciplineName::Qds => {
-                QueueSpec::Qds { limits, quantum, classes: QDS_DEFAULT_CLASSES, codel, order: k.qds_order }
-            }
+            DisciplineName::Classes => QueueSpec::Classes { limits, quantum, classes, codel, class_change },
+            DisciplineName::Qds => QueueSpec::Qds {
+                limits,
+                quantum,
+                classes: QDS_DEFAULT_CLASSES,
+                codel,
+                order: k.qds_order,
+                class_change,
+            },
         })
     }
 }
@@ -484,6 +504,21 @@ mod tests {
         assert!(edf.classes().is_none() && edf.deadlines().is_some());
         let e = parse(r#"{"discipline": "qds", "qds_order": "edf"}"#).expect_err("unknown order");
         assert!(e.contains("edf"), "{e}");
+    }
+
+    #[test]
+    fn class_change_leaves_queued_packets_by_default_and_moves_them_when_asked() {
+        let QueueSpec::Qds { class_change, .. } = parse(r#"{"discipline": "qds"}"#).expect("valid") else {
+            panic!("qds")
+        };
+        assert_eq!(class_change, ClassChange::Leave, "the default: Linux HTB's behaviour");
+        let spec = parse(r#"{"discipline": "qds", "class_change": "move"}"#).expect("valid");
+        let QueueSpec::Qds { class_change, .. } = spec else { panic!("{spec:?}") };
+        assert_eq!(class_change, ClassChange::Move);
+        let spec = parse(r#"{"discipline": "classes", "class_rate_shares": [1], "class_change": "move"}"#);
+        assert!(matches!(spec, Ok(QueueSpec::Classes { class_change: ClassChange::Move, .. })), "{spec:?}");
+        let e = parse(r#"{"class_change": "moved"}"#).expect_err("unknown value");
+        assert!(e.contains("moved") && e.contains("leave") && e.contains("move"), "{e}");
     }
 
     #[test]

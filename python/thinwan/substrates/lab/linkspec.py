@@ -54,6 +54,7 @@ _QUEUE_KEYS = (
     "class_interactive",
     "class_flows",
     "class_codel",
+    "class_change",
 )
 
 
@@ -85,6 +86,7 @@ class DirLink:
     class_interactive: int = _Q["class_interactive"].default
     class_flows: tuple[tuple[int, ...], ...] = ()
     class_codel: bool = _Q["class_codel"].default
+    class_change: str = _Q["class_change"].default  # "leave" (Linux HTB) | "move"
 
     @classmethod
     def queue_of(cls, q: QueueSection) -> dict[str, Any]:
@@ -144,6 +146,7 @@ class DirLink:
             class_interactive=int(q["class_interactive"]),
             class_flows=tuple(tuple(int(f) for f in c) for c in q["class_flows"]),
             class_codel=bool(q["class_codel"]),
+            class_change=str(q["class_change"]),
         )
 
 

@@ -68,9 +68,12 @@ fn mbps(r: &Run, flow: u64, secs: u64) -> f64 {
 #[test]
 fn two_backlogged_classes_share_the_link_by_their_rates() {
     // Rates 3:1 covering the link, and 3:1 covering 40 % of it (the rest borrowed in
-    // proportion to the rates, HTB's quantum ∝ rate).
-    for (a, b) in [(7.5, 2.5), (3.0, 1.0)] {
-        let mut q = Classes::new(&[rate(a, 10.0), rate(b, 10.0)], 1514, NO_LIMIT);
+    // proportion to the rates, HTB's quantum ∝ rate). Whether reassigned flows take
+    // their packets along changes nothing when no flow is reassigned.
+    for ((a, b), change) in
+        [(7.5, 2.5), (3.0, 1.0)].into_iter().flat_map(|r| [(r, ClassChange::Leave), (r, ClassChange::Move)])
+    {
+        let mut q = Classes::new(&[rate(a, 10.0), rate(b, 10.0)], 1514, NO_LIMIT).with_class_change(change);
         q.assign(1, 0);
         q.assign(2, 1);
         let r = run_link(&mut q, &[(1, 1500), (2, 1500)], 10);
@@ -131,6 +134,121 @@ fn assign_moves_a_flows_later_packets() {
     assert_eq!((q.class_backlog(0), q.class_backlog(1)), (1, 2), "assigning the default class");
 }
 
+/// Send everything queued on the link from `t` (sleeping until `next_ready` when no class
+/// may send); the packets' ids in the order they left and when the last one was sent.
+fn drain(q: &mut Classes<F>, mut t: Instant) -> (Vec<u32>, Instant) {
+    let mut ids = Vec::new();
+    while q.backlog_packets() > 0 {
+        match q.dequeue(t) {
+            Some(p) => {
+                ids.push(p.0);
+                t += Duration::transmission(p.1 as u64, LINK);
+            }
+            None => t = q.next_ready(t).expect("a backlogged scheduler says when it can send"),
+        }
+    }
+    (ids, t)
+}
+
+/// Flow 7 in class A (0, 1 Mbit/s) with 400 packets of 1500 B queued at t = 0, of which
+/// 10 leave; then it is put into class B (1, 8 Mbit/s) and sends 100 more. Neither
+/// class may borrow (ceil = rate), the link has 10 Mbit/s. Returns the scheduler right
+/// after the move and the time of the move.
+fn moved_from_slow_to_fast(change: ClassChange) -> (Classes<F>, Instant) {
+    let mut q = Classes::new(&[rate(1.0, 1.0), rate(8.0, 8.0)], 1514, NO_LIMIT).with_class_change(change);
+    let mut drops = Vec::new();
+    q.assign(7, 0);
+    for id in 0..400 {
+        q.enqueue(Instant::ZERO, F(id, 1500, 7), &mut drops);
+    }
+    let mut t = Instant::ZERO;
+    let mut first = Vec::new();
+    while first.len() < 10 {
+        match q.dequeue(t) {
+            Some(p) => {
+                first.push(p.0);
+                t += Duration::transmission(p.1 as u64, LINK);
+            }
+            None => t = q.next_ready(t).expect("backlogged"),
+        }
+    }
+    assert_eq!(first, (0..10).collect::<Vec<_>>(), "in order while in class A");
+    q.assign(7, 1);
+    (q, t)
+}
+
+#[test]
+fn a_moved_flow_takes_its_queued_packets_along_in_order_at_the_new_rate() {
+    let (mut q, t) = moved_from_slow_to_fast(ClassChange::Move);
+    assert_eq!((q.class_backlog(0), q.class_backlog(1)), (0, 390), "nothing is left in class A");
+    let mut drops = Vec::new();
+    for id in 400..500 {
+        q.enqueue(t, F(id, 1500, 7), &mut drops);
+    }
+    assert_eq!((q.class_backlog(0), q.class_backlog(1)), (0, 490), "later packets join them in B");
+    let (ids, end) = drain(&mut q, t);
+    assert_eq!(ids, (10..500).collect::<Vec<_>>(), "every packet leaves, in arrival order");
+    // B's rate: 490 × 1500 B at 8 Mbit/s is 735 ms (its bucket's 10 ms burst on top
+    // makes it 1.4 % faster); at A's 1 Mbit/s it would take 5.9 s.
+    let mbps = 490.0 * 1500.0 * 8.0 / (end - t).as_secs_f64() / 1e6;
+    assert!((mbps - 8.0).abs() < 0.2, "served at B's 8 Mbit/s: {mbps:.3} Mbit/s");
+    assert!(drops.is_empty());
+}
+
+#[test]
+fn a_flow_moved_under_leave_overtakes_its_own_packets() {
+    // The default, Linux HTB's: the queued packets stay in A at 1 Mbit/s; the later
+    // ones, in B, leave before them (the reordering `ClassChange::Move` removes).
+    let (mut q, t) = moved_from_slow_to_fast(ClassChange::Leave);
+    assert_eq!((q.class_backlog(0), q.class_backlog(1)), (390, 0), "the queued packets stay in A");
+    let mut drops = Vec::new();
+    for id in 400..500 {
+        q.enqueue(t, F(id, 1500, 7), &mut drops);
+    }
+    let (ids, end) = drain(&mut q, t);
+    let mut sorted = ids.clone();
+    sorted.sort_unstable();
+    assert_eq!(sorted, (10..500).collect::<Vec<_>>(), "every packet leaves");
+    let overtaken = ids.iter().position(|&id| id >= 400).expect("sent");
+    assert!(overtaken < 20, "a later packet leaves after only {overtaken} of the 390 older ones");
+    let secs = (end - t).as_secs_f64();
+    assert!((secs - 390.0 * 1500.0 * 8.0 / 1e6).abs() < 0.1, "A's 390 packets take {secs:.3} s at 1 Mbit/s");
+}
+
+/// A packet of the interactive-label tests: (id, flow, labelled interactive).
+#[derive(Debug, Clone, PartialEq)]
+struct L(u32, u64, bool);
+
+impl QueueItem for L {
+    fn wire_len(&self) -> u32 {
+        100
+    }
+    fn flow(&self) -> u64 {
+        self.1
+    }
+    fn is_interactive(&self) -> bool {
+        self.2
+    }
+}
+
+#[test]
+fn moving_a_flow_split_by_labels_merges_its_packets_in_arrival_order() {
+    // An unassigned flow's labelled packets go to the interactive class (0), the rest to
+    // the default (1); assigning it moves both parts to class 1, merged by arrival.
+    let mut q = Classes::new(&[rate(5.0, 10.0), rate(5.0, 10.0)], 1514, NO_LIMIT)
+        .with_interactive_class(Some(0))
+        .with_class_change(ClassChange::Move);
+    let mut drops = Vec::new();
+    for id in 0..10 {
+        q.enqueue(Instant::from_nanos(id as u64), L(id, 5, id % 3 == 0), &mut drops);
+    }
+    assert_eq!((q.class_backlog(0), q.class_backlog(1)), (4, 6));
+    q.assign(5, 1);
+    assert_eq!((q.class_backlog(0), q.class_backlog(1)), (0, 10));
+    let ids: Vec<u32> = std::iter::from_fn(|| q.dequeue(Instant::ZERO).map(|p| p.0)).collect();
+    assert_eq!(ids, (0..10).collect::<Vec<_>>());
+}
+
 #[test]
 fn no_class_starves() {
     // A class with 1 % of the link against one with 99 %, both greedy: the small one
@@ -177,34 +295,67 @@ fn shared_limits_drop_the_arrival() {
 
 proptest! {
     /// Packets are conserved, limits hold, and a backlogged scheduler either sends or
-    /// names a future time at which it can.
+    /// names a future time at which it can — with flows reassigned at any time, either
+    /// way of treating their queued packets, with or without CoDel. With
+    /// `ClassChange::Move` every flow's packets also leave in arrival order.
     #[test]
     fn conserves_packets_and_always_progresses(
-        ops in proptest::collection::vec((any::<bool>(), 0u64..5, 40u32..1500, 0u64..3), 1..400),
+        ops in proptest::collection::vec((0u8..5, 0u64..5, 40u32..1500, 0u64..3, 0usize..5), 1..400),
         rates in proptest::collection::vec((0u64..5_000_000, 1u64..10_000_000), 1..5),
-        lp in 1usize..40)
+        lp in 1usize..40,
+        moves in any::<bool>(),
+        codel in any::<bool>())
     {
         let rates: Vec<_> = rates.into_iter().map(|(r, c)| ClassRate { rate_bps: r, ceil_bps: c.max(r) }).collect();
-        let mut q = Classes::new(&rates, 1514, Limits { bytes: None, packets: Some(lp) });
+        let change = if moves { ClassChange::Move } else { ClassChange::Leave };
+        let mut q = Classes::new(&rates, 1514, Limits { bytes: None, packets: Some(lp) })
+            .with_class_change(change)
+            .with_codel(codel.then(CodelParams::default));
         for f in 0..5u64 {
             q.assign(f, f as usize % rates.len());
         }
         let mut drops = Vec::new();
         let (mut offered, mut out) = (0u64, 0u64);
+        let mut last_sent: BTreeMap<u64, u32> = BTreeMap::new();
+        let mut sent = |p: F| -> Result<(), TestCaseError> {
+            if let Some(prev) = last_sent.insert(p.2, p.0) {
+                prop_assert!(!moves || prev < p.0, "flow {}: {} left after {}", p.2, p.0, prev);
+            }
+            Ok(())
+        };
         let mut t = Instant::ZERO;
-        for (i, (enq, flow, len, dt)) in ops.into_iter().enumerate() {
+        for (i, (op, flow, len, dt, class)) in ops.into_iter().enumerate() {
             t += Duration::from_millis(dt);
-            if enq {
-                offered += 1;
-                q.enqueue(t, F(i as u32, len, flow), &mut drops);
-            } else if q.dequeue(t).is_some() {
-                out += 1;
-            } else if q.backlog_packets() > 0 {
-                let at = q.next_ready(t);
-                prop_assert!(at.is_some_and(|at| at > t));
-                t = at.unwrap();
-                prop_assert!(q.dequeue(t).is_some(), "sends at next_ready");
-                out += 1;
+            match op {
+                0 | 1 => {
+                    offered += 1;
+                    q.enqueue(t, F(i as u32, len, flow), &mut drops);
+                }
+                2 => q.assign(flow, class % rates.len()),
+                _ => {
+                    let p = match q.dequeue(t) {
+                        Some(p) => Some(p),
+                        None if q.backlog_packets() > 0 => {
+                            q.take_drops(&mut drops);
+                            if q.backlog_packets() > 0 {
+                                let at = q.next_ready(t);
+                                prop_assert!(at.is_some_and(|at| at > t));
+                                t = at.unwrap();
+                                let p = q.dequeue(t);
+                                prop_assert!(p.is_some() || codel, "sends at next_ready");
+                                p
+                            } else {
+                                None
+                            }
+                        }
+                        None => None,
+                    };
+                    q.take_drops(&mut drops);
+                    if let Some(p) = p {
+                        out += 1;
+                        sent(p)?;
+                    }
+                }
             }
             prop_assert!(q.backlog_packets() <= lp);
         }
