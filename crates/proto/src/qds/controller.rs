@@ -261,7 +261,10 @@ impl<K> FlowInput<K> {
 /// like any flow (bandwidth-aware: its rate ratio times the class level, at least
 /// `l_floor`; demand-first: its share of the demands, measured on its arrivals at the
 /// middlebox, so on the packets that wait), which gives that class a rate above 0.
-pub fn inputs<K: Copy>(views: &[(K, FlowView)], mut app: impl FnMut(&K, &FlowView) -> AppType) -> Vec<FlowInput<K>> {
+pub fn inputs<K: Copy>(
+    views: &[(K, FlowView)],
+    mut app: impl FnMut(&K, &FlowView) -> AppType,
+) -> Vec<FlowInput<K>> {
     views.iter().map(|(k, v)| FlowInput::of_view(*k, app(k, v), v)).collect()
 }
 

@@ -156,7 +156,13 @@ fn overload_with_a_late_flow(variant: Variant, late_ms: u64) -> (u32, u32) {
         let now = Instant::from_nanos(t * 1_000);
         for f in 0..2 {
             if t >= next_send[f] {
-                let seg = Segment { seq: next_seq[f], has_ack: true, payload: LEN - 52, wire_len: LEN, ..Default::default() };
+                let seg = Segment {
+                    seq: next_seq[f],
+                    has_ack: true,
+                    payload: LEN - 52,
+                    wire_len: LEN,
+                    ..Default::default()
+                };
                 monitor.observe(now, f, Toward::Client, &seg);
                 q.enqueue(now, Pkt(f as u64, next_seq[f], LEN), &mut drops);
                 next_seq[f] = next_seq[f].wrapping_add(LEN - 52);
@@ -203,7 +209,10 @@ fn a_flow_that_starts_after_the_first_period_is_served_under_overload() {
     for variant in [Variant::BandwidthAware, Variant::DemandFirst, Variant::DelayOnly] {
         let (offered, delivered) = overload_with_a_late_flow(variant, 250);
         assert!(offered > 200, "{variant:?}: {offered}");
-        assert!(delivered >= offered / 5, "{variant:?}: the late flow got {delivered} of its {offered} packets through");
+        assert!(
+            delivered >= offered / 5,
+            "{variant:?}: the late flow got {delivered} of its {offered} packets through"
+        );
     }
     // Demand-first guarantees every flow its max-min share of the demands: all of its
     // 1 Mbit/s here (all but the packets still in flight at the end).

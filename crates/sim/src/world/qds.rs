@@ -99,7 +99,9 @@ impl World {
         let t = now.as_secs_f64();
         let views = q.monitor.views(now);
         let truth = |conn: u32| {
-            thinwan_proto::qds::truth::app_type(self.rtt.as_ref().map_or(App::ThinClient, |r| r.last_app(conn)))
+            thinwan_proto::qds::truth::app_type(
+                self.rtt.as_ref().map_or(App::ThinClient, |r| r.last_app(conn)),
+            )
         };
         // Every flow, an untimed one with RTT 0 (`controller::inputs` says why).
         let inputs = controller::inputs(&views, |&conn, v| {
