@@ -181,8 +181,9 @@ impl QdsConfig {
         self.qt_of(app) - base_rtt // saturates at 0
     }
 
-    /// The slack of flows the controller has not seen (no RTT estimate yet): the last
-    /// class's DB_max, as such flows wait in the last (default) class of the class order.
+    /// The slack of flows with no RTT estimate yet (so no base RTT): the last class's
+    /// DB_max, the largest budget of the class order — an untimed data flow's, which
+    /// [`inputs`] plans at DB = QT = 100 ms in the last class.
     pub fn default_slack(&self) -> Duration {
         self.bounds.last().copied().unwrap_or(Duration::ZERO)
     }
