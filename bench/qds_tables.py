@@ -302,16 +302,22 @@ def params_table(p: dict[str, dict[str, Any]]) -> list[str]:
     def cells(name: str, a: str, b: str, v: tuple[float, float, float, float]) -> str:
         return row([name, a, b, f"{100 * v[0]:.1f} / {pct(v[1])}", f"{100 * v[2]:.1f} / {pct(v[3])}"])
 
-    def any_row(variant: str, name: str) -> str:
-        points = {shares(variant, a, b) for a in ALPHAS for b in BETAS}
-        if len(points) != 1:
-            sys.exit(f"qds_tables: {variant} differs across α and β ({len(points)} results); no 'any' row")
-        return cells(name, "any", "any", points.pop())
+    def any_rows(variant: str, name: str) -> list[str]:
+        """One row if no α and β matter; one per group of α when only α does (β "any")."""
+        by_alpha = {a: {shares(variant, a, b) for b in BETAS} for a in ALPHAS}
+        if any(len(v) != 1 for v in by_alpha.values()):
+            sys.exit(f"qds_tables: {variant} differs across β; no 'any' row")
+        groups: dict[tuple[float, float, float, float], list[float]] = {}
+        for a, v in by_alpha.items():
+            groups.setdefault(next(iter(v)), []).append(a)
+        if len(groups) == 1:
+            return [cells(name, "any", "any", next(iter(groups)))]
+        return [cells(name, ", ".join(f"{a:g}" for a in alphas), "any", v) for v, alphas in groups.items()]
 
     return [
-        any_row("delay_only", "delay-only"),
+        *any_rows("delay_only", "delay-only"),
         *(cells("bandwidth-aware", f"{a:g}", f"{b:g}", shares("bandwidth_aware", a, b)) for a in ALPHAS for b in BETAS),
-        any_row("demand_first", "demand-first + class CoDel"),
+        *any_rows("demand_first", "demand-first + class CoDel"),
     ]
 
 

@@ -6,10 +6,13 @@
 //! [`FlowMonitor`] in capture order, as the daemon feeds it captured frames
 //! ([`ip::TcpPacket::segment`], one key for both directions). Every `period` after the
 //! first matched packet, the controller's tick runs — `expire(now)`, then `views(now)` —
-//! and each open flow with an RTT estimate gives one row, as in the simulator's, the
-//! emulator's and the daemon's loops (a flow not yet timed is left out of the plan, so
-//! it is not classified). So training on these rows trains on what the classifier sees
-//! in a deployment; no feature is computed anywhere else.
+//! and each open flow with an RTT estimate gives one row: what the simulator's, the
+//! emulator's and the daemon's loops classify, less a flow's periods before its first
+//! RTT sample (the loops now classify those too and plan them at RTT 0,
+//! `controller::inputs`; a handshake times both halves within a round trip, so these
+//! are a flow's first period or two, whose features cover a few packets). The rows
+//! stay the timed ones that the shipped model and the measured accuracies (docs/qds.md
+//! "Real captures") were computed from. No feature is computed anywhere else.
 //!
 //! Ticks are laid on the capture's own clock (first matched packet + k · period). A
 //! packet stamped exactly at a tick is observed after it. After the last packet one
@@ -198,7 +201,7 @@ fn tick(
 ) {
     monitor.expire(now);
     for (key, v) in monitor.views(now) {
-        // As every driver: a flow without an RTT estimate is not in the plan.
+        // Timed flows only (module documentation).
         let Some(rtt) = v.rtt else { continue };
         rows.push(FeatureRow {
             t: now.saturating_since(origin),

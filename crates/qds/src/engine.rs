@@ -8,15 +8,16 @@
 //! Every period: forget idle flows, take every tracked flow's view (RTT = client half +
 //! server half, rate toward the client, features), name its application, and hand
 //! the flows to `controller::plan`, whose classes and rates the daemon programs into HTB.
-//! A flow whose RTT has not been measured yet (no half timed) stays out of the plan:
-//! it gets no filter and waits in the default (last) class, as in thinwan-link's loop.
+//! A flow whose RTT has not been measured yet (no half timed) enters the plan with RTT 0
+//! (DB = QT), as in the simulator and thinwan-link's loop (`controller::inputs`), so its
+//! class gets a rate and it cannot starve in the default class.
 
 use std::net::SocketAddr;
 
 use thinwan_capture::FlowKey;
 use thinwan_net::qds::config::QdsSetup;
 use thinwan_proto::qds::classify::{AppType, Features};
-use thinwan_proto::qds::controller::{plan, FlowInput};
+use thinwan_proto::qds::controller::{self, plan};
 use thinwan_proto::qds::monitor::{FlowMonitor, Segment, Toward};
 use thinwan_proto::{Duration, Instant};
 
@@ -75,18 +76,10 @@ impl Control for Qds {
 
     fn tick(&mut self, now: Instant) -> Decision {
         self.monitor.expire(now);
-        // Flows not yet timed stay out of the plan (no filter: the default class), as in
-        // thinwan-link's loop (docs/lab.md "QDS in thinwan-link").
-        let views: Vec<_> = self.monitor.views(now).into_iter().filter(|(_, v)| v.rtt.is_some()).collect();
-        let inputs: Vec<FlowInput<FiveTuple>> = views
-            .iter()
-            .map(|(k, v)| FlowInput {
-                key: *k,
-                app: self.app_of(k, &v.features),
-                rtt: v.rtt.unwrap_or(Duration::ZERO),
-                rate_bps: v.rate_bps,
-            })
-            .collect();
+        // Every flow, one not yet timed with RTT 0, as the simulator and thinwan-link
+        // (`controller::inputs`, the core's one rule).
+        let views = self.monitor.views(now);
+        let inputs = controller::inputs(&views, |k, v| self.app_of(k, &v.features));
         let p = plan(&self.setup.cfg, &inputs, self.capacity_bps);
         let flows = p
             .class_of
@@ -186,6 +179,27 @@ oracle = [{ server_port = 5001, app = "video" }, { server_port = 5002, app = "da
         // ⌊w·capacity⌋ per class; an empty class's 0 is sent as 1 B/s (HTB refuses 0).
         assert!((1_249_990..=1_250_010).contains(&total), "rates share the capacity: {total}");
         assert!(d.rates.iter().all(|r| r.ceil == 1_250_000));
+    }
+
+    #[test]
+    fn a_flow_not_yet_timed_gets_a_class_with_a_rate() {
+        // Data toward the client and no answer yet: no RTT. It is planned at RTT 0
+        // (controller::inputs): data, DB = QT = 100 ms, the last class, whose rate is
+        // then the link's — not left unfiltered in a default class the plan gives 0.
+        let mut q = Qds::new(&Config::parse(CFG).unwrap()).unwrap();
+        let data = FiveTuple {
+            server: [198, 18, 1, 1].into(),
+            server_port: 5002,
+            client: [198, 18, 2, 1].into(),
+            client_port: 40001,
+        };
+        let seg = Segment { seq: 1, has_ack: true, payload: 1000, wire_len: 1040, ..Segment::default() };
+        q.observe(ms(150), data, Toward::Client, &seg);
+        let d = q.tick(ms(200));
+        assert_eq!(d.flows.len(), 1, "planned although untimed");
+        let f = &d.flows[0];
+        assert_eq!((f.rtt, f.app, f.class), (None, Some("data"), 9));
+        assert_eq!(d.rates[9].rate, 1_250_000, "its class has the whole link");
     }
 
     #[test]

