@@ -77,9 +77,41 @@ def test_the_variants_class_codel_and_the_shipped_model_reach_thinwan_link() -> 
     assert resolved.qds is not None and resolved.qds["variant"] == "demand_first"
 
 
-def test_queue_ecn_is_refused_in_the_lab_rather_than_silently_dropped() -> None:
+def test_queue_ecn_reaches_thinwan_link_and_turns_on_linux_ecn() -> None:
+    """``queue.ecn`` marks in thinwan-link's CoDel (data direction only, as the
+    simulator's ACK direction is a plain FIFO), and the end namespaces speak ECN
+    (``net.ipv4.tcp_ecn = 1``) unless ``[lab] ecn`` says otherwise."""
+    spec = lab_spec(scenario({"discipline": "fq_codel", "ecn": True}))
+    assert (spec.link.fwd.ecn, spec.link.rev.ecn) == (True, False)
+    assert spec.link.to_json()["fwd"]["queue"]["ecn"] is True
+    assert check_link_args(spec.link, []) == spec.link
+    assert spec.tcp.ecn and spec.tcp.sysctls()["net.ipv4.tcp_ecn"] == "1"
+    assert any("queue.ecn without tcp.ecn" in n for n in spec.notes)
+
+
+def test_linux_ecn_follows_the_scenario_unless_lab_ecn_is_set() -> None:
+    def linux_ecn(d: dict) -> str:
+        s = scenario_from_dict({"topology": {"bottleneck_rate_mbps": 8.0}, **d})
+        return lab_spec(s).tcp.sysctls()["net.ipv4.tcp_ecn"]
+
+    fq = {"discipline": "fq_codel"}
+    assert linux_ecn({"queue": fq}) == "0"
+    assert linux_ecn({"queue": fq, "tcp": {"ecn": True}}) == "1"
+    assert linux_ecn({"queue": {**fq, "ecn": True}, "tcp": {"ecn": True}}) == "1"
+    assert linux_ecn({"queue": fq, "lab": {"ecn": True}}) == "1"
+    assert linux_ecn({"queue": fq, "tcp": {"ecn": True}, "lab": {"ecn": False}}) == "0"
+    assert linux_ecn({"queue": {**fq, "ecn": True}, "lab": {"ecn": True}}) == "1"
+
+
+def test_queue_ecn_with_lab_ecn_false_is_refused_naming_both_keys() -> None:
     from thinwan.config.scenario import ScenarioError
 
-    with pytest.raises(ScenarioError, match="queue.ecn"):
-        lab_spec(scenario({"discipline": "fq_codel", "ecn": True}))
-    assert lab_spec(scenario({"discipline": "fq_codel", "ecn": False})).link.fwd.discipline == "fq_codel"
+    s = scenario_from_dict(
+        {
+            "topology": {"bottleneck_rate_mbps": 8.0},
+            "queue": {"discipline": "fq_codel", "ecn": True},
+            "lab": {"ecn": False},
+        }
+    )
+    with pytest.raises(ScenarioError, match=r"queue\.ecn = true and \[lab\] ecn = false disagree"):
+        lab_spec(s)

@@ -69,6 +69,20 @@ impl QueueItem for Packet {
     fn flow(&self) -> u64 {
         flow_id(&self.hdr)
     }
+    /// The IP header's ECN field says ECT(0), ECT(1) or CE (RFC 3168 §5).
+    fn ecn_capable(&self) -> bool {
+        self.hdr.ecn_capable()
+    }
+    /// Set CE in the packet's bytes (IPv4: header checksum updated by RFC 1624 eqn. 3;
+    /// [`packet::set_ce`]) and in its parsed header, so the event log's dequeue and
+    /// delivery records carry the mark.
+    fn mark_ce(&mut self) {
+        // Only parsed IPv4/IPv6 packets are queued, so `set_ce` finds its header; on the
+        // impossible error the packet goes out unmarked rather than corrupted.
+        if let Ok(tos) = packet::set_ce(&mut self.data) {
+            self.hdr.tos = tos;
+        }
+    }
 }
 
 /// A 64-bit id of a packet's 5-tuple (`DefaultHasher::new()` has fixed keys, so the
@@ -154,8 +168,10 @@ pub struct DirStats {
     pub drops_overflow: u64,
     /// Pushed-out drops.
     pub drops_pushed_out: u64,
-    /// CoDel's head drops (FQ-CoDel).
+    /// CoDel's head drops (FQ-CoDel, the classes' CoDel).
     pub drops_codel: u64,
+    /// Packets CoDel marked CE instead of dropping (`queue.ecn`; RFC 8290 §5.2.7).
+    pub marks_ce: u64,
     /// I.i.d. loss drops.
     pub drops_loss: u64,
     /// Gilbert–Elliott drops.
@@ -346,6 +362,8 @@ impl Direction {
     fn start_tx(&mut self, at: Instant, events: &mut Vec<Event>) {
         debug_assert!(self.on_wire.is_none());
         let next = self.queue.dequeue(at);
+        // CoDel marks at dequeue too; the queue counts them.
+        self.stats.marks_ce = self.queue.stats().marks_ce;
         // CoDel drops at dequeue (RFC 8289 §5.5): log them at the dequeue time.
         self.queue.take_drops(&mut self.drops);
         self.flush_queue_drops(at, events);
@@ -463,8 +481,16 @@ mod tests {
 
     /// [`run`] with given frames.
     fn run_frames(cfg: &DirConfig, arrivals: &[(Instant, Vec<u8>)]) -> (Vec<(u64, Instant)>, Vec<Event>) {
+        let (_, events, _) = run_packets(cfg, arrivals);
+        let delivered =
+            events.iter().filter(|e| e.kind == EventKind::Deliver).map(|e| (e.pkt, e.t)).collect();
+        (delivered, events)
+    }
+
+    /// [`run_frames`], returning the delivered packets themselves and the counters.
+    fn run_packets(cfg: &DirConfig, arrivals: &[(Instant, Vec<u8>)]) -> (Vec<Packet>, Vec<Event>, DirStats) {
         let mut d = Direction::new(cfg, 42, LinkDir::Fwd).expect("a valid configuration");
-        let (mut events, mut out) = (Vec::new(), Vec::new());
+        let (mut events, mut out, mut packets) = (Vec::new(), Vec::new(), Vec::new());
         let mut i = 0;
         loop {
             let next_arrival = arrivals.get(i).map(|a| a.0);
@@ -482,11 +508,10 @@ mod tests {
             d.handle_timeout(next, &mut out, &mut events);
             for del in out.drain(..) {
                 d.delivered(del.due, &del, true, &mut events);
+                packets.push(del.packet);
             }
         }
-        let delivered =
-            events.iter().filter(|e| e.kind == EventKind::Deliver).map(|e| (e.pkt, e.t)).collect();
-        (delivered, events)
+        (packets, events, d.stats().clone())
     }
 
     fn ms(x: f64) -> Instant {
@@ -615,8 +640,8 @@ mod tests {
         assert!(ev.iter().any(|e| e.reason == Some(DropReason::BurstLoss)));
     }
 
-    /// A TCP packet of flow `sport` with `payload` bytes and TOS byte `tos` (the IPv4
-    /// checksum is not fixed up: nothing on the path checks it).
+    /// A TCP packet of flow `sport` with `payload` bytes and TOS byte `tos` (its IPv4
+    /// header checksum valid, as Linux's receiver wants it).
     fn flow_packet(sport: u16, payload: usize, tos: u8) -> Vec<u8> {
         let b = etherparse::PacketBuilder::ipv4([198, 18, 1, 1], [198, 18, 2, 1], 64)
             .tcp(sport, 5001, 1, 65535)
@@ -624,7 +649,61 @@ mod tests {
         let mut out = Vec::with_capacity(b.size(payload));
         b.write(&mut out, &vec![0u8; payload]).expect("writing to a Vec cannot fail");
         out[1] = tos;
+        let sum = etherparse::Ipv4HeaderSlice::from_slice(&out).expect("an IPv4 header").to_header();
+        out[10..12].copy_from_slice(&sum.calc_header_checksum().to_be_bytes());
         out
+    }
+
+    /// The IPv4 header of `p` verifies: its checksum is the one computed from scratch.
+    fn checksum_verifies(p: &[u8]) -> bool {
+        let h = etherparse::Ipv4HeaderSlice::from_slice(p).expect("an IPv4 header");
+        h.header_checksum() == h.to_header().calc_header_checksum()
+    }
+
+    /// One flow of 300 packets of 1000 bytes at once into a 1-Mbit/s FQ-CoDel (2.4 s of
+    /// queue), so CoDel's control law fires many times; ECN on in the queue.
+    fn codel_with_ecn(tos: u8) -> (Vec<Packet>, Vec<Event>, DirStats) {
+        let queue = QueueKeys { discipline: DisciplineName::FqCodel, ecn: true, ..Default::default() };
+        let cfg = DirConfig { rate_bps: 1_000_000, queue, ..Default::default() };
+        let frames: Vec<_> = (0..300).map(|_| (ms(0.0), flow_packet(1, 1000, tos))).collect();
+        run_packets(&cfg, &frames)
+    }
+
+    #[test]
+    fn codel_with_ecn_marks_ect_packets_ce_instead_of_dropping_them() {
+        use crate::packet::ecn;
+        let (out, events, stats) = codel_with_ecn(0x80 | ecn::ECT0);
+        // RFC 8290 §5.2.7: where CoDel would drop an ECN-capable packet it marks it.
+        assert_eq!(out.len(), 300, "every ECT(0) packet delivered");
+        assert_eq!(stats.drops_codel, 0);
+        assert!(stats.marks_ce > 0, "CoDel marked");
+        let marked: Vec<_> = out.iter().filter(|p| p.hdr.ecn() == ecn::CE).collect();
+        assert_eq!(marked.len() as u64, stats.marks_ce, "one CE per mark counted");
+        for p in &out {
+            assert!(checksum_verifies(&p.data), "packet {} header checksum (RFC 1624 eqn. 3)", p.id);
+            assert_eq!(
+                packet::parse(&p.data).expect("still a packet"),
+                p.hdr,
+                "bytes and parsed header agree"
+            );
+            assert_eq!(p.hdr.dscp(), 0x20, "DSCP kept");
+        }
+        // The event log carries the mark from the dequeue on, not at the arrival.
+        let ce =
+            |k: EventKind| events.iter().filter(|e| e.kind == k && e.hdr.ecn() == ecn::CE).count() as u64;
+        assert_eq!(
+            (ce(EventKind::Arrival), ce(EventKind::Dequeue), ce(EventKind::Deliver)),
+            (0, stats.marks_ce, stats.marks_ce)
+        );
+    }
+
+    #[test]
+    fn codel_with_ecn_still_drops_not_ect_packets() {
+        let (out, events, stats) = codel_with_ecn(0);
+        assert_eq!(stats.marks_ce, 0);
+        assert!(stats.drops_codel > 0);
+        let logged = events.iter().filter(|e| e.reason == Some(DropReason::Codel)).count() as u64;
+        assert_eq!((out.len() as u64 + stats.drops_codel, logged), (300, stats.drops_codel));
     }
 
     /// Flow A (port 1) writes a block of five 1000-byte packets 1 ms apart from 0 ms,

@@ -773,7 +773,10 @@ pub fn tcp_info(s: &TcpStream) -> io::Result<serde_json::Map<String, serde_json:
     };
     let u64_at =
         |o: usize| (o + 8 <= len).then(|| u64::from_ne_bytes(buf[o..o + 8].try_into().expect("8 bytes")));
-    let fields: [(&str, Option<u64>); 14] = [
+    let fields: [(&str, Option<u64>); 16] = [
+        // TCPI_OPT_* bits: 1 timestamps, 2 SACK, 4 window scaling, 8 ECN negotiated
+        // (RFC 3168 §6.1.1), 16 ECN_SEEN (an ECT or CE segment arrived), …
+        ("options", (len > 5).then(|| u64::from(buf[5]))),
         ("rto_us", u32_at(8)),
         ("snd_mss", u32_at(16)),
         ("rtt_us", u32_at(68)),
@@ -783,6 +786,9 @@ pub fn tcp_info(s: &TcpStream) -> io::Result<serde_json::Map<String, serde_json:
         ("total_retrans", u32_at(100)),
         ("bytes_acked", u64_at(120)),
         ("data_segs_out", u32_at(156)),
+        // Segments acknowledged by ACKs with ECE (Linux `tcp_newly_delivered`): on the
+        // sender, the data its receiver reported as CE-marked (RFC 3168 §6.1.3).
+        ("delivered_ce", u32_at(196)),
         ("bytes_sent", u64_at(200)),
         ("bytes_retrans", u64_at(208)),
         ("dsack_dups", u32_at(216)),

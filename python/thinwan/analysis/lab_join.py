@@ -296,6 +296,7 @@ def _ports(
             "packets_tx",
             "drops_overflow",
             "max_queue_bytes",
+            "marks_ce",
         )
     }
     for d, name in PORTS.items():
@@ -321,7 +322,20 @@ def _ports(
         rows["packets_tx"].append(len(deq))
         rows["drops_overflow"].append(drops)
         rows["max_queue_bytes"].append(int(st.get("max_queue_bytes", e["q_bytes"].max() if len(e) else 0)))
+        rows["marks_ce"].append(int(st.get("marks_ce", _marks_ce(e))))
     return table_from_columns("ports", _complete("ports", rows))
+
+
+def _marks_ce(e: pd.DataFrame) -> int:
+    """Packets of one direction's events the link's CoDel marked CE (``queue.ecn``): a
+    dequeue with ECN field CE (RFC 3168 §5) of a packet that arrived without it. The
+    link's own counter (``marks_ce`` in its stats) says the same; this serves logs
+    without one."""
+    ce = 0b11
+    arrived = e.loc[e["event"] == ARRIVAL, ["pkt", "tos"]].set_index("pkt")["tos"]
+    deq = e[(e["event"] == DEQUEUE) & ((e["tos"] & ce) == ce)]
+    before = arrived.reindex(deq["pkt"]).fillna(ce).astype(np.int64).to_numpy()
+    return int(((before & ce) != ce).sum())
 
 
 def _queue_trace(ev: pd.DataFrame, scenario: Scenario) -> pd.DataFrame:

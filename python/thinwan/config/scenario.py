@@ -538,7 +538,9 @@ class LabSection(_Section):
 
     # Any algorithm the kernel has (bbr, …); unset: tcp.congestion_control.
     congestion_control: str | None = None
-    ecn: bool = False
+    # Linux ECN (net.ipv4.tcp_ecn) in the end namespaces; unset: on when tcp.ecn or
+    # queue.ecn is (false with queue.ecn = true is refused: docs/lab.md).
+    ecn: bool | None = None
     timestamps: bool = True
     rack: bool = False
     tlp: bool = False

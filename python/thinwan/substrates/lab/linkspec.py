@@ -55,6 +55,7 @@ _QUEUE_KEYS = (
     "class_flows",
     "class_codel",
     "class_change",
+    "ecn",
 )
 
 
@@ -87,6 +88,7 @@ class DirLink:
     class_flows: tuple[tuple[int, ...], ...] = ()
     class_codel: bool = _Q["class_codel"].default
     class_change: str = _Q["class_change"].default  # "leave" (Linux HTB) | "move"
+    ecn: bool = _Q["ecn"].default  # CoDel marks ECT packets CE instead of dropping them
 
     @classmethod
     def queue_of(cls, q: QueueSection) -> dict[str, Any]:
@@ -147,6 +149,7 @@ class DirLink:
             class_flows=tuple(tuple(int(f) for f in c) for c in q["class_flows"]),
             class_codel=bool(q["class_codel"]),
             class_change=str(q["class_change"]),
+            ecn=bool(q["ecn"]),
         )
 
 
@@ -279,12 +282,14 @@ def lab_spec(scenario: Scenario, run: int = 0, opts: LabSection | None = None) -
             'queue.qds_order = "deadline" runs in the simulator only (thinwan-link does not '
             'compute the per-flow slack; docs/qds.md "Deadline order"): use "drr" in the lab'
         )
-    if q.ecn:
-        # thinwan-link's packets do not expose their IP ECN field to the queue, so CoDel
-        # would silently drop where the scenario asks it to mark.
+    if q.ecn and opts.ecn is False:
+        # thinwan-link marks only ECN-capable packets, and Linux sends those only with
+        # net.ipv4.tcp_ecn: CoDel would drop every packet the scenario asks it to mark.
         raise ScenarioError(
-            "queue.ecn = true runs in the simulator only (thinwan-link cannot mark CE yet; "
-            'docs/qds.md "ECN: marks instead of drops"): set it false in the lab'
+            "queue.ecn = true and [lab] ecn = false disagree: CoDel marks CE only in ECN-capable "
+            "packets, and [lab] ecn = false leaves Linux's TCP without ECN (net.ipv4.tcp_ecn = 0), "
+            "so every mark would be a drop; leave [lab] ecn unset (it follows queue.ecn and tcp.ecn) "
+            "or set queue.ecn = false (docs/lab.md)"
         )
     delay = t.bottleneck_delay_ms + (2 * t.access_delay_ms if opts.access_in_delay else 0.0)
     notes: list[str] = []
@@ -452,11 +457,19 @@ def tcp_settings(scenario: Scenario, opts: LabSection) -> tuple[TcpSettings, lis
         notes.append('tcp.rack_reo_wnd=static: Linux adapts RACK\'s reordering window (rack_reo_wnd = "adaptive")')
     if tcp.delayed_ack and not tcp.quick_ack:
         notes.append("tcp.quick_ack=false: Linux's receivers ACK every segment in quick-ACK mode (tcp_incr_quickack)")
+    # Linux ECN in the end namespaces: [lab] ecn when set, else on when the scenario asks
+    # for ECN anywhere (as [lab] congestion_control follows tcp.congestion_control).
+    ecn = opts.ecn if opts.ecn is not None else tcp.ecn or scenario.queue.ecn
+    if ecn and opts.ecn is None and not tcp.ecn:
+        notes.append(
+            "queue.ecn without tcp.ecn: Linux ECN is on in the lab (net.ipv4.tcp_ecn = 1) so CoDel can mark; "
+            "the simulator's TCP without tcp.ecn sends Not-ECT packets, which its CoDel drops"
+        )
     settings = TcpSettings(
         congestion_control=opts.congestion_control or tcp.congestion_control,
         sack=tcp.sack,
         slow_start_after_idle=tcp.slow_start_restart,
-        ecn=opts.ecn,
+        ecn=ecn,
         timestamps=opts.timestamps,
         rack=opts.rack or tcp.rack_tlp,
         tlp=opts.tlp or tcp.rack_tlp,
