@@ -72,10 +72,8 @@ def hold(platform: str, env_name: str, env: Env, desktop: dict[str, Any], state_
     old = signal.signal(signal.SIGTERM, _interrupt)
     try:
         with Lab(env_lab_spec(env)) as lab:
-            state["lab"] = lab.id
-            _write(state_dir, {**state, "status": "starting"})
             settings = env_settings(DesktopSettings(**desktop), env)
-            state["ready_timeout_s"] = settings.ready_timeout_s
+            state.update(lab=lab.id, ready_timeout_s=settings.ready_timeout_s)
             _write(state_dir, {**state, "status": "starting"})
             with Desktop(platform, lab, settings, workdir=state_dir) as d:
                 info = d.info()

@@ -353,21 +353,23 @@ class Desktop(Managed):
     def _await_update(self, op: str, before: Image.Image, started: float) -> tuple[str | None, int]:
         """Why the client's screen does not show ``op``'s update (None: it does) and how
         many checks failed first, looking again each time traffic resumes until
-        ``max_wait_s`` after the input. On a lossy
-        path a retransmission timeout backed off a few times (266, 532, 1064, 2128 ms at
-        66 ms RTT) is a silence longer than the idle watch inside one update: the pause
-        ended there, and an xrdp `image` over 10 % loss was checked half drawn. The
-        analyser gives such an input every burst up to the next one, so its latency
-        still ends at the update's last packet."""
+        ``max_wait_s`` after the input. On a lossy path a retransmission timeout backed
+        off a few times (266, 532, 1064, 2128 ms at 66 ms RTT) is a silence longer than
+        the idle watch inside one update: the pause ended there, and an xrdp `image` over
+        10 % loss was checked half drawn. The analyser gives such an input every burst
+        up to the next one, so its latency still ends at the update's last packet."""
         s = self.settings
+
+        def left() -> float:
+            return max(0.0, s.max_wait_s - (time.monotonic() - started))
+
         failed = 0
         while True:
             problem = _check_update(op, before, self.grab_app(), self.images)
-            left = s.max_wait_s - (time.monotonic() - started)
-            if problem is None or self._capture is None or left <= 0 or not self._capture.grows_within(left):
+            if problem is None or self._capture is None or not self._capture.grows_within(left()):
                 return problem, failed
             failed += 1
-            self._capture.idle_for(s.idle_s, max(0.0, s.max_wait_s - (time.monotonic() - started)))
+            self._capture.idle_for(s.idle_s, left())
 
     def _check_alive(self) -> None:
         for p in self.procs:
