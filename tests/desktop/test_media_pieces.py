@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 import re
 import shutil
+import subprocess
+import time
 from pathlib import Path
 
 import numpy as np
@@ -18,7 +20,7 @@ from thinwan.analysis.desktop_media import count_frames, video_quality, web_summ
 from thinwan.config.desktop_bench import bench_from_data
 from thinwan.config.files import ScenarioError
 from thinwan.execute.desktop_media_runs import analyse_video, media_steps, method_checked
-from thinwan.substrates.desktop import videoclip, webpages
+from thinwan.substrates.desktop import DesktopSettings, videoclip, webpages
 
 
 def test_pages_are_deterministic_and_documented(tmp_path: Path) -> None:
@@ -194,6 +196,19 @@ def test_bench_file_sections() -> None:
         bench_from_data({"video": {"width": 2000}}, "f.toml")
 
 
+def test_an_environment_runs_with_the_same_seed_alone_or_in_the_matrix() -> None:
+    # The seed follows the environment's place in the file, not among those chosen with
+    # --env: `--env wan-loss-10` alone runs the loss pattern the whole matrix runs.
+    b = bench_from_data({"benchmark": {"envs": ["lan", "wan", "wan-loss-10"], "seed": 7}}, "f.toml")
+    whole = {e: b.env_seed(e) for e in b.envs}
+    assert whole == {"lan": 7, "wan": 8, "wan-loss-10": 9}
+    alone = b.select(envs=["wan-loss-10"])
+    assert alone.env_seed("wan-loss-10") == 9
+    # An environment the file does not list (a built-in named with --env) comes after its own.
+    extra = b.select(envs=["wan-1mb", "lan"])
+    assert extra.env_seed("lan") == 7 and extra.env_seed("wan-1mb") > 9
+
+
 def test_pictures_count_new_pictures_only() -> None:
     from thinwan.analysis.desktop_media import count_pictures
 
@@ -228,3 +243,49 @@ def test_a_silent_mpv_is_a_desktop_error_naming_the_command(tmp_path: Path, monk
         srv.listen(1)
         with pytest.raises(DesktopError, match="mpv did not answer 'get_property pause' on its IPC socket: timed out"):
             player.command(None, "get_property", "pause")  # type: ignore[arg-type]
+
+
+class _Headless:
+    """What VideoPlayer asks of a desktop, for a real mpv with no display (``--vo=null``)."""
+
+    def __init__(self, proc: subprocess.Popen[bytes]) -> None:
+        self.proc = proc
+        self.settings = DesktopSettings()
+
+    def check_alive(self) -> None:
+        assert self.proc.poll() is None, "mpv exited"
+
+
+@pytest.mark.skipif(
+    shutil.which("mpv") is None or shutil.which("ffmpeg") is None, reason="mpv/ffmpeg not installed (setup-desktop.sh)"
+)
+def test_a_play_past_its_limit_is_stopped_and_marked_truncated(tmp_path: Path) -> None:
+    # mpv over plain X on a slow path plays for hours: the benchmark stops it at its limit
+    # and measures what it showed, instead of failing the cell with no numbers.
+    from thinwan.substrates.desktop.workloads import VideoPlayer
+
+    clip = videoclip.write_clip(tmp_path, frames=48)
+    player = VideoPlayer(frames=48)
+    sock = tmp_path / "mpv.sock"
+    player.socket_path = lambda d: sock  # type: ignore[method-assign]
+    argv = videoclip.mpv_argv(clip, 0, 0, tmp_path / "none.conf")[:-1]
+    argv = [a.replace("--vo=x11", "--vo=null") for a in argv if not a.startswith("--input-conf")]
+    proc = subprocess.Popen([*argv, "--idle=yes", f"--input-ipc-server={sock}"], stdin=subprocess.DEVNULL)
+    try:
+        d = _Headless(proc)
+        deadline = time.monotonic() + 20
+        while not sock.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        player.clip = clip
+        player.load(d, speed=0.1, frames=None)  # 48 frames at 2.4 fps: 20 s
+        player.command(d, "set_property", "pause", False)  # the click
+        counts = player.wait_end(d, 1.0)
+        assert counts["truncated"] is True and counts["frames_shown"] < 48
+        assert player.command(d, "get_property", "pause") is True  # stopped, not left running
+        player.load(d, speed=4.0, frames=None)  # the whole clip in 0.5 s
+        player.command(d, "set_property", "pause", False)
+        counts = player.wait_end(d, 20.0)
+        assert counts["truncated"] is False and counts["frames_shown"] >= 47
+    finally:
+        proc.kill()
+        proc.wait()

@@ -77,6 +77,8 @@ def test_web_and_video_on_tigervnc(lab_env: None, tmp_path: Path) -> None:
     # Every page reported its load (after the click, before the update's end).
     assert (pages["clicks"] >= 1).all() and (pages["load_ms"] > 0).all()
     assert (pages["load_ms"] < pages["latency_ms"]).all()
+    # …and changed the client's screen before the next click (the web pause's screen check).
+    assert pages["screen_changed"].all() and (pages["rechecks"] >= 0).all()
     for f in ("web/web.pcap", "web/web.png", "web/web-nopause.pcap", "video/video.pcap", "video/video.png"):
         assert (run / f).stat().st_size > 0, f
     assert _ours(tmp_path) == set(), "processes left behind"

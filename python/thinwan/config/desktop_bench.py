@@ -103,7 +103,7 @@ class _BenchmarkSection(_Strict):
     )
     repeat: int = Field(DEFAULT_REPEAT, ge=1)
     idle_ms: float = Field(DEFAULT_IDLE_MS, gt=0)
-    seed: int = 1  # of the emulator's loss streams (run k of an env uses seed + k)
+    seed: int = 1  # of the emulator's loss streams (the k-th env of `envs` uses seed + k)
     # The client-timing self-check (docs/desktop.md "Self-checks"): "fail" fails the run
     # when the analyser and the client's screen disagree on an input; "report" only
     # records the agreement in checks.client_timing.
@@ -178,6 +178,14 @@ class Bench:
     known_envs: dict[str, Env]  # built-ins and the file's own: what --env may name
     web: WebSettings = WebSettings()
     video: VideoSettings = VideoSettings()
+    file_envs: tuple[str, ...] = ()  # benchmark.envs as the file lists them
+
+    def env_seed(self, env: str) -> int:
+        """The emulator's seed in ``env``: ``seed`` + the environment's place in the file's
+        list (then among the others it may name), so choosing a subset with ``--env`` runs
+        each environment exactly as the whole matrix does."""
+        order = list(dict.fromkeys([*self.file_envs, *self.known_envs]))
+        return self.seed + order.index(env)
 
     def select(
         self,
@@ -266,6 +274,7 @@ def bench_from_data(data: dict[str, Any], where: str = "<benchmark>") -> Bench:
         known_envs=known,
         web=f.web,
         video=f.video,
+        file_envs=tuple(dict.fromkeys(b.envs)),
     )
 
 

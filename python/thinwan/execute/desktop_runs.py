@@ -145,10 +145,10 @@ def run_bench(
     bar = progress_bar(total, "desktop", progress)
     bar.unit = "op"
     try:
-        for k, (env_name, env) in enumerate(bench.envs.items()):
+        for env_name, env in bench.envs.items():
             if not runnable:
                 break
-            with Lab(env_lab_spec(env, seed=bench.seed + k), events=False) as lab:
+            with Lab(env_lab_spec(env, seed=bench.env_seed(env_name)), events=False) as lab:
                 for p in runnable:
                     if platforms.get(p, "").startswith("unavailable"):
                         bar.update(steps[p, env_name])
@@ -159,7 +159,7 @@ def run_bench(
                     cells = ([("latency", run_dir)] if latency_ops else []) + [(op, run_dir / op) for op in media_ops]
                     try:
                         for cell, cell_dir in cells:
-                            key = _cell_key(bench, env_name, k, cell, latency_ops)
+                            key = _cell_key(bench, env_name, cell, latency_ops)
                             done = _cell_done(cell_dir, key)
                             rfb = _timing_repeat(bench, p) > 0
                             if done and cell == "latency" and rfb and not (run_dir / RFB_DIR / "inputs.json").exists():
@@ -248,14 +248,14 @@ class _Media:
     checks: list[dict[str, Any]] = field(default_factory=list)  # web: slow motion vs no pauses
 
 
-def _cell_key(bench: Bench, env: str, k: int, cell: str, latency_ops: list[str]) -> str:
+def _cell_key(bench: Bench, env: str, cell: str, latency_ops: list[str]) -> str:
     """What a cell's results depend on: a finished cell whose key matches is not run again
     (an interrupted ``desktop run`` resumes where it stopped, like ``thinwan sweep``)."""
     import hashlib
 
     what: dict[str, Any] = {
         "env": bench.envs[env].to_json(),
-        "seed": bench.seed + k,
+        "seed": bench.env_seed(env),
         "desktop": bench.desktop,
         "cell": cell,
     }
@@ -306,9 +306,15 @@ def _run_media(
             run_web(bench, lab, p, env, settings, run_dir, bar)
         pages, check = analyse_web(run_dir, env, bench.idle_ms, lab.addr)
         media.pages.append(pages)
-        for k, page, lat, settled in zip(pages["pass"], pages["page"], pages["latency_ms"], pages["settled"]):
+        for k, page, lat, settled, changed in zip(
+            pages["pass"], pages["page"], pages["latency_ms"], pages["settled"], pages["screen_changed"]
+        ):
             if np.isnan(lat):
                 problems.append(f"web pass {k} page {page}: showed no update after the click")
+            elif changed is False:
+                problems.append(
+                    f"web pass {k} page {page}: the client's screen did not change within max_wait_s of the click"
+                )
             if not settled:
                 problems.append(
                     f"web pass {k} page {page}: traffic was still flowing when the pause ended (max_wait_s)"
@@ -542,7 +548,7 @@ def _document(
         "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "results": results,
         "platforms": {p: platforms.get(p, "not run") for p in bench.platforms},
-        "envs": {name: env_json(env, bench.seed + k) for k, (name, env) in enumerate(bench.envs.items())},
+        "envs": {name: env_json(env, bench.env_seed(name)) for name, env in bench.envs.items()},
         "wan_minus_lan": deltas,
         "operations": list(bench.operations),
         "repeat": bench.repeat,

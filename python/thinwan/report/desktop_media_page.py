@@ -89,9 +89,12 @@ def video_table(video: pd.DataFrame) -> str:
         ref = r.reference_bytes / 1e6 / max(r.reference_playback_s or 1, 1e-9)
         fps = f"{r.fps_displayed:.1f}" if r.fps_displayed is not None and np.isfinite(r.fps_displayed) else "—"
         q = f"{r.quality:.3f}" if r.quality is not None else "—"
+        cut = "*" if getattr(r, "truncated", False) is True else " "
         lines.append(
-            f"{r.platform:<10} {r.env:<17} {q:>8} {r.playback_s:>7.2f} {r.bytes / 1e6:>7.2f} {ref:>12.3f} {fps:>9}"
+            f"{r.platform:<10} {r.env:<17} {q:>8} {r.playback_s:>6.2f}{cut} {r.bytes / 1e6:>7.2f} {ref:>12.3f} {fps:>9}"
         )
+    if "truncated" in video and video["truncated"].eq(True).any():
+        lines.append("* the play did not end within its limit: stopped there, figures cover the part played")
     return "\n".join(lines)
 
 

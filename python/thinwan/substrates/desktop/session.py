@@ -30,6 +30,7 @@ import shutil
 import subprocess
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -339,7 +340,9 @@ class Desktop(Managed):
             verified = True
         rechecks = 0
         if before is not None:
-            problem, rechecks = self._await_update(op, before, started)
+            problem, rechecks = self._await_update(
+                lambda: _check_update(op, before, self.grab_app(), self.images), started
+            )
             if problem:
                 raise DesktopError(
                     f"{self.platform}: operation {op} was not displayed on the client's screen: {problem} "
@@ -350,14 +353,32 @@ class Desktop(Managed):
         self._count[op] = index + 1
         return OpRecord(op, index, t_reset, t_input, t_done, time.time(), waited, settled, verified, rechecks)
 
-    def _await_update(self, op: str, before: Image.Image, started: float) -> tuple[str | None, int]:
-        """Why the client's screen does not show ``op``'s update (None: it does) and how
-        many checks failed first, looking again each time traffic resumes until
-        ``max_wait_s`` after the input. On a lossy path a retransmission timeout backed
-        off a few times (266, 532, 1064, 2128 ms at 66 ms RTT) is a silence longer than
-        the idle watch inside one update: the pause ended there, and an xrdp `image` over
-        10 % loss was checked half drawn. The analyser gives such an input every burst
-        up to the next one, so its latency still ends at the update's last packet."""
+    def settle_screen(self, before: Image.Image, started: float) -> tuple[bool, int, bool, Image.Image]:
+        """The slow-motion pause after an input given at ``started`` (monotonic) whose
+        update must change the client's screen from ``before``: while it has not, look
+        again each time traffic resumes (as :meth:`do` does), until ``max_wait_s`` after
+        the input. Returns (whether traffic fell idle, checks that failed first, whether
+        the screen changed, the screen as left)."""
+        _, settled = self._pause()
+        after = before
+
+        def check() -> str | None:
+            nonlocal after
+            after = self.screenshot()
+            return None if _changed(before, after) else "the screen did not change"
+
+        problem, rechecks = self._await_update(check, started)
+        return settled, rechecks, problem is None, after
+
+    def _await_update(self, check: Callable[[], str | None], started: float) -> tuple[str | None, int]:
+        """Why the client's screen does not show the input's update (``check``'s answer;
+        None: it does) and how many checks failed first, looking again each time traffic
+        resumes until ``max_wait_s`` after the input. On a lossy path a retransmission
+        timeout backed off a few times (266, 532, 1064, 2128 ms at 66 ms RTT) is a silence
+        longer than the idle watch inside one update: the pause ended there, and an xrdp
+        `image` over 10 % loss was checked half drawn. The analyser gives such an input
+        every burst up to the next one, so its latency still ends at the update's last
+        packet."""
         s = self.settings
 
         def left() -> float:
@@ -365,7 +386,7 @@ class Desktop(Managed):
 
         failed = 0
         while True:
-            problem = _check_update(op, before, self.grab_app(), self.images)
+            problem = check()
             if problem is None or self._capture is None or not self._capture.grows_within(left()):
                 return problem, failed
             failed += 1
@@ -606,13 +627,18 @@ def _env_args(env: dict[str, str]) -> list[str]:
     return [f"{k}={v}" for k, v in env.items()]
 
 
-def _check_update(op: str, before: Image.Image, after: Image.Image, imgs: _images.BenchImages | None) -> str | None:
-    """Why the client's screen does not show ``op``'s update, or None if it does."""
+def _changed(before: Image.Image, after: Image.Image) -> bool:
+    """Did any pixel change by more than a lossy encoder's noise (24 per channel)?"""
     a = np.asarray(after, dtype=np.int16)
     b = np.asarray(before, dtype=np.int16)
-    changed = (np.abs(a - b).max(axis=2) > 24).mean()
-    if changed == 0:
+    return bool((np.abs(a - b).max(axis=2) > 24).any())
+
+
+def _check_update(op: str, before: Image.Image, after: Image.Image, imgs: _images.BenchImages | None) -> str | None:
+    """Why the client's screen does not show ``op``'s update, or None if it does."""
+    if not _changed(before, after):
         return "the application's area did not change"
+    a = np.asarray(after, dtype=np.int16)
     red = ((a[..., 0] > 200) & (a[..., 1] < 60) & (a[..., 2] < 60)).mean()
     if op in ("fill", "red_bitmap") and red < 0.95:
         return f"only {red:.0%} of the area is red"
