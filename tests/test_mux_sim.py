@@ -40,7 +40,7 @@ def simulate(scenario: Scenario) -> RunRecords:
 
 def test_grid_file_covers_the_published_grid() -> None:
     sweep = load_sweep(GRID / "grid.toml")
-    assert len(sweep.points) == 2 * 2 * 2 * 5
+    assert len(sweep.points) == 2 * 2 * 2 * 6
     seen = {
         (
             p.scenario.topology.bottleneck_loss,
@@ -58,8 +58,9 @@ def test_grid_file_covers_the_published_grid() -> None:
         ("direct", 1, "fixed", False),
         ("mux", 1, "fixed", False),
         ("mux", 4, "fixed", False),
+        ("mux", 16, "adaptive", False),
+        ("mux", 16, "adaptive", True),
         ("mux", 1, "adaptive", False),
-        ("mux", 1, "adaptive", True),
     }
     assert seen == {
         (loss, loss, delay, jitter, mode, trunks, lanes, shed)
