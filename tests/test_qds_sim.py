@@ -276,3 +276,14 @@ def test_class_change_reaches_thinwan_link() -> None:
         assert link.fwd.to_json()["queue"]["class_change"] == change
         resolved = check_link_args(link, [])
         assert (resolved.fwd, resolved.rev) == (link.fwd, link.rev)
+
+
+def test_an_ecn_run_keeps_its_ce_marks_in_the_summary() -> None:
+    # A lab sweep deletes its raw logs: the marks must be in each run's summary.
+    from thinwan.analysis.metrics import summarize_run
+
+    ecn = short(QDS / "base.toml", **{"queue.discipline": "fq_codel", "tcp.ecn": True, "queue.ecn": True})
+    marks = summarize_run(simulate(ecn, 0), ecn)["bottleneck_marks_ce"]
+    assert marks > 0
+    plain = short(QDS / "base.toml", **{"queue.discipline": "fq_codel"})
+    assert "bottleneck_marks_ce" not in summarize_run(simulate(plain, 0), plain)

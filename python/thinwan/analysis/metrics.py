@@ -163,7 +163,8 @@ def summarize_run(records: RunRecords, scenario: Scenario) -> dict[str, Any]:
     of :func:`per_connection_means`, ``utilisation``, ``utilisation_interactive``, and
     extras: interactive delay percentiles in ms, box-plot statistics of all messages'
     delays (:func:`delay_quantiles_ms`), message counts, bottleneck drops (queue
-    overflow) and packets lost on links (``link_loss_drops``); with ``mux.shed``, the
+    overflow) and packets lost on links (``link_loss_drops``); with ``queue.ecn``, the
+    bottleneck's CE marks (``bottleneck_marks_ce``); with ``mux.shed``, the
     streams the tunnel's edge shed (``streams_shed``); with per-packet RTTs
     (``packet_rtt``), ``by_type``: the per-application-type metrics of
     :func:`thinwan.analysis.by_type.by_type`; with the QDS loop, the keys of
@@ -192,6 +193,10 @@ def summarize_run(records: RunRecords, scenario: Scenario) -> dict[str, Any]:
         "bottleneck_drops": int(bottleneck["drops_overflow"].sum()),
         "link_loss_drops": int(records.ports["drops_loss"].sum()) if "drops_loss" in records.ports else 0,
     }
+    if scenario.queue.ecn and "marks_ce" in bottleneck:
+        # CE marks instead of CoDel drops (RFC 3168 §5; docs/qds.md "ECN"): kept in the
+        # summary so a lab sweep, which deletes its raw logs, still has them per run.
+        summary["bottleneck_marks_ce"] = int(bottleneck["marks_ce"].sum())
     if scenario.topology.kind == "mux" and scenario.mux.mode == "mux" and scenario.mux.shed:
         # Shedding (docs/mux.md "Shedding"): streams the edge put on direct connections.
         summary["streams_shed"] = int((records.connections["role"] == ROLE_SHED).sum())

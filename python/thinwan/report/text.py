@@ -83,6 +83,7 @@ def _summary_metrics(scenario: Scenario) -> list[tuple[str, str, Callable[[float
         ("messages", "messages", fmt_count),
         ("undelivered", "messages never read", fmt_count),
         ("bottleneck_drops", "bottleneck drops", fmt_count),
+        ("bottleneck_marks_ce", "bottleneck CE marks (ECN)", fmt_count),
     ]
 
 
