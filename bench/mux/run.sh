@@ -3,7 +3,7 @@
 # relays, a yamux forwarder (thinwan-yamux-peer) and OpenSSH local forwarding (`ssh -N -L`,
 # one connection; a private sshd with keys generated in a temporary directory, removed on
 # exit or Ctrl-C). Prints JSON.
-# Usage: bash bench/mux/run.sh [--streams 1000] [--interval-ms 100] [--seconds 5] [--bulk-mb 2048] [--lanes 1] [--threads 2] [--no-ssh] [--no-yamux]
+# Usage: bash bench/mux/run.sh [--streams 1000] [--interval-ms 100] [--seconds 5] [--bulk-mb 2048] [--lanes 1] [--threads 2] [--bulk-limit] [--no-ssh] [--no-yamux]
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$PWD/target}"

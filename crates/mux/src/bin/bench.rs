@@ -15,6 +15,7 @@
 //! default cipher; `ssh -V` and the negotiated cipher are in the output), and through a
 //! yamux-multiplexed forwarder (`yamux_*`, [`YamuxPeer`]). `--no-ssh` / `--no-yamux`
 //! leave them out; without `ssh`/`sshd` or the peer binary they are reported as skipped.
+//! `--bulk-limit` runs the tunnel with `trunk.bulk_limit = true` at both ends.
 //!
 //! Edge and core each run on their own thread and runtime, built as the daemons build
 //! theirs (as if they were separate processes); clients and servers run on a third
@@ -110,6 +111,7 @@ fn main() {
         let raise = |with: &Vec<f64>, alone: &Vec<f64>| pct(with, 99.0) - pct(alone, 99.0);
         println!("{{");
         println!("  \"streams\": {streams}, \"interval_ms\": {}, \"seconds\": {secs}, \"samples\": {},", interval.as_millis(), tunneled.len());
+        println!("  \"bulk_limit\": {},", flag("bulk-limit"));
         println!("  \"direct_rtt_us\": {},", p(&direct));
         println!("  \"tunnel_rtt_us\": {},", p(&tunneled));
         println!("  \"added_one_way_us\": {},", added(&tunneled));
@@ -189,12 +191,14 @@ fn pct(v: &[f64], p: f64) -> f64 {
 /// listeners for the echo and sink targets.
 fn tunnel(echo: SocketAddr, sink: SocketAddr, rx: watch::Receiver<bool>) -> (SocketAddr, SocketAddr) {
     let psk = "psk = \"bench-psk-0123456789abcdef\"";
+    // --bulk-limit: both ends bound unacknowledged bulk bytes (docs/mux.md "Bulk in flight").
+    let bulk_limit = if flag("bulk-limit") { "bulk_limit = true\n" } else { "" };
     let bind = listener;
     let core_l = bind();
     let core_addr = core_l.local_addr().expect("addr");
     let core = CoreConfig::try_from(
         parse(&format!(
-            "[trunk]\nlisten = \"{core_addr}\"\n[auth]\n{psk}\n[limits]\nmax_streams = 10000\n\
+            "[trunk]\nlisten = \"{core_addr}\"\n{bulk_limit}[auth]\n{psk}\n[limits]\nmax_streams = 10000\n\
              [[target]]\nname = \"echo\"\nconnect = \"{echo}\"\n[[target]]\nname = \"sink\"\nconnect = \"{sink}\"\n"
         ))
         .expect("toml"),
@@ -209,7 +213,7 @@ fn tunnel(echo: SocketAddr, sink: SocketAddr, rx: watch::Receiver<bool>) -> (Soc
     let (ae, as_) = (le.local_addr().expect("addr"), ls.local_addr().expect("addr"));
     let edge = EdgeConfig::try_from(
         parse(&format!(
-            "[trunk]\nconnect = \"{core_addr}\"\nconnections = {}\n[auth]\n{psk}\n[limits]\nmax_streams = 10000\n\
+            "[trunk]\nconnect = \"{core_addr}\"\nconnections = {}\n{bulk_limit}[auth]\n{psk}\n[limits]\nmax_streams = 10000\n\
              [[forward]]\nname = \"echo\"\nlisten = \"{ae}\"\n[[forward]]\nname = \"sink\"\nlisten = \"{as_}\"\n",
             arg("lanes", 1)
         ))
