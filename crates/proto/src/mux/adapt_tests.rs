@@ -407,3 +407,36 @@ fn shedding_waits_for_every_lane_then_compares_the_delays() {
     let lossy = net.core.shed_margin(0.5).expect("measured");
     assert!((core.expect("measured") - lossy - 0.1).abs() < 1e-9, "{core:?} vs {lossy}");
 }
+
+#[test]
+fn bulk_limit_keeps_a_fast_short_path_busy() {
+    // A path whose bandwidth-delay product (25 MB/s × 2 ms = 50 kB) is below the limit's
+    // floor (64 KiB), as loopback's is: the floor keeps it busy only if acks come by
+    // byte count. Acked after every 64 frames or 5 ms, the sender would idle ~5 ms per
+    // 64 KiB (~9 MB/s). The same bulk with and without the limit.
+    let time_for = |limit: bool| {
+        let cfg = Config { bulk_limit: limit, ..Config::default() };
+        let mut net = Net::new(cfg, 25e6, Duration::from_millis(1), usize::MAX);
+        let bulk = net.edge.open_stream("bulk", Class::Bulk, net.now).expect("open");
+        net.settle(Duration::from_millis(100));
+        net.core.set_class(bulk, Class::Bulk);
+        let total = 4 << 20;
+        let (t0, mut at) = (net.now, 0);
+        while net.got.get(&bulk).map_or(0, Vec::len) < total {
+            if at < total {
+                at += net
+                    .core
+                    .stream_send(bulk, &pattern(bulk, at, (total - at).min(256 * 1024)), net.now)
+                    .expect("bulk");
+            }
+            net.step();
+            assert!(net.now.saturating_since(t0) < Duration::from_secs(10), "stalled");
+        }
+        net.now.saturating_since(t0)
+    };
+    let (with, without) = (time_for(true), time_for(false));
+    assert!(
+        with.as_secs_f64() <= 1.25 * without.as_secs_f64(),
+        "with the limit {with:?}, without {without:?}"
+    );
+}

@@ -346,6 +346,9 @@ struct Lane {
     /// Next reliable sequence number expected from the peer.
     rx_next: u64,
     rx_acked: u64,
+    /// Stream payload bytes received since the last ack (acks by byte count with
+    /// `bulk_limit`).
+    rx_unacked_bytes: usize,
     ack_due: Option<Instant>,
     /// Reliable control frames (open, reset, credit, go-away), in order.
     ctrl: VecDeque<Frame>,
@@ -382,6 +385,7 @@ impl Session {
                 resend: 0,
                 rx_next: 0,
                 rx_acked: 0,
+                rx_unacked_bytes: 0,
                 ack_due: None,
                 ctrl: VecDeque::new(),
                 urgent: VecDeque::new(),
@@ -566,6 +570,7 @@ impl Session {
         l.decoder = FrameDecoder::new(cfg_max);
         l.urgent.clear();
         l.ack_due = None;
+        l.rx_unacked_bytes = 0;
         l.last_rx = now;
         l.next_ping = now + self.cfg.ping_interval;
         l.hello_sent = false;
@@ -768,6 +773,7 @@ impl Session {
                     if l.ack_due.is_some_and(|a| now >= a) {
                         l.ack_due = None;
                         l.rx_acked = l.rx_next;
+                        l.rx_unacked_bytes = 0;
                         l.urgent.push_back(Frame::Ack { next_expected: l.rx_next });
                     }
                     if now >= l.next_ping {
@@ -1347,8 +1353,16 @@ impl Session {
         }
         if kind.is_reliable() {
             l.rx_next += 1;
-            if l.rx_next - l.rx_acked >= self.cfg.ack_every {
+            if let Frame::Data { payload, .. } = &frame {
+                l.rx_unacked_bytes += payload.len();
+            }
+            // With the bulk-in-flight limit the peer may send only that much before an
+            // ack: acknowledge by byte count too (half the limit's floor), or a fast,
+            // short path would idle for `ack_delay` after every floor's worth.
+            let by_bytes = self.cfg.bulk_limit && l.rx_unacked_bytes >= self.cfg.bulk_floor / 2;
+            if l.rx_next - l.rx_acked >= self.cfg.ack_every || by_bytes {
                 l.rx_acked = l.rx_next;
+                l.rx_unacked_bytes = 0;
                 l.ack_due = None;
                 l.urgent.push_back(Frame::Ack { next_expected: l.rx_next });
             } else if l.ack_due.is_none() {
