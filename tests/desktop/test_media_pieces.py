@@ -204,6 +204,9 @@ def test_an_environment_runs_with_the_same_seed_alone_or_in_the_matrix() -> None
     assert whole == {"lan": 7, "wan": 8, "wan-loss-10": 9}
     alone = b.select(envs=["wan-loss-10"])
     assert alone.env_seed("wan-loss-10") == 9
+    from thinwan.substrates.desktop.envlab import env_json
+
+    assert env_json(alone.envs["wan-loss-10"], alone.env_seed("wan-loss-10"))["seed"] == 9  # in the results
     # An environment the file does not list (a built-in named with --env) comes after its own.
     extra = b.select(envs=["wan-1mb", "lan"])
     assert extra.env_seed("lan") == 7 and extra.env_seed("wan-1mb") > 9

@@ -31,12 +31,13 @@ def env_lab_spec(env: Env, seed: int = 1) -> LabSpec:
 
 
 def env_json(env: Env, seed: int = 1) -> dict[str, Any]:
-    """What the results record of an environment: its keys, the emulator's link (one
-    direction; both are alike) and the sysctls that differ per environment."""
+    """What the results record of an environment: its keys, the emulator's seed, its link
+    (one direction; both are alike) and the sysctls that differ per environment."""
     spec = env_lab_spec(env, seed)
     sysctls = spec.tcp.sysctls()
     return {
         **env.to_json(),
+        "seed": seed,
         "link": spec.link.fwd.to_json(),
         "tcp_rmem": sysctls["net.ipv4.tcp_rmem"],
         "tcp_wmem": sysctls["net.ipv4.tcp_wmem"],
