@@ -292,3 +292,29 @@ def test_a_play_past_its_limit_is_stopped_and_marked_truncated(tmp_path: Path) -
     finally:
         proc.kill()
         proc.wait()
+
+
+def test_web_problems_name_each_page_and_check() -> None:
+    from thinwan.execute.desktop_media_runs import web_problems
+
+    pages = pd.DataFrame(
+        {
+            "pass": [1, 1, 1, 2, 2],
+            "page": [1, 2, 3, 1, 2],
+            "latency_ms": [120.0, np.nan, 130.0, 90.0, 95.0],
+            "settled": [True, True, True, False, True],
+            "requests": [3, 2, 4, 0, 0],
+        }
+    )
+    # As analyse_web builds it: numpy booleans, NA for runs from before the screen check.
+    pages["screen_changed"] = pd.array([True, True, False, True, None], dtype="boolean")
+    assert web_problems(pages) == [
+        "web pass 1 page 2: showed no update after the click",
+        "web pass 1 page 3: the client's screen did not change within max_wait_s of the click",
+        "web pass 2 page 1: traffic was still flowing when the pause ended (max_wait_s)",
+    ]
+    pages.loc[0, "requests"], pages.loc[4, "requests"] = 0, 1
+    assert web_problems(pages)[-2:] == [
+        "web: a page of the first pass fetched nothing from the server (the click did not load it)",
+        "web: later passes fetched from the server (the browser's cache did not serve them)",
+    ]

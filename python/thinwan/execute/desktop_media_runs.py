@@ -42,6 +42,7 @@ __all__ = [
     "run_video",
     "analyse_web",
     "analyse_video",
+    "web_problems",
     "web_rows",
 ]
 
@@ -222,6 +223,30 @@ def analyse_web(run_dir: Path, env: str, idle_ms: float, addr: dict[str, str]) -
             "pass": bool(slow and abs(fast / slow - 1) <= 0.05),
         }
     return att, check
+
+
+def web_problems(pages: pd.DataFrame) -> list[str]:
+    """What the web benchmark's checks found wrong in its pages (one row per page load,
+    :func:`analyse_web`): a page with no update, a screen that never changed, traffic
+    still flowing at the next click, the first pass not fetching or a later one fetching."""
+    problems = []
+    for k, page, lat, settled, changed in zip(
+        pages["pass"], pages["page"], pages["latency_ms"], pages["settled"], pages["screen_changed"]
+    ):
+        if np.isnan(lat):
+            problems.append(f"web pass {k} page {page}: showed no update after the click")
+        elif changed is not pd.NA and not changed:  # NA: a run from before the screen check
+            problems.append(
+                f"web pass {k} page {page}: the client's screen did not change within max_wait_s of the click"
+            )
+        if not settled:
+            problems.append(f"web pass {k} page {page}: traffic was still flowing when the pause ended (max_wait_s)")
+    first, later = pages[pages["pass"] == 1], pages[pages["pass"] > 1]
+    if (first["requests"] == 0).any():
+        problems.append("web: a page of the first pass fetched nothing from the server (the click did not load it)")
+    if len(later) and later["requests"].sum() > 0:
+        problems.append("web: later passes fetched from the server (the browser's cache did not serve them)")
+    return problems
 
 
 def web_rows(pages: pd.DataFrame) -> list[dict[str, Any]]:

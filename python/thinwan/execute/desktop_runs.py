@@ -71,6 +71,7 @@ from .desktop_media_runs import (
     method_checked,
     run_video,
     run_web,
+    web_problems,
     web_rows,
 )
 from .executors import progress_bar
@@ -306,24 +307,7 @@ def _run_media(
             run_web(bench, lab, p, env, settings, run_dir, bar)
         pages, check = analyse_web(run_dir, env, bench.idle_ms, lab.addr)
         media.pages.append(pages)
-        for k, page, lat, settled, changed in zip(
-            pages["pass"], pages["page"], pages["latency_ms"], pages["settled"], pages["screen_changed"]
-        ):
-            if np.isnan(lat):
-                problems.append(f"web pass {k} page {page}: showed no update after the click")
-            elif changed is False:
-                problems.append(
-                    f"web pass {k} page {page}: the client's screen did not change within max_wait_s of the click"
-                )
-            if not settled:
-                problems.append(
-                    f"web pass {k} page {page}: traffic was still flowing when the pause ended (max_wait_s)"
-                )
-        first = pages[pages["pass"] == 1]
-        if (first["requests"] == 0).any():
-            problems.append("web: a page of the first pass fetched nothing from the server (the click did not load it)")
-        if len(pages[pages["pass"] > 1]) and pages[pages["pass"] > 1]["requests"].sum() > 0:
-            problems.append("web: later passes fetched from the server (the browser's cache did not serve them)")
+        problems += web_problems(pages)
         if check:
             media.checks.append(check)
     else:
