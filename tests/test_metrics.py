@@ -143,7 +143,7 @@ def test_utilisation_of_the_bottleneck() -> None:
 def connections() -> pd.DataFrame:
     columns = {c: [0, 0] for c in empty_table("connections").columns}
     columns |= {"conn": [0, 1], "timeouts": [3, 0], "spurious_timeouts": [1, 0], "fast_retransmits": [2, 5]}
-    columns |= {"retransmit_episodes": [6, 5]}
+    columns |= {"retransmit_episodes": [6, 5], "writes_waited": [4, 0], "writes_blocked": [1, 0]}
     return table_from_columns("connections", columns)
 
 
@@ -153,6 +153,8 @@ def test_per_connection_means() -> None:
         "spurious_timeouts_per_conn": 0.5,
         "fast_retransmits_per_conn": 3.5,
         "retransmit_episodes_per_conn": 5.5,
+        "writes_waited_per_conn": 2.0,
+        "writes_blocked_per_conn": 0.5,
     }
 
 

@@ -81,6 +81,7 @@ DOCUMENTED_DEFAULTS = {
         "clock_granularity_ms": 1.0,
         "rwnd_bytes": 4194304,
         "send_buffer_bytes": 0,
+        "send_buffer_autotune": False,
         "dupthresh": 3,
         "rtt_gain": "rfc6298",
         "rto_formula": "rfc6298",
@@ -91,6 +92,7 @@ DOCUMENTED_DEFAULTS = {
         "dsack": False,
         "rack_reo_wnd": "static",
         "prr": False,
+        "rack_bands": False,
         "quick_ack": False,
         "congestion_control": "reno",
         "cwnd_unit": "bytes",
@@ -248,6 +250,7 @@ def test_to_toml_round_trips() -> None:
         ({"tcp": {"sack": False, "dsack": True}}, "tcp.dsack: needs tcp.sack = true"),
         ({"tcp": {"sack": False, "prr": True}}, "tcp.prr: needs tcp.sack = true"),
         ({"tcp": {"rack_reo_wnd": "adaptive"}}, 'tcp.rack_reo_wnd: "adaptive" needs tcp.rack_tlp = true'),
+        ({"tcp": {"rack_bands": True}}, "tcp.rack_bands: needs tcp.rack_tlp = true"),
         ({"tcp": {"rack_reo_wnd": "grow"}}, "tcp.rack_reo_wnd: Input should be 'static', 'adaptive' or 'linux'"),
         ({"tcp": {"rack_reo_wnd": "linux"}}, 'tcp.rack_reo_wnd: "linux" needs tcp.rack_tlp = true'),
         ({"tcp": {"hystart": True}}, 'tcp.hystart: needs tcp.congestion_control = "cubic" (HyStart is CUBIC\'s'),
@@ -421,6 +424,8 @@ ADDED_AFTER_OGAWA2011 = {
         "dsack",
         "rack_reo_wnd",
         "prr",
+        "rack_bands",
+        "send_buffer_autotune",
         "quick_ack",
         "hystart",
         "tlp_timer",
@@ -571,9 +576,20 @@ def test_the_lab_notes_what_linux_does_whatever_the_scenario_says(tmp_path: Path
     from thinwan.substrates.lab.linkspec import lab_spec
 
     rack = lab_spec(load_scenario(write(tmp_path, "[tcp]\nrack_tlp = true\n", name="rack.toml"))).notes
-    for key in ("tcp.dsack=false", "tcp.prr=false", "tcp.rack_reo_wnd=static", "tcp.quick_ack=false"):
+    for key in (
+        "tcp.dsack=false",
+        "tcp.prr=false",
+        "tcp.rack_reo_wnd=static",
+        "tcp.quick_ack=false",
+        "tcp.send_buffer_autotune=false",
+    ):
         assert any(n.startswith(key) for n in rack), key
     linux = lab_spec(load_scenario(write(tmp_path, '[tcp]\nprofile = "linux"\n', name="linux.toml"))).notes
     assert not any(
-        n.startswith(("tcp.dsack", "tcp.prr", "tcp.rack_reo_wnd", "tcp.quick_ack", "tcp.cwnd_unit")) for n in linux
+        n.startswith(
+            ("tcp.dsack", "tcp.prr", "tcp.rack_reo_wnd", "tcp.quick_ack", "tcp.cwnd_unit", "tcp.rack_bands", "tcp.send")
+        )
+        for n in linux
     )
+    bands = write(tmp_path, '[tcp]\nprofile = "linux"\nrack_bands = true\n', name="bands.toml")
+    assert any(n.startswith("tcp.rack_bands: not in Linux") for n in lab_spec(load_scenario(bands)).notes)

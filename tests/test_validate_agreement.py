@@ -14,12 +14,14 @@ import pandas as pd
 import pytest
 
 from thinwan.analysis.agreement import (
+    COUNTED,
     DEFAULT_TOLERANCES,
     JUDGED,
     METRICS,
     Tolerance,
     compare,
     parse_tolerance,
+    rate_ratio_interval,
     rel_diff,
     validate_values,
 )
@@ -243,7 +245,7 @@ def test_interactive_quantiles_pool_all_runs_messages() -> None:
     assert values["interactive_delay_p50_ms"] == pytest.approx(10.0)
     assert values["interactive_delay_p99_ms"] == pytest.approx(20.0)
     assert values["utilisation"] == 0.3, "other metrics stay the means over runs"
-    assert "runs" not in values
+    assert values["runs"] == 2, "kept: a counted metric's events are its mean count × runs"
     # Two 1-s stalls in run 0 make its own p99 1 s (mean of p99s: 510 ms); pooled they are
     # 1 % of 200 and p99 stays 20 ms (F(20 ms) = 198/200) — a third stall moves it to 1 s.
     two = validate_values(summary, [delays([10.0] * 98 + [1000.0] * 2, []), delays([20.0] * 100, [])])
@@ -262,7 +264,8 @@ def test_validate_document_has_agreement_and_tolerance(records, scenario) -> Non
     assert doc["tolerance"]["utilisation"] == "25%" and doc["tolerance"]["r_I150"] == "x2"
     agreement = doc["agreement"]
     for metric in JUDGED:
-        assert set(agreement[metric]) == {"sim", "lab", "rel_diff", "ok"}, metric
+        counted = {"events", "ratio_interval", "undecided"} if metric in COUNTED else set()
+        assert set(agreement[metric]) == {"sim", "lab", "rel_diff", "ok"} | counted, metric
     assert agreement["timeouts_per_conn"]["rel_diff"] == pytest.approx(-0.5)
     assert agreement["timeouts_per_conn"]["ok"] is False
     assert agreement["utilisation"] == {
@@ -326,3 +329,47 @@ def test_tunnelled_scenarios_do_not_judge_the_lab_connection_counts() -> None:
     tunnel = not_compared(scenario_from_dict({**base, "mux": {"mode": "mux", "trunks": 4}}))
     assert {"timeouts_per_conn", "retransmit_episodes_per_conn"} | always <= set(tunnel)
     assert set(not_compared(scenario_from_dict({}))) == always
+
+
+# --- counted metrics: r_I150 and r_I1000 judged on their events ----------------------------
+
+
+def test_rate_ratio_interval_by_hand() -> None:
+    # One event, in the lab: the simulator's share p of one event is Beta(1, 1) = uniform
+    # under Clopper–Pearson, so p ≤ 0.975 and the rate ratio ≤ 0.975/0.025 = 39 (equal counts
+    # of messages); twice the simulator's messages halve it.
+    assert rate_ratio_interval(0, 1000, 1, 1000) == (0.0, pytest.approx(39.0))
+    assert rate_ratio_interval(0, 2000, 1, 1000)[1] == pytest.approx(19.5)
+    assert rate_ratio_interval(1, 1000, 0, 1000) == (pytest.approx(1 / 39), math.inf)
+    assert rate_ratio_interval(0, 10, 0, 10) == (0.0, math.inf)
+    lo, hi = rate_ratio_interval(100, 10_000, 100, 10_000)
+    assert lo < 1 < hi and lo == pytest.approx(1 / hi), "symmetric around equal rates"
+
+
+def counted(sim_events: int, lab_events: int, messages: int = 10_000, runs: int = 2) -> dict:
+    """r_I1000's agreement row for the given event counts over ``runs`` runs."""
+    side = lambda k: {"r_I1000": k / (messages * runs), "interactive_messages": messages, "runs": runs}  # noqa: E731
+    (row,) = [r for r in compare(side(sim_events), side(lab_events)) if r.metric == "r_I1000"]
+    return {"ok": row.ok, "undecided": row.undecided, "events": row.events}
+
+
+def test_few_events_are_undecided_not_infinitely_apart() -> None:
+    assert counted(1, 0) == {"ok": None, "undecided": True, "events": (1, 0)}, "1 vs 0: '+∞' by the ratio"
+    assert counted(7, 2)["undecided"], "×3.5 by the ratio, but 9 events cannot say it"
+    assert counted(100, 100) == {"ok": True, "undecided": False, "events": (100, 100)}
+    assert counted(200, 10) == {"ok": False, "undecided": False, "events": (200, 10)}
+    assert counted(0, 0)["ok"] is True, "no event on either side agrees"
+    # Without the message counts the point verdict stands.
+    (row,) = [r for r in compare({"r_I1000": 0.001}, {"r_I1000": 0.0}) if r.metric == "r_I1000"]
+    assert row.ok is False and row.events is None
+
+
+def test_the_table_says_undecided_with_the_counts() -> None:
+    side = lambda k: {"r_I1000": k / 1000, "interactive_messages": 1000, "runs": 1}  # noqa: E731
+    from thinwan.analysis.agreement import agreement_json
+
+    doc = {"scenario": "s", "agreement": agreement_json(compare(side(3), side(0))), "tolerance": {"r_I1000": "x2"}}
+    text = validation_table(doc, 1)
+    assert "undecided (3 / 0 events)" in text and "1 undecided (too few events" in text
+    assert doc["agreement"]["r_I1000"]["ok"] is None and doc["agreement"]["r_I1000"]["undecided"] is True
+    assert 'class="undecided"' in agreement_page(doc, 1)

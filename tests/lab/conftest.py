@@ -62,6 +62,19 @@ def lab_run_cli(scenario: Path, out: Path, *extra: str, timeout: float = 60) -> 
     return subprocess.run([*argv, *extra], capture_output=True, text=True, timeout=timeout)
 
 
+def lab_run_records(tmp_path: Path, scenario_text: str, *extra: str):
+    """Write ``scenario_text`` as a scenario file, ``thinwan lab run`` it with ``extra``
+    options (see :func:`lab_run_cli`), and return run 0's records and the output directory."""
+    from thinwan.records.schema import RunRecords
+
+    scn = tmp_path / "s.toml"
+    scn.write_text(scenario_text)
+    out = tmp_path / "out"
+    done = lab_run_cli(scn, out, *extra)
+    assert done.returncode == 0, done.stderr
+    return RunRecords.read(out / "runs" / "run-0"), out
+
+
 def small_grid(**values: object):
     """The tunnel grid's base (scenarios/carlmar2011/base.toml) shrunk to 3 streams for 4 s
     of traffic, 40 ms one way with 2 % loss both ways and a 10-ms last hop: what the

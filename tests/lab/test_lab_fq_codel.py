@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.lab.conftest import lab_run_cli
+from tests.lab.conftest import lab_run_cli, lab_run_records
 from thinwan.records.schema import RunRecords
 
 pytestmark = pytest.mark.usefixtures("lab_env")
@@ -38,12 +38,7 @@ limit_packets = 1000
 def test_lab_run_with_fq_codel_drops_at_the_head(tmp_path: Path) -> None:
     from thinwan.records.evlog import DROP, FWD, REASONS, read_events
 
-    scn = tmp_path / "s.toml"
-    scn.write_text(SCENARIO)
-    out = tmp_path / "out"
-    done = lab_run_cli(scn, out, "--no-report")
-    assert done.returncode == 0, done.stderr
-    rec = RunRecords.read(out / "runs" / "run-0")
+    rec, out = lab_run_records(tmp_path, SCENARIO, "--no-report")
     assert rec.meta["lab"]["link"]["fwd"]["queue"]["discipline"] == "fq_codel"
     ev = read_events(out / "lab-raw" / "run-0" / "events.bin")
     drops = ev[(ev.dir == FWD) & (ev.event == DROP)]

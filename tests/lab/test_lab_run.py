@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from tests.captures import write_capture
-from tests.lab.conftest import lab_run_cli
+from tests.lab.conftest import lab_run_cli, lab_run_records
 from thinwan.analysis.metrics import message_delays
 from thinwan.records.schema import SCHEMA, RunRecords
 
@@ -54,6 +54,7 @@ def test_lab_run_writes_records_like_the_simulator(tmp_path: Path) -> None:
     # run otherwise), and it read as many bytes as the pump wrote on each connection.
     c = rec.connections
     assert (c.bytes_delivered == c.bytes_written).all() and (c.bytes_written > 0).all()
+    assert (c.writes_waited >= c.writes_blocked).all()
     d = message_delays(m, 4.0)
     # Components add up, and "propagation" is the configured 10 + 2·0.5 ms.
     assert np.allclose(d[["server", "router", "retransmission", "client", "propagation"]].sum(axis=1), d.end_to_end)
@@ -153,3 +154,36 @@ def test_lab_run_replays_a_capture(tmp_path: Path) -> None:
         (2, 0.39, 12),
     ]
     assert m.t_read.notna().all()
+
+
+BLOCKED = """
+[scenario]
+name = "lab-blocked"
+duration_s = 2.0
+drain_s = 2.0
+seed = 7
+
+[topology]
+pairs = 1
+bottleneck_rate_mbps = 2.0
+bottleneck_delay_ms = 10.0
+
+[traffic]
+model = "bulk"
+
+[tcp]
+send_buffer_bytes = 32768
+"""
+
+
+def test_lab_run_tells_blocked_writes_from_late_ones(tmp_path: Path) -> None:
+    # A greedy source into a 32-KB send buffer on a 2-Mbit/s path: write() blocks until
+    # the buffer drains, and every write after the first is taken long after its
+    # schedule (the greedy source's writes are all due at once).
+    rec, _ = lab_run_records(tmp_path, BLOCKED, "--no-report")
+    c = rec.connections
+    assert int(c.writes_blocked.iloc[0]) > 0, c
+    assert int(c.writes_waited.iloc[0]) >= int(c.writes_blocked.iloc[0])
+    # Delays count from the schedule: the waits are in the messages' "server" part.
+    d = message_delays(rec.messages, 2.0)
+    assert d.server.max() > 0.5

@@ -182,7 +182,7 @@ pub fn run_pump(o: &PumpOptions, stop: Arc<AtomicBool>) -> io::Result<()> {
     }
     let t0 = clock::now() + o.start_delay;
     let log = Arc::new(Mutex::new(BufWriter::new(File::create(&o.out)?)));
-    writeln!(lock(&log), "conn,msg,kind,bytes,wire_bytes,t_write_ns,t_written_ns,end_offset")?;
+    writeln!(lock(&log), "conn,msg,kind,bytes,wire_bytes,t_write_ns,t_written_ns,end_offset,t_due_ns")?;
     let mut handles = Vec::new();
     for (conn, stream) in streams.into_iter().enumerate() {
         let conn = conn as u32;
@@ -359,12 +359,16 @@ fn pump_conn(
         }
         let t_written = clock::now();
         offset += wire as u64;
+        // t_due: the schedule, so a reader can tell a write that started late (the thread
+        // ran late, or an earlier write blocked) from one whose `write` blocked (full
+        // send buffer): t_write − t_due against t_written − t_write.
         rows.push_str(&format!(
-            "{conn},{id},{},{},{wire},{},{},{offset}\n",
+            "{conn},{id},{},{},{wire},{},{},{offset},{}\n",
             w.kind as u8,
             w.bytes,
             t_write.as_nanos(),
-            t_written.as_nanos()
+            t_written.as_nanos(),
+            due.as_nanos()
         ));
         id += 1;
         if rows.len() > 1 << 16 {

@@ -277,6 +277,8 @@ fn to_python(py: Python<'_>, r: RunRecords, run: u64, wall_s: f64) -> PyResult<P
                 rto_resets,
                 retransmit_episodes,
                 ecn_reductions,
+                writes_waited,
+                writes_blocked,
                 role
             ]
         ),

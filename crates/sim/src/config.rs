@@ -162,6 +162,8 @@ pub struct TcpSec {
     pub rwnd_bytes: u64,
     /// Send-buffer limit, 0 = unlimited.
     pub send_buffer_bytes: u64,
+    /// Linux's send-buffer autotuning (`tcp_sndbuf_expand`), capped by `send_buffer_bytes`.
+    pub send_buffer_autotune: bool,
     /// Duplicate-ACK threshold.
     pub dupthresh: u32,
     /// Gains of the RTT estimator.
@@ -182,6 +184,8 @@ pub struct TcpSec {
     pub rack_reo_wnd: RackReoWnd,
     /// RFC 6937 PRR in SACK-based recovery.
     pub prr: bool,
+    /// RACK per priority band (ours): loss judged only within a segment's band.
+    pub rack_bands: bool,
     /// Linux's quick-ACK mode at the receiver.
     pub quick_ack: bool,
     /// Window growth and reduction (RFC 5681 or RFC 9438).
@@ -448,6 +452,9 @@ impl Config {
         }
         if (self.tcp.dsack || self.tcp.prr) && !self.tcp.sack {
             return bad("tcp", "dsack and prr need sack = true");
+        }
+        if self.tcp.rack_bands && !self.tcp.rack_tlp {
+            return bad("tcp.rack_bands", "needs rack_tlp = true");
         }
         if self.tcp.rack_reo_wnd != RackReoWnd::Static && !self.tcp.rack_tlp {
             return bad("tcp.rack_reo_wnd", "\"adaptive\" and \"linux\" need rack_tlp = true");

@@ -1,6 +1,8 @@
 //! Columnar records (docs/records.md): one schema for simulated and real runs.
 //! Times are f64 seconds since the run start; NaN = did not happen.
 
+use thinwan_proto::Duration;
+
 /// One row per application write.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Messages {
@@ -65,9 +67,19 @@ pub struct Connections {
     pub retransmit_episodes: Vec<u32>,
     /// Window reductions answering ECE (RFC 3168 §6.1.2; 0 without `tcp.ecn`).
     pub ecn_reductions: Vec<u32>,
+    /// Writes TCP took more than [`WRITE_WAIT`] after their schedule: they waited for
+    /// send-buffer space (`tcp.send_buffer_bytes`).
+    pub writes_waited: Vec<u32>,
+    /// Of those, the writes held by a full send buffer — all of them here (a simulated
+    /// application is never descheduled); the lab tells the two apart.
+    pub writes_blocked: Vec<u32>,
     /// 0 = carries every write (or interactive writes with separate connections), 1 = bulk writes.
     pub role: Vec<u8>,
 }
+
+/// A write "waited" when TCP took it more than this after its schedule (the lab's
+/// threshold too: `analysis.lab_join.WRITE_WAIT_NS`).
+pub const WRITE_WAIT: Duration = Duration::from_millis(10);
 
 /// One row per router output port.
 #[derive(Clone, Debug, Default, PartialEq)]

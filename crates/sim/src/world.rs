@@ -38,7 +38,7 @@ use std::sync::Arc;
 
 use crate::config::Config;
 use crate::engine::{Event, EventQueue};
-use crate::records::RunRecords;
+use crate::records::{RunRecords, WRITE_WAIT};
 use crate::tunnel::{FrameSpan, Tunnel};
 use diag::{Cycles, Pad, Section, Stamp};
 use thinwan_proto::link::Impairment;
@@ -303,6 +303,8 @@ struct Conn {
     role: u8,
     pair: u32,
     spurious_timeouts: u32,
+    /// Writes TCP took more than [`WRITE_WAIT`] after their schedule.
+    writes_waited: u32,
     /// A forward trunk: the data frame of each of its messages, parallel to `msgs`.
     frames: Vec<FrameSpan>,
     last_trace: [f64; 6],
@@ -401,6 +403,7 @@ impl Conn {
             sender,
             receiver,
             blocked: Default::default(),
+            writes_waited: 0,
             relay,
             frames: Vec::new(),
             msgs: Vec::new(),
@@ -567,6 +570,7 @@ impl World {
     /// Hand blocked writes to TCP while its send buffer has room. Returns the relayed
     /// stream bytes written (the edge returns them to its session as consumed).
     fn flush_writes(&mut self, conn: u32) -> usize {
+        let now = self.now;
         let c = &mut self.conns[conn as usize];
         let mut relayed = 0;
         while let Some(pw) = c.blocked.front() {
@@ -577,6 +581,9 @@ impl World {
             let end = c.sender.write(w.bytes as u64);
             match tag {
                 Tag::Plain => {
+                    if now.saturating_since(w.at) > WRITE_WAIT {
+                        c.writes_waited += 1;
+                    }
                     c.msgs.push(Msg::new(end, w));
                     if let Some(r) = &mut self.rtt {
                         r.note_app(conn, c.msgs.len() - 1, w.app);
@@ -585,6 +592,7 @@ impl World {
                 Tag::Relay => relayed += w.bytes as usize,
             }
         }
+        c.sender.set_writer_waits(!c.blocked.is_empty());
         if relayed > 0 {
             let tn = self.tunnel.as_mut().expect("only the tunnel relays");
             let id = tn.stream_of(self.conns[conn as usize].pair);
@@ -605,6 +613,9 @@ impl World {
             c.dropped.retain(|&(s, _)| s < seg.seq || s >= seg.end());
             let (interactive, first) = mark_transmission(&mut c.msgs[c.acked_cursor..], &seg, now, !c.relay);
             let row = (c.acked_cursor + first) as u32;
+            if interactive && !seg.retransmission {
+                c.sender.mark_interactive(seg.seq); // its priority band (tcp.rack_bands)
+            }
             if let Some(r) = &mut self.rtt {
                 let kind = c.msgs.get(row as usize).map_or(Kind::Interactive, |m| m.kind());
                 r.on_transmit(conn, seg.seq, seg.end(), seg.retransmission, (row as usize, kind), now);

@@ -94,6 +94,21 @@ fn greedy_flow_fills_the_bottleneck() {
     assert!(r.ports.drops_overflow[0] > 0, "a greedy Reno flow overflows the buffer");
 }
 
+#[test]
+fn writes_wait_only_behind_a_full_send_buffer() {
+    // The default thin-client traffic: bulk blocks of many segments written at once.
+    let unlimited = run(&common::base(), 0);
+    let mut small = common::base();
+    common::set(&mut small, "tcp.send_buffer_bytes", serde_json::json!(4096));
+    let small = run(&small, 0);
+    assert!(unlimited.connections.writes_waited.iter().all(|&n| n == 0), "nothing holds a write");
+    let waited: u32 = small.connections.writes_waited.iter().sum();
+    let written = small.messages.conn.len() as u32;
+    assert!(waited > 0 && waited < written, "{waited} of {written} writes waited behind 4 KB");
+    // Only the buffer holds a simulated write: every wait is a blocked write.
+    assert_eq!(small.connections.writes_blocked, small.connections.writes_waited);
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(24))]
 

@@ -18,6 +18,12 @@ Definitions (docs/lab.md "Agreement"):
 - ``ok`` is ``None`` (no verdict) when the metric has no tolerance, is one the two
   substrates measure differently (``not_compared`` of :func:`compare`), or a side is
   ``nan``.
+- r_I150 and r_I1000 count events (interactive messages over a threshold): with a few
+  events on each side their ratio is noise (0 against 1 is "+∞"). When both summaries say
+  how many interactive messages they hold, the verdict is the 95 % interval of the ratio
+  of the two rates (exact, conditional on the total count: Clopper–Pearson on the share
+  of the simulator's events): inside the tolerance → ok, outside → differs, across its
+  edge → ``ok = None`` with ``undecided`` (more runs will decide).
 """
 
 from __future__ import annotations
@@ -25,7 +31,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
@@ -65,6 +71,8 @@ METRICS = (
     "T_I150_s",
     "T_I1000_s",
     "spurious_timeouts_per_conn",
+    "writes_waited_per_conn",
+    "writes_blocked_per_conn",
     "delay_min_ms",
     "delay_q1_ms",
     "delay_median_ms",
@@ -139,6 +147,11 @@ class Agreement:
     rel_diff: float
     ok: bool | None
     tolerance: Tolerance | None
+    # Counted metrics: (events in the simulator, events in the lab) and the 95 % interval
+    # of the ratio of their rates; undecided = that interval crosses the tolerance's edge.
+    events: tuple[int, int] | None = None
+    ratio_interval: tuple[float, float] | None = None
+    undecided: bool = False
 
 
 _SPEC = re.compile(r"^(?P<metric>[A-Za-z0-9_]+)=(?:(?P<pct>[0-9.eE+-]+)%|[x×](?P<factor>[0-9.eE+-]+)|(?P<off>off))$")
@@ -201,14 +214,82 @@ def compare(
             continue
         a, b = float(sim[k]), float(lab[k])
         tol = None if k in skip else tolerances.get(k)
-        rows.append(Agreement(k, a, b, rel_diff(a, b), tol.holds(a, b) if tol else None, tol))
+        row = Agreement(k, a, b, rel_diff(a, b), tol.holds(a, b) if tol else None, tol)
+        if k in COUNTED:
+            row = _counted(row, sim, lab)
+        rows.append(row)
     return rows
+
+
+# Metrics that are a share of counted events, with the summary key of what they count
+# among; analysis.metrics gives interactive_messages as a mean over ``runs`` runs.
+COUNTED = {"r_I150": "interactive_messages", "r_I1000": "interactive_messages"}
+CONFIDENCE = 0.95
+
+
+def _counted(row: Agreement, sim: Mapping[str, Any], lab: Mapping[str, Any]) -> Agreement:
+    """``row`` with its events, the interval of the rate ratio and the verdict from it (the
+    module docstring); unchanged when a side does not say how many messages it counted."""
+    sides = [_events(s, row.metric) for s in (sim, lab)]
+    if any(x is None for x in sides):
+        return row
+    (k_s, n_s), (k_l, n_l) = sides  # type: ignore[misc]
+    if n_s == 0 or n_l == 0:
+        return row
+    lo, hi = rate_ratio_interval(k_s, n_s, k_l, n_l)
+    ok, undecided = row.ok, False
+    tol = row.tolerance
+    if tol is not None and tol.kind == "factor" and k_s + k_l > 0:
+        edge = (1 + _EDGE) * tol.value
+        if 1 / edge <= lo and hi <= edge:
+            ok = True
+        elif hi < 1 / edge or lo > edge:
+            ok = False
+        else:
+            ok, undecided = None, True
+    return replace(row, ok=ok, events=(k_s, k_l), ratio_interval=(lo, hi), undecided=undecided)
+
+
+def _events(summary: Mapping[str, Any], metric: str) -> tuple[int, int] | None:
+    """(events, messages) behind ``summary[metric]`` over all its runs, or None."""
+    n, runs = summary.get(COUNTED[metric]), summary.get("runs", 1)
+    if not (_is_number(n) and _is_number(runs) and _is_number(summary.get(metric))):
+        return None
+    total = round(float(n) * float(runs))
+    return round(float(summary[metric]) * total), total
+
+
+def rate_ratio_interval(k_s: int, n_s: int, k_l: int, n_l: int, confidence: float = CONFIDENCE) -> tuple[float, float]:
+    """The exact interval of (k_s/n_s) / (k_l/n_l) as rates: given k = k_s + k_l events,
+    k_s is binomial with p = ρ·n_s / (ρ·n_s + n_l); Clopper–Pearson bounds on p become
+    bounds on ρ. ``(0, ∞)`` when there is no event at all."""
+    from scipy.stats import beta  # imported here: `thinwan validate --help` stays light
+
+    k = k_s + k_l
+    if k == 0:
+        return 0.0, math.inf
+    alpha = 1 - confidence
+    p_lo = 0.0 if k_s == 0 else float(beta.ppf(alpha / 2, k_s, k - k_s + 1))
+    p_hi = 1.0 if k_s == k else float(beta.ppf(1 - alpha / 2, k_s + 1, k - k_s))
+
+    def ratio(p: float) -> float:
+        return math.inf if p >= 1 else p / (1 - p) * n_l / n_s
+
+    return ratio(p_lo), ratio(p_hi)
 
 
 def agreement_json(rows: Iterable[Agreement]) -> dict[str, dict[str, Any]]:
     """``metric → {sim, lab, rel_diff, ok}`` (``validate.json``'s ``agreement``; non-finite
     numbers become ``null`` when written, as everywhere in thinwan's JSON)."""
-    return {r.metric: {"sim": r.sim, "lab": r.lab, "rel_diff": r.rel_diff, "ok": r.ok} for r in rows}
+    out: dict[str, dict[str, Any]] = {}
+    for r in rows:
+        a: dict[str, Any] = {"sim": r.sim, "lab": r.lab, "rel_diff": r.rel_diff, "ok": r.ok}
+        if r.events is not None:
+            a["events"] = {"sim": r.events[0], "lab": r.events[1]}
+            a["ratio_interval"] = list(r.ratio_interval or ())
+            a["undecided"] = r.undecided
+        out[r.metric] = a
+    return out
 
 
 def tolerance_json(tolerances: Mapping[str, Tolerance | None]) -> dict[str, str]:
@@ -229,7 +310,8 @@ def validate_values(summary: Mapping[str, Any], delays: Iterable[pd.DataFrame]) 
 
     from .metrics import INTERACTIVE
 
-    values = {k: v for k, v in summary.items() if k not in _NOT_METRICS}
+    # "runs" stays: the counted metrics' events are their mean counts times the runs.
+    values = {k: v for k, v in summary.items() if k not in _NOT_METRICS or k == "runs"}
     frames = [d.loc[d["kind"] == INTERACTIVE, "end_to_end"] for d in delays]
     e2e = pd.concat(frames, ignore_index=True).dropna().to_numpy(dtype=float) if frames else np.array([])
     for key, q in (("interactive_delay_p50_ms", 0.50), ("interactive_delay_p99_ms", 0.99)):

@@ -26,6 +26,8 @@ __all__ = ["lab_records"]
 
 NAN = math.nan
 PORTS = {FWD: "bottleneck", REV: "bottleneck-rev"}
+# A write "waited" when TCP took it more than this after its schedule (connections table).
+WRITE_WAIT_NS = 10_000_000
 
 
 def lab_records(
@@ -179,7 +181,9 @@ def _messages(
             cols["pair"].append(conn)
             cols["kind"].append(int(row.kind))
             cols["bytes"].append(int(row.bytes))
-            cols["t_write"].append((int(row.t_write_ns) - t0) / 1e9)
+            # The schedule, as in the simulator: a write that waited (a late thread, a
+            # full send buffer) counts its wait in the message's delay.
+            cols["t_write"].append((int(row.t_due_ns) - t0) / 1e9)
             cols["t_first_tx"].append(first_tx)
             cols["t_tx"].append(tx)
             cols["t_enq"].append(t_enq)
@@ -231,6 +235,8 @@ def _connections(
             "bytes_retransmitted",
             "segments_sent",
             "retransmit_episodes",
+            "writes_waited",
+            "writes_blocked",
         )
     }
     for c in conn_list:
@@ -251,11 +257,35 @@ def _connections(
         rows["bytes_retransmitted"].append(int(info.get("bytes_retrans", 0)))
         rows["segments_sent"].append(int(info.get("data_segs_out", 0)))
         rows["retransmit_episodes"].append(episodes)
+        waited, blocked = _write_waits(pump[pump["conn"] == conn])
+        rows["writes_waited"].append(waited)
+        rows["writes_blocked"].append(blocked)
     return (
         table_from_columns("connections", _complete("connections", rows))
         if rows["conn"]
         else empty_table("connections")
     )
+
+
+def _write_waits(m: pd.DataFrame) -> tuple[int, int]:
+    """Writes of one connection's pump log (in order) that TCP took more than
+    :data:`WRITE_WAIT_NS` after their schedule (``writes_waited``), and those among them
+    held by a full send buffer (``writes_blocked``): the ``write`` call itself took that
+    long, or the write started late only because the connection's previous write, itself
+    held so, returned after this one's schedule. The rest started late because the pump's
+    thread ran late."""
+    m = m.sort_values("msg", kind="stable")
+    due = m["t_due_ns"].to_numpy(dtype=np.int64)
+    start = m["t_write_ns"].to_numpy(dtype=np.int64)
+    written = m["t_written_ns"].to_numpy(dtype=np.int64)
+    waited = written - due > WRITE_WAIT_NS
+    blocked = 0
+    held = False  # the previous write was held by the send buffer
+    for i in np.flatnonzero(waited):
+        behind = held and i > 0 and waited[i - 1] and written[i - 1] > due[i]
+        held = bool(written[i] - start[i] > WRITE_WAIT_NS or behind)
+        blocked += held
+    return int(waited.sum()), blocked
 
 
 def _interactive_packet_mask(f: pd.DataFrame, m: pd.DataFrame) -> np.ndarray:

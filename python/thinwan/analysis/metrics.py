@@ -147,10 +147,18 @@ def utilisation(ports: pd.DataFrame, port: str = BOTTLENECK) -> tuple[float, flo
 
 
 def per_connection_means(connections: pd.DataFrame) -> dict[str, float]:
-    """Timeouts, spurious timeouts, fast retransmits and retransmission episodes (runs of
+    """Timeouts, spurious timeouts, fast retransmits, retransmission episodes (runs of
     retransmitted segments not interrupted by new data, what both substrates count the
-    same way) per connection (means)."""
-    columns = ("timeouts", "spurious_timeouts", "fast_retransmits", "retransmit_episodes")
+    same way) and writes that waited more than 10 ms (all, and those blocked by a full
+    send buffer) per connection (means)."""
+    columns = (
+        "timeouts",
+        "spurious_timeouts",
+        "fast_retransmits",
+        "retransmit_episodes",
+        "writes_waited",
+        "writes_blocked",
+    )
     if connections.empty:
         return {f"{c}_per_conn": math.nan for c in columns}
     return {f"{c}_per_conn": float(connections[c].mean()) for c in columns}

@@ -275,6 +275,9 @@ class TcpSection(_Section):
     clock_granularity_ms: float = Field(1.0, ge=0)
     rwnd_bytes: int = Field(4194304, le=U64_MAX)
     send_buffer_bytes: int = Field(0, ge=0, le=U64_MAX)
+    # Linux's send-buffer autotuning (tcp_sndbuf_expand; docs/model.md "The send buffer"),
+    # capped by send_buffer_bytes (0: tcp_wmem's 4 MiB).
+    send_buffer_autotune: bool = False
     dupthresh: int = Field(3, ge=1, le=U32_MAX)
     rtt_gain: Literal["rfc6298", "asymmetric"] = "rfc6298"
     rto_formula: Literal["rfc6298", "linux"] = "rfc6298"
@@ -286,6 +289,10 @@ class TcpSection(_Section):
     rack_reo_wnd: Literal["static", "adaptive", "linux"] = "static"
     prr: bool = False
     quick_ack: bool = False
+    # RACK per priority band (ours, docs/model.md "RACK per band"): a segment is judged
+    # lost by RFC 8985's rule against later-sent segments of its own band (interactive or
+    # not), against the other band's only an RTO after it left.
+    rack_bands: bool = False
 
     # Window growth and reduction: RFC 5681 Reno or RFC 9438 CUBIC (docs/model.md).
     congestion_control: Literal["reno", "cubic"] = "reno"
@@ -329,6 +336,14 @@ class TcpSection(_Section):
     def _needs_sack(cls, v: bool, info: ValidationInfo) -> bool:
         if v and not info.data.get("sack"):
             raise ValueError(f"needs tcp.sack = true{_profile_hint(info, False)}")
+        return v
+
+    @field_validator("rack_bands")
+    @classmethod
+    def _bands_need_rack(cls, v: bool, info: ValidationInfo) -> bool:
+        if v and not info.data.get("rack_tlp"):
+            why = _profile_hint(info, "false") or " (it changes how RACK marks segments lost)"
+            raise ValueError(f"needs tcp.rack_tlp = true{why}")
         return v
 
     @field_validator("rack_reo_wnd")

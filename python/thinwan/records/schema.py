@@ -58,6 +58,8 @@ SCHEMA: dict[str, dict[str, str]] = {
         "rto_resets": "uint32",
         "retransmit_episodes": "uint32",
         "ecn_reductions": "uint32",
+        "writes_waited": "uint32",
+        "writes_blocked": "uint32",
         "role": "uint8",
     },
     "ports": {
@@ -134,7 +136,7 @@ TABLES = tuple(SCHEMA)
 # older records directory, the lab, a test fixture) implicitly reports: no such event.
 LATER_COLUMNS: dict[str, dict[str, int]] = {
     "ports": {"drops_loss": 0, "marks_ce": 0},
-    "connections": {"ecn_reductions": 0},
+    "connections": {"ecn_reductions": 0, "writes_waited": 0, "writes_blocked": 0},
 }
 # Tables a run may leave empty or out (records.traces = false).
 OPTIONAL_TABLES = ("conn_trace", "queue_trace", "packet_log", "packet_rtt", "qds_flows", "qds_classes")

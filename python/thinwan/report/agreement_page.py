@@ -53,6 +53,7 @@ _TEMPLATE = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined
  td.num { text-align: right; font-variant-numeric: tabular-nums; }
  td.ok { background: #d8f0d8; color: #155215; font-weight: 600; }
  td.differs { background: #f8d7d7; color: #8a1414; font-weight: 600; }
+ td.undecided { background: #fff3cd; color: #6b5200; font-weight: 600; }
  tr.unjudged td { color: #666; }
 </style></head>
 <body>
@@ -61,7 +62,9 @@ _TEMPLATE = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined
 TCP in the namespace lab, {{ runs }} run(s) each with the same seeds.
 <strong>{{ within }} of {{ judged }}</strong> judged metrics agree within their tolerance.</p>
 <p>Values are means over runs, except the interactive delay p50 and p99, which are taken
-over all runs' interactive messages together; no confidence interval is shown.
+over all runs' interactive messages together. r_I150 and r_I1000 count events: their
+verdict is the 95 % interval of the ratio of the two event rates, and "undecided" when that
+interval crosses the tolerance's edge (too few events: more runs decide).
 rel. diff = (sim − lab) / lab (lab = 0: 0 when sim = 0 too, else ±∞).
 A relative tolerance ±t holds when |rel. diff| ≤ t; a factor ×f when lab/f ≤ sim ≤ lab·f.
 Tolerances: {% for k, t in tolerances %}<code>{{ k }}</code> {{ t }}{{ ", " if not loop.last }}{% endfor %}
@@ -69,10 +72,11 @@ Tolerances: {% for k, t in tolerances %}<code>{{ k }}</code> {{ t }}{{ ", " if n
 <table>
 <tr><th>metric</th><th>sim</th><th>lab</th><th>rel. diff</th><th>tolerance</th><th>verdict</th></tr>
 {% for r in rows %}
-{% set judged = r.verdict in ("ok", "differs") %}
+{% set cls = r.verdict.split(" ")[0] %}
+{% set judged = cls in ("ok", "differs", "undecided") %}
 <tr{% if not judged %} class="unjudged"{% endif %}><td><code>{{ r.metric }}</code></td>
 <td class="num">{{ r.sim }}</td><td class="num">{{ r.lab }}</td><td class="num">{{ r.rel_diff }}</td>
-<td class="num">{{ r.tolerance }}</td><td{% if judged %} class="{{ r.verdict }}"{% endif %}>{{ r.verdict }}</td></tr>
+<td class="num">{{ r.tolerance }}</td><td{% if judged %} class="{{ cls }}"{% endif %}>{{ r.verdict }}</td></tr>
 {% endfor %}
 </table>
 {% for why, keys in notes %}

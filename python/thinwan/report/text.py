@@ -78,6 +78,7 @@ def _summary_metrics(scenario: Scenario) -> list[tuple[str, str, Callable[[float
         ("timeouts_per_conn", "timeouts per connection", fmt_plain),
         ("spurious_timeouts_per_conn", "spurious timeouts per connection", fmt_plain),
         ("fast_retransmits_per_conn", "fast retransmits per connection", fmt_plain),
+        ("writes_waited_per_conn", "writes taken > 10 ms late, per connection", fmt_plain),
         ("utilisation", "bottleneck utilisation", fmt_pct),
         ("utilisation_interactive", "bottleneck utilisation, interactive", fmt_pct),
         ("messages", "messages", fmt_count),
@@ -303,7 +304,7 @@ def validation_rows(doc: Mapping[str, Any]) -> list[tuple[str, str, str, str, st
                 fmt(number_or_inf(a["lab"]), f),
                 fmt_rel_diff(a["rel_diff"]),
                 tolerance_label(spec),
-                "not compared¹" if k in unlike else verdict_label(a["ok"]),
+                "not compared¹" if k in unlike else verdict_label(a["ok"], a.get("undecided", False), a.get("events")),
             )
         )
     return rows
@@ -322,16 +323,22 @@ def validation_table(doc: Mapping[str, Any], runs: int) -> str:
     ]
     lines = [
         f"{doc['scenario']}: simulator vs lab, {runs} run(s) each, the same seeds",
-        "values: means over runs; interactive p50/p99 over all runs' messages; no confidence interval",
+        "values: means over runs; interactive p50/p99 over all runs' messages; r_I150 and r_I1000"
+        " judged on the 95 % interval of the ratio of their event rates",
         "rel. diff = (sim − lab)/lab; ok: |rel. diff| ≤ ±t, or lab/f ≤ sim ≤ lab·f for ×f;"
         " tolerances: " + ", ".join(f"{k} {tolerance_label(v)}" for k, v in doc.get("tolerance", {}).items()),
         body[0],
         "-" * max(map(len, body)),
         *body[1:],
-        f"agreement: {sum(judged)} of {len(judged)} judged metrics within tolerance",
+        f"agreement: {sum(judged)} of {len(judged)} judged metrics within tolerance"
+        + (f"; {undecided} undecided (too few events: more runs)" if (undecided := _undecided(doc)) else ""),
         *(f"¹ {', '.join(keys)}: {why}" for why, keys in not_compared_notes(doc)),
     ]
     return "\n".join(lines)
+
+
+def _undecided(doc: Mapping[str, Any]) -> int:
+    return sum(1 for a in doc["agreement"].values() if a.get("undecided"))
 
 
 def not_compared_notes(doc: Mapping[str, Any]) -> list[tuple[str, list[str]]]:
@@ -365,8 +372,11 @@ def tolerance_label(spec: str | None) -> str:
     return f"×{spec[1:]}" if spec.startswith("x") else f"±{spec.removesuffix('%')} %"
 
 
-def verdict_label(ok: bool | None) -> str:
-    """``ok``, ``differs``, or empty (no verdict)."""
+def verdict_label(ok: bool | None, undecided: bool = False, events: Mapping[str, int] | None = None) -> str:
+    """``ok``, ``differs``, ``undecided (S / L events)`` for a counted metric whose events
+    cannot decide (analysis.agreement), or empty (no verdict)."""
+    if undecided:
+        return f"undecided ({events['sim']} / {events['lab']} events)" if events else "undecided"
     return "" if ok is None else ("ok" if ok else "differs")
 
 

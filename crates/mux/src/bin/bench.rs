@@ -550,12 +550,27 @@ fn run(cmd: &mut Command) -> Result<(), String> {
     }
 }
 
-/// A loopback port free now (bound and released; nothing else here binds ports).
+/// A loopback port free now (bound and released), each call a different one, taken below
+/// the kernel's ephemeral range (`ip_local_port_range`): a port from that range can go to
+/// any outgoing connection between our release and the peer's bind — ssh's own connection
+/// to sshd took `ssh -L`'s listening port that way, and the forward failed.
 fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("free port")
+    use std::sync::atomic::{AtomicU16, Ordering};
+    static NEXT: AtomicU16 = AtomicU16::new(0);
+    let low = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|r| r.split_whitespace().next()?.parse::<u16>().ok())
+        .filter(|&p| p > 2048)
+        .unwrap_or(32768);
+    // Counting down from just below the range, over the unprivileged ports under it.
+    let span = low - 1024;
+    for _ in 0..span {
+        let port = low - 1 - NEXT.fetch_add(1, Ordering::Relaxed) % span;
+        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
+    panic!("no free loopback port below {low}")
 }
 
 /// Wait until `addr` accepts a connection, as long as `child` runs (10 s at most).

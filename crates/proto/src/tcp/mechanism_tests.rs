@@ -234,3 +234,97 @@ fn thin_linear_timeouts_do_not_back_off_while_thin() {
         }
     }
 }
+
+/// A first segment W, then bulk segments B0–B2 at 10 ms and interactive ones I0–I2 at
+/// 20 ms that a priority queue lets overtake them. W's ACK at 100 ms gives the RTT
+/// (SRTT 100 ms, RTTVAR 50 ms: RTO = 100 + max(4·50, 200) = 300 ms, restarted to 400);
+/// the three I's are SACKed at 120 ms. Returns the sender then and the B's.
+fn interactive_overtakes_bulk(bands: bool) -> (Sender, Receiver, Vec<DataSegment>) {
+    let mut s = Sender::new(cfg(Mechanisms { rack_tlp: true, rack_bands: bands, ..Default::default() }));
+    let mut r = receiver();
+    s.write(1000);
+    let first = drain(&mut s, ms(0));
+    s.write(3000);
+    let bulk = drain(&mut s, ms(10));
+    s.write(3000);
+    let inter = drain(&mut s, ms(20));
+    for i in &inter {
+        s.mark_interactive(i.seq);
+    }
+    exchange(&mut s, &mut r, ms(100), &first);
+    exchange(&mut s, &mut r, ms(120), &inter);
+    (s, r, bulk)
+}
+
+#[test]
+fn rack_per_band_does_not_take_priority_reordering_for_loss() {
+    // RFC 8985 alone: three SACKed segments and no reordering seen yet, so reo_wnd = 0
+    // (§6.2 step 4) and every bulk segment sent before I0 is lost — a spurious recovery.
+    let (plain, _, _) = interactive_overtakes_bulk(false);
+    assert_eq!(plain.stats().rack_marked_lost, 3);
+    assert!(plain.in_recovery());
+    // Per band: the bulk band has nothing delivered after B0–B2, so RACK's rule does not
+    // judge them; the interactive band's deliveries do only once an RTO has passed since
+    // they left.
+    let (mut s, mut r, bulk) = interactive_overtakes_bulk(true);
+    assert_eq!(s.stats().rack_marked_lost, 0);
+    assert!(!s.in_recovery());
+    assert_eq!(s.poll_timeout(), Some(ms(310)), "B0–B2 are judged at their send time + RTO");
+    // The bulk segments arrive late but within it, in order: acknowledged, never resent.
+    exchange(&mut s, &mut r, ms(300), &bulk);
+    assert_eq!(s.snd_una(), 7000);
+    assert_eq!((s.stats().fast_retransmits, s.stats().bytes_retransmitted), (0, 0));
+}
+
+#[test]
+fn rack_per_band_still_finds_a_loss_within_the_band() {
+    let (mut s, mut r, bulk) = interactive_overtakes_bulk(true);
+    // B0 lost; B1 and B2 arrive: RACK of the bulk band judges B0 against them — sent
+    // with them, so at once (three segments SACKed, reo_wnd = 0, RFC 8985 §6.2 step 4).
+    exchange(&mut s, &mut r, ms(200), &bulk[1..]);
+    assert_eq!(s.stats().rack_marked_lost, 1);
+    assert!(s.in_recovery());
+    let rtx = drain(&mut s, ms(200));
+    assert_eq!(rtx.first().map(|x| (x.seq, x.retransmission)), Some((bulk[0].seq, true)));
+}
+
+#[test]
+fn rack_per_band_judges_a_band_by_the_other_after_an_rto() {
+    // B0–B2 all lost: no bulk segment is ever delivered after them, only I0–I2.
+    let (mut s, _, bulk) = interactive_overtakes_bulk(true);
+    let due = s.poll_timeout().expect("the reordering timer");
+    assert_eq!(due, ms(310), "before the RTO (400 ms)");
+    assert_eq!(s.handle_timeout(due), None, "RACK's timer, not the RTO");
+    assert_eq!(s.stats().rack_marked_lost, 3);
+    assert!(s.in_recovery() && s.stats().timeouts == 0, "a fast recovery, not a timeout");
+    let rtx = drain(&mut s, due);
+    assert_eq!(rtx.first().map(|x| (x.seq, x.retransmission)), Some((bulk[0].seq, true)));
+}
+
+#[test]
+fn autotuned_send_buffer_grows_only_for_a_waiting_writer() {
+    let mut c = cfg(Mechanisms::default());
+    c.send_buffer_autotune = true;
+    let mut s = Sender::new(c);
+    let mut r = receiver();
+    let charged = |s: &Sender| {
+        (s.write_end() - s.snd_una()) + sender::SKB_OVERHEAD * (s.snd_max() - s.snd_una()).div_ceil(1000)
+    };
+    // tcp_sndbuf_expand at the start: 2 · TCP_INIT_CWND · 2,304 = 46,080 bytes.
+    assert_eq!(s.buffer_space(), 46_080);
+    s.write(20_000);
+    let first = drain(&mut s, ms(0)); // the initial window: 10 segments of 1,000 B
+    assert_eq!(first.len(), 10);
+    // Charged: 20,000 queued bytes + 832 per segment in flight.
+    assert_eq!(s.buffer_space(), 46_080 - 20_000 - 10 * sender::SKB_OVERHEAD);
+    // ACKs while nobody waits: slow start grows cwnd, not the buffer.
+    exchange(&mut s, &mut r, ms(100), &first[..5]);
+    assert!(s.cwnd() > 10_000);
+    assert_eq!(s.buffer_space(), 46_080 - charged(&s));
+    // An ACK that finds the writer waiting and room in the window: 2 · cwnd segments.
+    s.set_writer_waits(true);
+    exchange(&mut s, &mut r, ms(101), &first[5..6]);
+    let cwnd_segs = s.cwnd() / 1000;
+    assert!(cwnd_segs > 10, "slow start grew cwnd to {cwnd_segs}");
+    assert_eq!(s.buffer_space(), 2 * 2_304 * cwnd_segs - charged(&s));
+}

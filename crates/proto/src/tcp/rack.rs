@@ -17,6 +17,9 @@ pub(super) struct Sent {
     pub sacked: bool,
     /// Marked lost by RACK and not retransmitted since.
     pub lost: bool,
+    /// Its priority band with [`super::Mechanisms::rack_bands`] (1 = carries an
+    /// interactive byte, [`super::Sender::mark_interactive`]); 0 otherwise.
+    pub band: u8,
 }
 
 /// How RACK's reordering window is chosen (`tcp.rack_reo_wnd`).
@@ -59,13 +62,21 @@ pub enum TlpTimer {
 /// RFC 8985 §6.2 step 4: recoveries a grown window persists for (`TCP_RACK_RECOVERY_THRESH`).
 const REO_WND_PERSIST: u8 = 16;
 
-/// RFC 8985 §6.1: the most recently sent segment known delivered, and its RTT; §6.2
-/// steps 3–4: the reordering state.
-#[derive(Clone, Debug)]
-pub(super) struct Rack {
+/// RFC 8985 §6.1: the most recently sent segment known delivered (`RACK.xmit_ts`,
+/// `RACK.end_seq`) and its RTT (`RACK.rtt`).
+#[derive(Clone, Copy, Debug, Default)]
+struct Latest {
     xmit_ts: Option<Instant>,
     end_seq: u64,
     rtt: Duration,
+}
+
+/// RFC 8985 §6.1: the most recently sent segment known delivered, and its RTT — one per
+/// priority band with [`super::Mechanisms::rack_bands`] (else band 0 only); §6.2
+/// steps 3–4: the reordering state.
+#[derive(Clone, Debug)]
+pub(super) struct Rack {
+    latest: [Latest; 2],
     min_rtt: Option<Duration>,
     /// Reordering timer (RFC 8985 §6.2 step 5).
     pub reo_deadline: Option<Instant>,
@@ -88,9 +99,7 @@ pub(super) struct Rack {
 impl Default for Rack {
     fn default() -> Self {
         Rack {
-            xmit_ts: None,
-            end_seq: 0,
-            rtt: Duration::ZERO,
+            latest: [Latest::default(); 2],
             min_rtt: None,
             reo_deadline: None,
             fack: 0,
@@ -128,10 +137,11 @@ impl Rack {
         if !seg.retransmitted {
             self.min_rtt = Some(self.min_rtt.map_or(rtt, |m| m.min(rtt)));
         }
-        self.rtt = rtt;
-        if self.xmit_ts.is_none_or(|t| sent_after(seg.xmit_ts, seg.end, t, self.end_seq)) {
-            self.xmit_ts = Some(seg.xmit_ts);
-            self.end_seq = seg.end;
+        let latest = &mut self.latest[seg.band as usize];
+        latest.rtt = rtt;
+        if latest.xmit_ts.is_none_or(|t| sent_after(seg.xmit_ts, seg.end, t, latest.end_seq)) {
+            latest.xmit_ts = Some(seg.xmit_ts);
+            latest.end_seq = seg.end;
         }
     }
 
@@ -203,22 +213,36 @@ impl Rack {
 
     /// RFC 8985 §6.2 step 5: mark lost every unacknowledged segment sent before the
     /// most recently delivered one by more than RTT + reo_wnd; arm the reordering timer
-    /// for the rest. Returns the number of segments newly marked.
+    /// for the rest. Returns the number of segments newly marked. With bands, "the most
+    /// recently delivered one" is of the segment's own band: a priority queue reorders
+    /// the bands by design, but keeps each band in order. A segment no later one of its
+    /// own band has overtaken (a band's lost tail) is judged by the other band's
+    /// deliveries only `cross_wnd` (the RTO) after it left: the path is alive, and no
+    /// ACK came for it within the time TCP allows one.
     pub fn detect_loss<'a>(
         &mut self,
         now: Instant,
         reo_wnd: Duration,
+        cross_wnd: Duration,
         segs: impl Iterator<Item = &'a mut Sent>,
     ) -> u32 {
         self.reo_deadline = None;
-        let Some(rack_ts) = self.xmit_ts else { return 0 };
         let mut marked = 0;
         let mut wait = Duration::ZERO;
         for s in segs {
-            if s.sacked || s.lost || !sent_after(rack_ts, self.end_seq, s.xmit_ts, s.end) {
+            if s.sacked || s.lost {
                 continue;
             }
-            let due = s.xmit_ts + self.rtt + reo_wnd;
+            let own = &self.latest[s.band as usize];
+            let other = &self.latest[1 - s.band as usize];
+            let after = |l: &Latest| l.xmit_ts.is_some_and(|t| sent_after(t, l.end_seq, s.xmit_ts, s.end));
+            let due = if after(own) {
+                s.xmit_ts + own.rtt + reo_wnd
+            } else if after(other) {
+                s.xmit_ts + cross_wnd
+            } else {
+                continue;
+            };
             if due <= now {
                 s.lost = true;
                 marked += 1;
@@ -285,6 +309,7 @@ mod tests {
             retransmitted,
             sacked: false,
             lost: false,
+            band: 0,
         };
         rack.on_delivered(Instant::from_nanos(100_000_000), &seg);
     }

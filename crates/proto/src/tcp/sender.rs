@@ -46,8 +46,14 @@ pub struct SenderConfig {
     pub dupthresh: u32,
     /// Retransmission-timer parameters.
     pub rto: RtoConfig,
-    /// Send-buffer limit in bytes (`None` = unlimited).
+    /// Send-buffer limit in bytes (`None` = unlimited; with `send_buffer_autotune`, the
+    /// cap of the autotuned buffer, Linux's `tcp_wmem[2]`).
     pub send_buffer: Option<u64>,
+    /// Linux's send-buffer autotuning (`tcp_sndbuf_expand`): the buffer holds
+    /// 2 · 10 segments of kernel memory at first and 2 · cwnd once an ACK finds the writer
+    /// waiting with room in the window; each segment in flight costs its socket-buffer
+    /// overhead besides its bytes ([`Sender::buffer_space`]).
+    pub send_buffer_autotune: bool,
     /// Optional mechanisms (all off by default).
     pub mechanisms: Mechanisms,
     /// Window growth and reduction (RFC 5681 Reno or RFC 9438 CUBIC).
@@ -82,6 +88,12 @@ pub struct Mechanisms {
     pub rack_reo_wnd: ReoWnd,
     /// RFC 6937 PRR-SSRB paces sending during SACK-based recovery.
     pub prr: bool,
+    /// RACK per priority band (ours; docs/model.md "RACK per band"): a segment is
+    /// judged lost against later-sent segments of its own band (interactive or not,
+    /// [`Sender::mark_interactive`]) by RFC 8985's rule, and against the other band's
+    /// only an RTO after it left, so a priority queue that lets interactive segments
+    /// overtake bulk ones is not taken for loss. Needs [`Self::rack_tlp`].
+    pub rack_bands: bool,
     /// The rules of the tail-loss-probe timer (RFC 8985 §7.2 or Linux's).
     pub tlp_timer: TlpTimer,
     /// When the retransmission timer restarts (RFC 6298 (5.3) or Linux's).
@@ -140,6 +152,7 @@ impl Default for SenderConfig {
             dupthresh: 3,
             rto: RtoConfig::default(),
             send_buffer: None,
+            send_buffer_autotune: false,
             mechanisms: Mechanisms::default(),
             congestion_control: Algorithm::Reno,
             cwnd_unit: CwndUnit::Bytes,
@@ -252,7 +265,25 @@ pub struct Sender<E: RttEstimator = Estimator> {
     /// the sender at some point of the round ending at `cwnd_usage_seq`
     /// (`is_cwnd_limited`), and the most segments in flight in it (`max_packets_out`).
     cwnd_use: CwndUse,
+    /// The autotuned send buffer (`sk_sndbuf`), bytes; it only grows
+    /// ([`SenderConfig::send_buffer_autotune`]).
+    sndbuf: u64,
+    /// The application waits for send-buffer space ([`Sender::set_writer_waits`]).
+    writer_waits: bool,
 }
+
+/// Linux `tcp_sndbuf_expand` on x86-64, MSS ≤ 1,480: `per_mss` =
+/// roundup_pow_of_two(MSS + `MAX_TCP_HEADER` + aligned `skb_shared_info`) +
+/// aligned `sk_buff` = 2,048 + 256 bytes. The lab's sockets show `skmem` `tb46080` =
+/// 2 · 10 · 2,304 from the start (docs/findings.md, the small buffer's write waits).
+const LINUX_PER_MSS: u64 = 2_304;
+/// `TCP_INIT_CWND`: the buffer never sizes for fewer segments.
+const LINUX_SNDBUF_MIN_SEGS: u64 = 10;
+/// `tcp_wmem[2]` by default (ip-sysctl): the autotuned buffer's cap.
+const LINUX_WMEM_MAX: u64 = 4 << 20;
+/// A segment's kernel memory besides its bytes: aligned `sk_buff` (256) + aligned
+/// `skb_shared_info` (320) + the linear header room (`MAX_TCP_HEADER`, 256), x86-64.
+pub const SKB_OVERHEAD: u64 = 832;
 
 /// The sender's ECN state (RFC 3168 §6.1.2).
 #[derive(Clone, Copy, Debug, Default)]
@@ -372,16 +403,28 @@ impl<E: RttEstimator> Sender<E> {
             prr: Prr::default(),
             ecn: EcnState::default(),
             cwnd_use: CwndUse::default(),
+            sndbuf: 2 * LINUX_PER_MSS * LINUX_SNDBUF_MIN_SEGS,
+            writer_waits: false,
         }
     }
 
     // ----- inputs -------------------------------------------------------------------
 
-    /// Free space in the send buffer (`u64::MAX` when unlimited).
+    /// Free space in the send buffer (`u64::MAX` when unlimited), in application bytes.
+    /// Autotuned (Linux): `sk_sndbuf` (2 · max(10, cwnd) · per-MSS memory, as last grown
+    /// in [`Sender::handle_ack`]), against the queued bytes plus [`SKB_OVERHEAD`] per segment in flight
+    /// (`sk_wmem_queued` counts each skb's `truesize`; unsent bytes coalesce into few
+    /// large skbs, so their overhead is left out).
     pub fn buffer_space(&self) -> u64 {
+        let queued = self.write_end - self.snd_una;
+        if self.cfg.send_buffer_autotune {
+            let cap = self.cfg.send_buffer.unwrap_or(LINUX_WMEM_MAX);
+            let charged = queued + SKB_OVERHEAD * self.sent.len() as u64;
+            return self.sndbuf.min(cap).saturating_sub(charged);
+        }
         match self.cfg.send_buffer {
             None => u64::MAX,
-            Some(limit) => limit.saturating_sub(self.write_end - self.snd_una),
+            Some(limit) => limit.saturating_sub(queued),
         }
     }
 
@@ -390,6 +433,19 @@ impl<E: RttEstimator> Sender<E> {
     pub fn write(&mut self, len: u64) -> u64 {
         self.write_end += len;
         self.write_end
+    }
+
+    /// The segment just sent from `seq` (new data) carries an interactive byte: with
+    /// [`Mechanisms::rack_bands`] RACK judges it within the interactive band. The
+    /// application's marking, as Linux's `IP_TOS` before a write: the sender never looks
+    /// into its bytes.
+    pub fn mark_interactive(&mut self, seq: u64) {
+        if !self.cfg.mechanisms.rack_bands {
+            return;
+        }
+        if let Some(s) = self.sent.iter_mut().rev().find(|s| s.start <= seq && seq < s.end) {
+            s.band = 1;
+        }
     }
 
     /// An ACK arrived.
@@ -465,6 +521,21 @@ impl<E: RttEstimator> Sender<E> {
             }
         }
         self.arm_tlp(now, if advanced { Arm::AckedNew } else { Arm::Other });
+        if self.cfg.send_buffer_autotune && self.writer_waits && self.pipe_in_unit() < self.cwnd {
+            // tcp_check_space → tcp_new_space: with a writer waiting (SOCK_NOSPACE) and
+            // the window not full (tcp_should_expand_sndbuf), tcp_sndbuf_expand sizes the
+            // buffer for 2 · max(TCP_INIT_CWND, cwnd) segments; it never shrinks. While
+            // the window is full it does not grow, so a long burst can outgrow it.
+            let segs = (self.cwnd / self.seg()).max(LINUX_SNDBUF_MIN_SEGS);
+            self.sndbuf = self.sndbuf.max(2 * LINUX_PER_MSS * segs);
+        }
+    }
+
+    /// The application is (or no longer is) waiting for send-buffer space
+    /// (`SOCK_NOSPACE`): with [`SenderConfig::send_buffer_autotune`] the buffer grows
+    /// only then.
+    pub fn set_writer_waits(&mut self, waits: bool) {
+        self.writer_waits = waits;
     }
 
     /// The ACK just given to [`Sender::handle_ack`] carried ECE (RFC 3168 §6.1.2):
@@ -844,7 +915,11 @@ impl<E: RttEstimator> Sender<E> {
             self.cfg.dupthresh,
             self.rtt.srtt(),
         );
-        let marked = self.rack.detect_loss(now, reo_wnd, self.sent.iter_mut());
+        // Per band, a segment no later segment of its own band has overtaken is still lost
+        // once the other band delivers a later one and an RTO has passed since it left.
+        let cross_wnd =
+            if self.cfg.mechanisms.rack_bands { self.rtt.rto(&self.cfg.rto) } else { Duration::MAX };
+        let marked = self.rack.detect_loss(now, reo_wnd, cross_wnd, self.sent.iter_mut());
         self.stats.rack_marked_lost += marked as u64;
     }
 
@@ -1276,6 +1351,7 @@ impl<E: RttEstimator> Sender<E> {
                 retransmitted: false,
                 sacked: false,
                 lost: false,
+                band: 0,
             });
             self.snd_max = end;
         }

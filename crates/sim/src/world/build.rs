@@ -91,6 +91,7 @@ impl World {
                 min_on_variance: tcp.rto_formula == RtoFormula::Linux,
             },
             send_buffer: (tcp.send_buffer_bytes > 0).then_some(tcp.send_buffer_bytes),
+            send_buffer_autotune: tcp.send_buffer_autotune,
             mechanisms: Mechanisms {
                 asymmetric_rtt_gain: tcp.rtt_gain == RttGain::Asymmetric,
                 rto_reset_after_idle: tcp.rto_reset_after_idle,
@@ -104,6 +105,7 @@ impl World {
                     RackReoWnd::Linux => ReoWnd::Linux,
                 },
                 prr: tcp.prr,
+                rack_bands: tcp.rack_bands,
                 tlp_timer: match tcp.tlp_timer {
                     TlpTimerName::Rfc => TlpTimer::Rfc,
                     TlpTimerName::Linux => TlpTimer::Linux,

@@ -65,6 +65,8 @@ impl World {
             k.rto_resets.push(st.rto_resets as u32);
             k.retransmit_episodes.push(st.retransmit_episodes as u32);
             k.ecn_reductions.push(st.ecn_reductions as u32);
+            k.writes_waited.push(c.writes_waited);
+            k.writes_blocked.push(c.writes_waited);
             k.role.push(c.role);
         }
         for (link, p) in self.ports.iter().zip(&self.queues) {

@@ -1,4 +1,4 @@
-"""TCP state of the pump's connections over time, sampled with ``ss -tin`` (iproute2).
+"""TCP state of the pump's connections over time, sampled with ``ss -tinm`` (iproute2).
 
 Linux keeps no per-connection cwnd/RTO history the way the simulator does, so during
 ``lab run`` a thread asks ``ss`` inside the server namespace for every socket towards
@@ -10,7 +10,11 @@ Sockets are mapped to connection ids by their local port (``conns.json``).
 ``ss`` reports what ``TCP_INFO`` holds: ``cwnd`` and ``ssthresh`` in segments of
 ``mss`` (``ssthresh`` is left out until the first loss: ``inf`` here, as in the
 simulator), ``rtt:SRTT/RTTVAR`` and ``rto`` in ms (RTO with backoff). Linux keeps no
-"latest RTT sample" in ``TCP_INFO``, so the ``rtt`` column is NaN.
+"latest RTT sample" in ``TCP_INFO``, so the ``rtt`` column is NaN. Two lab-only columns
+follow the schema's: ``sndbuf`` (``skmem`` ``tb``: the socket's send buffer, ``sk_sndbuf``,
+as autotuning has set it) and ``wmem_queued`` (``skmem`` ``w``: what the queue holds
+against it, headers and skb overhead included; a ``write`` blocks while it is at
+``sndbuf``), in bytes.
 """
 
 from __future__ import annotations
@@ -32,13 +36,17 @@ __all__ = ["SsSampler", "MIN_INTERVAL_S", "parse_ss", "conn_trace"]
 
 MIN_INTERVAL_S = 0.1
 _FIELD = re.compile(r"\b(rto|rtt|cwnd|ssthresh|mss):([0-9.]+)(?:/([0-9.]+))?")
+_SKMEM = re.compile(r"\bskmem:\(([^)]*)\)")
+_SKMEM_ITEM = re.compile(r"([a-z]+)([0-9]+)")
+# skmem item → conn_trace column (ss(8): tb = sk_sndbuf, w = sk_wmem_queued).
+_SKMEM_COLUMNS = {"tb": "sndbuf", "w": "wmem_queued"}
 
 
 class SsSampler:
-    """Runs ``ss -tinH`` in ``netns`` every ``interval_s`` in a background thread."""
+    """Runs ``ss -tinmH`` in ``netns`` every ``interval_s`` in a background thread."""
 
     def __init__(self, netns: str, dport: int, interval_s: float) -> None:
-        self.argv = ["nsenter", f"--net=/run/netns/{netns}", "ss", "-tinH", "dport", "=", f":{dport}"]
+        self.argv = ["nsenter", f"--net=/run/netns/{netns}", "ss", "-tinmH", "dport", "=", f":{dport}"]
         self.interval = max(interval_s, MIN_INTERVAL_S)
         self.samples: list[tuple[int, str]] = []  # (CLOCK_MONOTONIC ns, ss output)
         self.errors = 0
@@ -75,7 +83,8 @@ class SsSampler:
 
 
 def parse_ss(text: str) -> list[dict[str, Any]]:
-    """Sockets of one ``ss -tinH`` output: local/peer address and the TCP fields."""
+    """Sockets of one ``ss -tinmH`` output: local/peer address, the TCP fields and the
+    send-buffer fields of ``skmem``."""
     out: list[dict[str, Any]] = []
     for line in text.splitlines():
         if not line.strip():
@@ -89,7 +98,11 @@ def parse_ss(text: str) -> list[dict[str, Any]]:
         if not out:
             continue
         sock = out[-1]
-        for key, a, b in _FIELD.findall(line):
+        for skmem in _SKMEM.findall(line):
+            for key, value in _SKMEM_ITEM.findall(skmem):
+                if key in _SKMEM_COLUMNS:
+                    sock[_SKMEM_COLUMNS[key]] = float(value)
+        for key, a, b in _FIELD.findall(_SKMEM.sub("", line)):
             if key == "rtt":
                 sock["srtt_ms"], sock["rttvar_ms"] = float(a), float(b or "nan")
             else:
@@ -100,7 +113,9 @@ def parse_ss(text: str) -> list[dict[str, Any]]:
 def conn_trace(samples: Sequence[tuple[int, str]], conns: Sequence[Mapping[str, Any]], t0_ns: int) -> pd.DataFrame:
     """The ``conn_trace`` table (docs/records.md) from sampler output and ``conns.json``."""
     by_port = {int(c["local"].rsplit(":", 1)[1]): int(c["conn"]) for c in conns}
-    cols: dict[str, list[float]] = {k: [] for k in ("conn", "t", "cwnd", "ssthresh", "srtt", "rttvar", "rto", "rtt")}
+    cols: dict[str, list[float]] = {
+        k: [] for k in ("conn", "t", "cwnd", "ssthresh", "srtt", "rttvar", "rto", "rtt", *_SKMEM_COLUMNS.values())
+    }
     for t_ns, text in samples:
         for s in parse_ss(text):
             try:
@@ -121,6 +136,8 @@ def conn_trace(samples: Sequence[tuple[int, str]], conns: Sequence[Mapping[str, 
             cols["rttvar"].append(s.get("rttvar_ms", math.nan) / 1e3)
             cols["rto"].append(s.get("rto", math.nan) / 1e3)
             cols["rtt"].append(math.nan)
+            for col in _SKMEM_COLUMNS.values():
+                cols[col].append(s.get(col, math.nan))
     if not cols["conn"]:
         return empty_table("conn_trace")
     frame = pd.DataFrame(cols).sort_values(["conn", "t"], kind="stable")

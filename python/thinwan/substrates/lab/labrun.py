@@ -166,7 +166,7 @@ def run_lab_once(scenario: Scenario, opts: LabSection, run: int, raw: Path) -> R
     )
     if sampler:
         meta["lab"]["conn_trace"] = {
-            "source": "ss -tin",
+            "source": "ss -tinm",
             "interval_s": sampler.interval,
             "samples": len(samples),
             "errors": sampler.errors,

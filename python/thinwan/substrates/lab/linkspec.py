@@ -445,6 +445,11 @@ def tcp_settings(scenario: Scenario, opts: LabSection) -> tuple[TcpSettings, lis
         notes.append("tcp.nagle: honoured by the pump (no TCP_NODELAY); other programs choose for themselves")
     if tcp.send_buffer_bytes:
         notes.append("tcp.send_buffer_bytes: approximated by net.ipv4.tcp_wmem's maximum (Linux counts overhead too)")
+    elif not tcp.send_buffer_autotune:
+        notes.append(
+            "tcp.send_buffer_autotune=false: Linux autotunes the send buffer (tcp_sndbuf_expand), "
+            "where the simulator's is unlimited"
+        )
     notes.append("tcp.rwnd_bytes: approximated by net.ipv4.tcp_rmem's maximum (2 × rwnd; Linux advertises part of it)")
     if tcp.cwnd_unit != "packets":
         notes.append(f'tcp.cwnd_unit={tcp.cwnd_unit}: Linux counts cwnd in packets (cwnd_unit = "packets")')
@@ -455,6 +460,8 @@ def tcp_settings(scenario: Scenario, opts: LabSection) -> tuple[TcpSettings, lis
         notes.append("tcp.prr=false: Linux reduces the window by PRR in every recovery (tcp_cwnd_reduction)")
     if tcp.rack_tlp and tcp.rack_reo_wnd == "static":
         notes.append('tcp.rack_reo_wnd=static: Linux adapts RACK\'s reordering window (rack_reo_wnd = "adaptive")')
+    if tcp.rack_bands:
+        notes.append("tcp.rack_bands: not in Linux (RACK judges every segment against the latest delivered)")
     if tcp.delayed_ack and not tcp.quick_ack:
         notes.append("tcp.quick_ack=false: Linux's receivers ACK every segment in quick-ACK mode (tcp_incr_quickack)")
     # Linux ECN in the end namespaces: [lab] ecn when set, else on when the scenario asks
