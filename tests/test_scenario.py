@@ -251,6 +251,9 @@ def test_to_toml_round_trips() -> None:
         ({"tcp": {"sack": False, "prr": True}}, "tcp.prr: needs tcp.sack = true"),
         ({"tcp": {"rack_reo_wnd": "adaptive"}}, 'tcp.rack_reo_wnd: "adaptive" needs tcp.rack_tlp = true'),
         ({"tcp": {"rack_bands": True}}, "tcp.rack_bands: needs tcp.rack_tlp = true"),
+        # thinwan-mux's limit, so a simulated scenario also runs in the lab.
+        ({"mux": {"max_lanes": 65}}, "mux.max_lanes: Input should be less than or equal to 64"),
+        ({"mux": {"trunks": 65}}, "mux.trunks: Input should be less than or equal to 64"),
         ({"tcp": {"rack_reo_wnd": "grow"}}, "tcp.rack_reo_wnd: Input should be 'static', 'adaptive' or 'linux'"),
         ({"tcp": {"rack_reo_wnd": "linux"}}, 'tcp.rack_reo_wnd: "linux" needs tcp.rack_tlp = true'),
         ({"tcp": {"hystart": True}}, 'tcp.hystart: needs tcp.congestion_control = "cubic" (HyStart is CUBIC\'s'),

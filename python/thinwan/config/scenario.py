@@ -466,6 +466,8 @@ class RecordsSection(_Section):
 # the daemons' `limits.max_frame_payload`); tests/test_scenario.py checks it against the
 # native module.
 MUX_FRAME_PAYLOAD_BYTES = 16384
+# thinwan-mux's most trunk lanes (crates/mux/src/config.rs).
+MUX_MAX_LANES = 64
 
 
 class MuxSection(_Section):
@@ -476,14 +478,16 @@ class MuxSection(_Section):
     # a yamux-multiplexed forwarder, each one connection for every stream (docs/mux.md
     # "OpenSSH as a peer", "yamux as a peer").
     mode: Literal["direct", "mux", "ssh", "yamux"] = "direct"
-    trunks: int = Field(1, ge=1, le=U32_MAX)
+    # At most 64 lanes: thinwan-mux's limit (crates/mux/src/config.rs: trunk.connections and
+    # trunk.max_connections ≤ 64), so a scenario the simulator runs also runs in the lab.
+    trunks: int = Field(1, ge=1, le=MUX_MAX_LANES)
     frame_payload_bytes: int = Field(MUX_FRAME_PAYLOAD_BYTES, ge=512, le=1 << 20)
     # The daemons' `trunk.notsent_lowat` default (crates/mux/src/config.rs).
     notsent_lowat_bytes: int = Field(32768, ge=1, le=U32_MAX)
     # "fixed": `trunks` lanes all run; "adaptive": `trunks` at start, another lane (up to
     # `max_lanes`) while a lane's backlog stays above one RTT (docs/mux.md "Adaptive lanes").
     lanes: Literal["fixed", "adaptive"] = "fixed"
-    max_lanes: int = Field(8, ge=1, le=65535)
+    max_lanes: int = Field(8, ge=1, le=MUX_MAX_LANES)
     # Unacknowledged bulk bytes ≤ max(64 KiB, 2 × delivery rate × min RTT) (docs/mux.md).
     bulk_limit: bool = False
     # A stream opening while even all lanes stay backlogged goes on its own direct
