@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.lab.test_lab_run import SCENARIO
-from thinwan.analysis.agreement import DEFAULT_TOLERANCES, JUDGED
+from thinwan.analysis.agreement import COUNTED, DEFAULT_TOLERANCES, JUDGED
 
 pytestmark = pytest.mark.usefixtures("lab_env")
 
@@ -31,7 +31,12 @@ def test_validate_reports_agreement(tmp_path: Path) -> None:
     assert doc["tolerance"] == {**{k: t.spec for k, t in DEFAULT_TOLERANCES.items()}, "utilisation": "x1000"}
     for metric in JUDGED:
         a = doc["agreement"][metric]
-        assert set(a) == {"sim", "lab", "rel_diff", "ok"}, metric
+        counted = {"events", "ratio_interval", "undecided"} if metric in COUNTED else set()
+        assert set(a) == {"sim", "lab", "rel_diff", "ok"} | counted, metric
+    # The counted metrics' events are the summaries' shares of their interactive messages.
+    for side in ("sim", "lab"):
+        n = doc[side]["interactive_messages"] * doc[side]["runs"]
+        assert doc["agreement"]["r_I150"]["events"][side] == round(doc[side]["r_I150"] * round(n))
     # Values are the summaries' (one run: the pooled p50 is that run's p50, to float32).
     for metric in ("utilisation", "r_I150", "timeouts_per_conn"):
         assert doc["agreement"][metric]["sim"] == doc["sim"][metric]
