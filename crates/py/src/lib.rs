@@ -63,6 +63,13 @@ fn version() -> &'static str {
     env!("CARGO_PKG_VERSION")
 }
 
+/// How late a write may be taken before it counts as waiting (`connections.writes_waited`),
+/// ns: the simulator's threshold, which the lab's join of the pump's log applies too.
+#[pyfunction]
+fn write_wait_ns() -> u64 {
+    thinwan_sim::records::WRITE_WAIT.as_nanos()
+}
+
 /// The tunnel session's default largest frame payload, the default of the scenario
 /// key `mux.frame_payload_bytes`.
 #[pyfunction]
@@ -609,6 +616,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(client_delays_ms, m)?)?;
     m.add_function(wrap_pyfunction!(pair_apps, m)?)?;
     m.add_function(wrap_pyfunction!(mux_frame_payload_default, m)?)?;
+    m.add_function(wrap_pyfunction!(write_wait_ns, m)?)?;
     m.add_function(wrap_pyfunction!(qds_default_qt_ms, m)?)?;
     m.add_function(wrap_pyfunction!(qds_default_keys, m)?)?;
     m.add_function(wrap_pyfunction!(qds_capture_features, m)?)?;

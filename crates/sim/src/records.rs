@@ -68,7 +68,7 @@ pub struct Connections {
     /// Window reductions answering ECE (RFC 3168 §6.1.2; 0 without `tcp.ecn`).
     pub ecn_reductions: Vec<u32>,
     /// Writes TCP took more than [`WRITE_WAIT`] after their schedule: they waited for
-    /// send-buffer space (`tcp.send_buffer_bytes`).
+    /// send-buffer space (`tcp.send_buffer_bytes`, `tcp.send_buffer_autotune`).
     pub writes_waited: Vec<u32>,
     /// Of those, the writes held by a full send buffer — all of them here (a simulated
     /// application is never descheduled); the lab tells the two apart.
@@ -77,8 +77,8 @@ pub struct Connections {
     pub role: Vec<u8>,
 }
 
-/// A write "waited" when TCP took it more than this after its schedule (the lab's
-/// threshold too: `analysis.lab_join.WRITE_WAIT_NS`).
+/// A write "waited" when TCP took it more than this after its schedule; the lab's join
+/// (`analysis.lab_join`) reads it through `_native.write_wait_ns`.
 pub const WRITE_WAIT: Duration = Duration::from_millis(10);
 
 /// One row per router output port.

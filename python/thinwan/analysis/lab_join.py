@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from .. import _native
 from ..config.scenario import Scenario
 from ..records.evlog import ARRIVAL, DELIVER, DEQUEUE, DROP, ENQUEUE, FWD, REV, SYN, ip_to_int
 from ..records.schema import SCHEMA, RunRecords, empty_table, table_from_columns
@@ -26,8 +27,9 @@ __all__ = ["lab_records"]
 
 NAN = math.nan
 PORTS = {FWD: "bottleneck", REV: "bottleneck-rev"}
-# A write "waited" when TCP took it more than this after its schedule (connections table).
-WRITE_WAIT_NS = 10_000_000
+# A write "waited" when TCP took it more than this after its schedule (connections table):
+# the simulator's threshold (crates/sim/src/records.rs WRITE_WAIT), one definition.
+WRITE_WAIT_NS: int = _native.write_wait_ns()
 
 
 def lab_records(
