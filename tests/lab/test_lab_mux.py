@@ -100,9 +100,10 @@ mux-1 = {{ "mux.mode" = "mux", "mux.trunks" = 1 }}
 
 def test_adaptive_lanes_and_bulk_limit_reach_the_daemons(tmp_path: Path) -> None:
     """`mux.lanes = "adaptive"` and `mux.bulk_limit` run in the lab's daemons (the edge
-    starts with `trunks` lanes and may open up to `max_lanes`), every byte intact."""
+    starts with `trunks` lanes and may open up to `max_lanes`), every byte intact, and
+    the edge's lane reports (every 5 s) reach the run's metadata."""
     scenario = small(**{"mux.mode": "mux", "mux.trunks": 1, "mux.lanes": "adaptive", "mux.max_lanes": 4,
-                        "mux.bulk_limit": True})  # fmt: skip
+                        "mux.bulk_limit": True, "scenario.duration_s": 6.0})  # fmt: skip
     raw = tmp_path / "raw"
     records = run_tunnel_once(scenario, LabSection(), 0, raw)
     edge = (raw / "edge.toml").read_text()
@@ -110,7 +111,11 @@ def test_adaptive_lanes_and_bulk_limit_reach_the_daemons(tmp_path: Path) -> None
     assert "bulk_limit = true" in (raw / "core.toml").read_text()
     c = records.connections
     assert (c.bytes_delivered == c.bytes_written).all() and (c.bytes_written > 0).all()
-    assert 0 in records.meta["lab"]["mux"]["lanes_up"]
+    mux = records.meta["lab"]["mux"]
+    assert 0 in mux["lanes_up"]
+    assert mux["lane_reports"], "a 6-s run spans at least one report"
+    for r in mux["lane_reports"]:
+        assert 1 <= r["wanted"] <= 4 and len(r["streams"]) == r["wanted"] and sum(r["streams"]) <= 3, r
 
 
 def test_shedding_reaches_the_edge_config(tmp_path: Path) -> None:

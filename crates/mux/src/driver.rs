@@ -443,6 +443,20 @@ impl Driver {
                     tracing::info!(session = s.id(), lane, "idle trunk lane closed");
                     self.close_lane(s, lane as usize, Ok(()));
                 }
+                Event::LaneReport { wanted, streams } => {
+                    let st = s.stats();
+                    let streams = streams.iter().map(u32::to_string).collect::<Vec<_>>().join(",");
+                    tracing::info!(
+                        session = s.id(),
+                        wanted,
+                        %streams,
+                        moves = st.stream_moves,
+                        move_giveups = st.move_giveups,
+                        lanes_opened = st.lanes_opened,
+                        lanes_closed = st.lanes_closed,
+                        "lane report"
+                    );
+                }
                 Event::GoAway => tracing::info!(session = s.id(), "peer is going away"),
                 Event::SessionLost { reason } => {
                     tracing::warn!(session = s.id(), %reason, "session lost; its streams were reset");

@@ -48,6 +48,7 @@ pub fn render(role: &str, counters: &Counters, sessions: &[Arc<Shared>]) -> Stri
         st.lanes_opened += ss.lanes_opened;
         st.lanes_closed += ss.lanes_closed;
         st.stream_moves += ss.stream_moves;
+        st.move_giveups += ss.move_giveups;
         lanes_wanted += g.session.lanes_wanted() as usize;
         bulk_inflight += g.session.bulk_inflight();
         st.delay_thin.merge(&ss.delay_thin);
@@ -98,6 +99,12 @@ pub fn render(role: &str, counters: &Counters, sessions: &[Arc<Shared>]) -> Stri
     );
     counter(&mut o, "lanes_closed_total", "Extra lanes given up after the idle hold.", st.lanes_closed);
     counter(&mut o, "stream_moves_total", "Streams moved between lanes.", st.stream_moves);
+    counter(
+        &mut o,
+        "stream_move_giveups_total",
+        "Moves given up: the old lane did not acknowledge in time.",
+        st.move_giveups,
+    );
     counter(&mut o, "reconnects_total", "Trunk connections established.", c(&counters.trunk_connects));
     counter(
         &mut o,

@@ -36,8 +36,9 @@ pub struct LaneMeter {
     mark_acked: u64,
     /// The lane had a backlog at every tick since `mark_at`.
     busy: bool,
-    /// Since when the backlog in time has exceeded the open threshold.
-    pub over_since: Option<Instant>,
+    /// The current judging window of the backlog (see [`LaneMeter::judge_backlog`]):
+    /// its start, and the sum and count of its ticks' excess backlog, seconds.
+    window: Option<(Instant, f64, u32)>,
     /// When the lane last carried a stream data frame.
     pub last_data: Instant,
     /// Smoothed ping round trip (pong arrival − ping send).
@@ -58,7 +59,7 @@ impl LaneMeter {
             mark_acked: 0,
             // Cleared by the first tick without a backlog.
             busy: true,
-            over_since: None,
+            window: None,
             last_data: now,
             ping_srtt: None,
             ping_min: None,
@@ -106,6 +107,35 @@ impl LaneMeter {
         } else {
             self.busy &= backlogged;
         }
+    }
+
+    /// One tick's backlog in time beyond one round trip, `excess` seconds (`None` when
+    /// unknown: no RTT or rate yet, or the lane is not up). Back with the window's mean
+    /// excess once a window of `span` has passed, and a new window begins.
+    ///
+    /// A mean over the window, not "above the threshold at every tick": on a lossy lane
+    /// the backlog rises with each loss recovery and falls when it ends, so a lane that
+    /// is head-of-line blocked most of the time still dips below the threshold between
+    /// recoveries, and every dip would restart an all-ticks timer.
+    pub fn judge_backlog(&mut self, now: Instant, excess: Option<f64>, span: Duration) -> Option<f64> {
+        let Some(x) = excess else {
+            self.window = None;
+            return None;
+        };
+        let (start, sum, n) = self.window.get_or_insert((now, 0.0, 0));
+        *sum += x;
+        *n += 1;
+        if now.saturating_since(*start) < span {
+            return None;
+        }
+        let mean = *sum / f64::from(*n);
+        self.window = None;
+        Some(mean)
+    }
+
+    /// Start judging afresh (new lanes changed what every lane carries).
+    pub fn restart_judging(&mut self) {
+        self.window = None;
     }
 
     /// Time to deliver `bytes` at the measured rate; `None` while the rate is unknown.
@@ -194,6 +224,25 @@ mod tests {
         // RFC 6298 §2.3 gain 1/8: 7/8 · 200 + 1/8 · 1000 = 300 ms.
         m.on_pong(ms(1000));
         assert_eq!((m.ping_srtt, m.ping_min, m.ping_excess()), (Some(ms(300)), Some(ms(200)), Some(ms(100))));
+    }
+
+    #[test]
+    fn backlog_is_judged_on_its_mean_over_a_window() {
+        let mut m = LaneMeter::new(Instant::ZERO);
+        let span = ms(100);
+        // 1.5 s of excess backlog, dipping to 0 every third 20-ms tick (between loss
+        // recoveries): no verdict before the window ends, then its mean, 1.0 s.
+        let mut verdicts = Vec::new();
+        for i in 1..=6u64 {
+            let x = if i % 3 == 0 { 0.0 } else { 1.5 };
+            verdicts.push(m.judge_backlog(Instant::ZERO + ms(20 * i), Some(x), span));
+        }
+        assert_eq!(verdicts[..5], [None; 5]);
+        assert_eq!(verdicts[5].map(|v| (v * 1e9).round() / 1e9), Some(1.0));
+        // Unknown (lane down, no rate yet) starts over.
+        m.judge_backlog(Instant::ZERO + ms(140), Some(5.0), span);
+        m.judge_backlog(Instant::ZERO + ms(160), None, span);
+        assert_eq!(m.judge_backlog(Instant::ZERO + ms(180), Some(0.0), span), None);
     }
 
     #[test]

@@ -33,6 +33,8 @@ struct Net {
     /// Bytes each edge stream received.
     got: HashMap<StreamId, Vec<u8>>,
     lost: Vec<String>,
+    /// The core's lane reports (lanes wanted, streams per lane).
+    reports: Vec<(u16, Vec<u32>)>,
     /// Core transmissions that took the bulk in flight past the limit by more than
     /// one frame (the bulk-limit property).
     over_limit: Vec<String>,
@@ -53,6 +55,7 @@ impl Net {
             window,
             got: HashMap::new(),
             lost: Vec::new(),
+            reports: Vec::new(),
             over_limit: Vec::new(),
         };
         for l in 0..cfg.lanes {
@@ -174,6 +177,7 @@ impl Net {
             match ev {
                 Event::Data { id, bytes } => self.core.stream_consumed(id, bytes.len()),
                 Event::SessionLost { reason } => self.lost.push(reason),
+                Event::LaneReport { wanted, streams } => self.reports.push((wanted, streams)),
                 _ => {}
             }
         }
@@ -234,6 +238,37 @@ fn lanes_open_under_a_growing_backlog_and_close_when_idle() {
     assert!(net.lost.is_empty(), "{:?}", net.lost);
     for &id in &ids {
         assert_eq!(net.got[&id], pattern(id, 0, written[&id]), "stream {id}");
+    }
+}
+
+#[test]
+fn streams_spread_evenly_over_lanes_that_come_up_one_by_one() {
+    // 33 thin streams (200 B every 50 ms each: 4 kB/s, far below the thin threshold;
+    // 132 kB/s in all) on 25-kB/s lanes of 50 ms one way: every stream always has a
+    // frame in flight, so a stream held until its old lane acknowledges everything
+    // would be given up.
+    let cfg = Config { max_lanes: 8, ..adaptive_cfg() };
+    let mut net = Net::new(cfg, 25_000.0, Duration::from_millis(50), 16 * 1024);
+    let ids = net.open_streams(33);
+    let mut written = HashMap::new();
+    drive(&mut net, &ids, &mut written, 400, 200); // 20 s
+    let st = net.core.stats().clone();
+    assert_eq!(net.core.lanes_wanted(), 8, "stats {st:?}");
+    assert_eq!(st.move_giveups, 0, "stats {st:?}");
+    // 33 streams on 8 lanes: 4 or 5 each. The lanes come up one by one, each time
+    // rebalancing; a ceiling of 5 for every lane would leave room for 40.
+    let mut per_lane = [0; 8];
+    for &id in &ids {
+        per_lane[net.core.lane_of(id) as usize] += 1;
+    }
+    assert!(per_lane.iter().all(|&n| n == 4 || n == 5), "{per_lane:?}");
+    let (wanted, streams) = net.reports.last().expect("a report every 5 s").clone();
+    assert_eq!((wanted, streams), (8, per_lane.to_vec()), "the last report says the same");
+    net.settle(Duration::from_secs(10));
+    for &id in &ids {
+        let got = &net.got[&id];
+        assert_eq!(got.len(), written[&id], "stream {id}");
+        assert!(*got == pattern(id, 0, written[&id]), "stream {id}: bytes differ");
     }
 }
 

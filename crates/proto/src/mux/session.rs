@@ -29,17 +29,19 @@
 //! # Adaptive lanes (issue 20; off while `max_lanes == lanes`)
 //! Every [`ADAPT_TICK`] each side measures its lanes ([`super::adapt::LaneMeter`]). When
 //! a lane's backlog in time — (bytes queued for it + its unacknowledged bytes) ÷
-//! delivery rate, minus one round trip — stays above `lane_open_rtts` × its minimum
-//! RTT for `lane_sustain_rtts` × that RTT, the side doubles its lanes (up to
+//! delivery rate, minus one round trip — averaged over a window of `lane_sustain_rtts`
+//! × its minimum RTT exceeds `lane_open_rtts` × that RTT, the side doubles its lanes (up to
 //! `max_lanes`) and says so in a `Lanes` frame (on lane 0 only, so
 //! values cannot overtake each other); the edge dials every lane
 //! either side wants. When a lane comes up, streams are rebalanced so each open lane
-//! carries about as many streams. A stream **moves only at a frame boundary and only
-//! once the peer acknowledged every reliable frame it sent on its old lane**: the
+//! carries ⌊n / k⌋ or ⌈n / k⌉ of them. A stream **moves only at a frame boundary and
+//! only once the peer acknowledged every reliable frame it sent on its old lane**: the
 //! peer then has processed all of it, so nothing sent on the new lane can overtake
 //! it, and no sequence numbers or reordering buffer are needed at the receiver (a
-//! handover marker would move sooner but needs both). The cost: a stream with bytes
-//! in flight moves up to one RTT later. The top extra lane, once it carried no stream
+//! handover marker would move sooner but needs both). The cost: a bulk stream's data
+//! waits up to one RTT of the old lane; a thin stream's does not wait — it keeps
+//! sending on the old lane and moves at the first ack that leaves nothing of it
+//! outstanding (between two of its messages). The top extra lane, once it carried no stream
 //! data for `lane_idle_hold` while no lane was backlogged, is given up: its streams
 //! are moved down, and the edge closes the connection when neither side wants it.
 //!
@@ -118,6 +120,9 @@ pub struct Config {
 /// How often the adaptive-lane and bulk-limit measurements run (when either is on).
 /// Short against the paths' RTTs (tens to hundreds of ms), long against a frame.
 pub const ADAPT_TICK: Duration = Duration::from_millis(20);
+
+/// How often an adaptive session reports its lanes' streams ([`Event::LaneReport`]).
+pub const LANE_REPORT: Duration = Duration::from_secs(5);
 
 /// A stream's `last_seq` while its `Open` has not been sent: it cannot move.
 const PINNED: u64 = u64::MAX;
@@ -228,6 +233,15 @@ pub enum Event {
         /// Lane index.
         lane: u16,
     },
+    /// (adaptive lanes) Every [`LANE_REPORT`]: how many streams each wanted lane
+    /// carries now, for the driver's log (moves and lanes opened are in
+    /// [`Session::stats`]).
+    LaneReport {
+        /// Lanes this side wants.
+        wanted: u16,
+        /// Streams on each wanted lane, lane 0 first.
+        streams: Vec<u32>,
+    },
     /// The peer is shutting down and will open no more streams.
     GoAway,
     /// The session cannot continue; all its streams were reset. Start a new one.
@@ -288,6 +302,8 @@ pub struct Session {
     bulk_inflight: usize,
     /// An ack arrived while adaptive: try pending moves (see `handle_bytes`).
     pending_moves_after_ack: bool,
+    /// When the next [`Event::LaneReport`] is due.
+    next_report: Instant,
 }
 
 #[derive(Debug)]
@@ -316,6 +332,17 @@ struct Stream {
     fin_received: bool,
     queued: bool,
     blocked: bool,
+}
+
+impl Stream {
+    /// Scheduled as thin: declared interactive, or (auto) below `thin_bytes` per `thin_tau`.
+    fn is_thin(&mut self, cfg: &Config, now: Instant) -> bool {
+        match self.class {
+            Class::Interactive => true,
+            Class::Bulk => false,
+            Class::Auto => self.meter.value(now, cfg.thin_tau) < cfg.thin_bytes as f64,
+        }
+    }
 }
 
 #[derive(Debug)]
@@ -421,6 +448,7 @@ impl Session {
             next_tick: ticking.then(|| now + ADAPT_TICK),
             bulk_inflight: 0,
             pending_moves_after_ack: false,
+            next_report: now + LANE_REPORT,
         }
     }
 
@@ -969,12 +997,9 @@ impl Session {
         let active = self.active_lanes();
         let mut ids: Vec<StreamId> = self.streams.keys().copied().collect();
         ids.sort_unstable();
-        let mut bulk = HashMap::new();
-        for &id in &ids {
-            let mut s = self.streams.remove(&id).expect("listed above");
-            bulk.insert(id, !self.is_thin(&mut s, now));
-            self.streams.insert(id, s);
-        }
+        let cfg = &self.cfg;
+        let bulk: HashMap<StreamId, bool> =
+            self.streams.iter_mut().map(|(&id, s)| (id, !s.is_thin(cfg, now))).collect();
         let reserve = self.cfg.reserve_thin_lane && active.len() >= 2 && bulk.values().any(|&b| b);
         let allowed =
             |id: StreamId, lane: u16| active.contains(&lane) && !(reserve && lane == 0 && bulk[&id]);
@@ -988,10 +1013,16 @@ impl Session {
                 pool.push(id);
             }
         }
-        let quota = ids.len().div_ceil(active.len());
-        for &l in &active {
-            while per_lane[l as usize].len() > quota {
-                pool.push(per_lane[l as usize].pop().expect("over quota"));
+        // Each lane keeps ⌊n / k⌋ streams, or one more on the `n mod k` lanes that carry
+        // the most now (a ceiling for all would let lanes that come up last stay empty:
+        // 52 lanes of 4 already hold 200 streams, 12 of 64 lanes get none).
+        let (lo, extra) = (ids.len() / active.len(), ids.len() % active.len());
+        let mut fullest = active.clone();
+        fullest.sort_by_key(|&l| (std::cmp::Reverse(per_lane[l as usize].len()), l));
+        for (i, &l) in fullest.iter().enumerate() {
+            let keep = lo + usize::from(i < extra);
+            while per_lane[l as usize].len() > keep {
+                pool.push(per_lane[l as usize].pop().expect("over its share"));
             }
         }
         pool.sort_unstable();
@@ -1016,7 +1047,14 @@ impl Session {
             self.streams.iter().filter(|(_, s)| s.target != s.lane).map(|(&id, _)| id).collect();
         ids.sort_unstable();
         for id in ids {
+            let thin = self.streams.get_mut(&id).expect("listed above").is_thin(&self.cfg, now);
             let s = &self.streams[&id];
+            if !self.movable(s) && thin {
+                // Not held (see `send_next_stream_frame`): it moves at a later ack.
+                self.streams.get_mut(&id).expect("listed above").move_since = None;
+                self.make_ready(id, now);
+                continue;
+            }
             if !self.movable(s) {
                 // The old lane's acks travel on its reverse connection, itself a thin
                 // stream that can sit in RTO backoff for seconds on a lossy path: give
@@ -1029,6 +1067,7 @@ impl Session {
                 if now.saturating_since(since) >= give_up {
                     s.target = s.lane;
                     s.move_since = None;
+                    self.stats.move_giveups += 1;
                     self.make_ready(id, now);
                 }
                 continue;
@@ -1100,27 +1139,26 @@ impl Session {
             }
             return;
         }
-        // Which wanted lanes have been backlogged past the threshold long enough?
+        // Which wanted lanes were backlogged past the threshold, on average, over the
+        // last window of `lane_sustain_rtts` RTTs?
         let mut any_over = false;
         let mut trigger = false;
         let want = self.want as usize;
         for (l, &b) in self.lanes.iter_mut().zip(&backlog).take(want) {
             // Delivery delay of a byte queued now (Little's law over everything ahead
             // of it, in the session and in the socket) beyond one round trip.
-            let over = match (l.meter.min_rtt, l.meter.backlog_time(b)) {
+            let rtt = l.meter.min_rtt;
+            let excess = match (rtt, l.meter.backlog_time(b)) {
                 (Some(rtt), Some(bt)) if matches!(l.state, LaneState::Up) => {
-                    bt.as_secs_f64() - rtt.as_secs_f64() > rtt.as_secs_f64() * self.cfg.lane_open_rtts
+                    Some(bt.as_secs_f64() - rtt.as_secs_f64())
                 }
-                _ => false,
+                _ => None,
             };
-            if !over {
-                l.meter.over_since = None;
-                continue;
-            }
-            any_over = true;
-            let since = *l.meter.over_since.get_or_insert(now);
-            let rtt = l.meter.min_rtt.expect("over implies a measured RTT");
-            if now.saturating_since(since).as_secs_f64() >= rtt.as_secs_f64() * self.cfg.lane_sustain_rtts {
+            let Some(rtt) = rtt.map(|r| r.as_secs_f64()) else { continue };
+            let open = rtt * self.cfg.lane_open_rtts;
+            any_over |= excess.is_some_and(|x| x > open);
+            let span = Duration::from_secs_f64(rtt * self.cfg.lane_sustain_rtts);
+            if l.meter.judge_backlog(now, excess, span).is_some_and(|mean| mean > open) {
                 trigger = true;
             }
         }
@@ -1132,7 +1170,7 @@ impl Session {
             // capacity within a few periods, not one lane per period); the new lanes
             // must take their share before the next decision.
             for l in &mut self.lanes {
-                l.meter.over_since = None;
+                l.meter.restart_judging();
             }
             let want = (self.want * 2).min(self.lanes.len() as u16);
             self.stats.lanes_opened += (want - self.want) as u64;
@@ -1147,6 +1185,16 @@ impl Session {
         self.try_moves(now);
         if self.role == Role::Edge {
             self.close_unwanted_lanes(now);
+        }
+        if now >= self.next_report {
+            self.next_report = now + LANE_REPORT;
+            let mut streams = vec![0u32; self.want as usize];
+            for s in self.streams.values() {
+                if let Some(n) = streams.get_mut(s.lane as usize) {
+                    *n += 1;
+                }
+            }
+            self.events.push_back(Event::LaneReport { wanted: self.want, streams });
         }
     }
 
@@ -1204,20 +1252,12 @@ impl Session {
         })
     }
 
-    fn is_thin(&self, s: &mut Stream, now: Instant) -> bool {
-        match s.class {
-            Class::Interactive => true,
-            Class::Bulk => false,
-            Class::Auto => s.meter.value(now, self.cfg.thin_tau) < self.cfg.thin_bytes as f64,
-        }
-    }
-
     /// Queue the stream in its lane's scheduler if it has something sendable.
     fn make_ready(&mut self, id: StreamId, now: Instant) {
-        let (thin_bytes, tau) = (self.cfg.thin_bytes as f64, self.cfg.thin_tau);
         let Some(s) = self.streams.get_mut(&id) else { return };
-        if s.queued || s.target != s.lane {
-            // A stream waiting to move is queued by `try_moves` once it has moved.
+        let thin = s.is_thin(&self.cfg, now);
+        if s.queued || (s.target != s.lane && !thin) {
+            // A bulk stream waiting to move is queued by `try_moves` once it has moved.
             return;
         }
         let has_data = !s.send.is_empty() && s.send_credit > 0;
@@ -1225,11 +1265,6 @@ impl Session {
         if !(has_data || has_fin) {
             return;
         }
-        let thin = match s.class {
-            Class::Interactive => true,
-            Class::Bulk => false,
-            Class::Auto => s.meter.value(now, tau) < thin_bytes,
-        };
         s.queued = true;
         self.lanes[s.lane as usize].sched.push(id, thin);
     }
@@ -1243,7 +1278,7 @@ impl Session {
             let max_payload = self.cfg.max_payload as usize;
             let Some(mut s) = self.streams.remove(&id) else { continue };
             s.queued = false;
-            let thin = self.is_thin(&mut s, now);
+            let thin = s.is_thin(&self.cfg, now);
             if s.target != s.lane {
                 if self.movable(&s) {
                     // At a frame boundary with everything it sent here acknowledged.
@@ -1253,12 +1288,19 @@ impl Session {
                     self.stats.stream_moves += 1;
                     self.streams.insert(id, s);
                     self.make_ready(id, now);
-                } else {
+                    continue;
+                }
+                if !thin {
                     // Hold its data until the old lane acknowledges what it has: sending
                     // more here would push the move back again (`try_moves` resumes it).
                     self.streams.insert(id, s);
+                    continue;
                 }
-                continue;
+                // A thin stream does not wait: a held message would pay the old lane's
+                // whole round trip, and a game stream rarely leaves its lane with nothing
+                // unacknowledged within the give-up time. It sends here and moves at the
+                // ack that finds nothing of it outstanding (`try_moves` after each ack):
+                // between two of its messages.
             }
             if !thin && !bulk_ok {
                 // Became bulk while queued as thin: wait in the bulk queue.

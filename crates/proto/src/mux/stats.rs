@@ -71,6 +71,9 @@ pub struct Stats {
     pub lanes_closed: u64,
     /// Streams moved from one lane to another.
     pub stream_moves: u64,
+    /// Moves given up because the old lane did not acknowledge in time (the stream
+    /// stays where it is).
+    pub move_giveups: u64,
     /// Time a data frame's first byte waited in the mux before going on the trunk,
     /// for streams scheduled as thin.
     pub delay_thin: Histogram,

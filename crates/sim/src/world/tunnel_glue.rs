@@ -167,7 +167,8 @@ impl World {
                         tn.feed(pair, now);
                     }
                 }
-                MuxEvent::LaneUp { .. } => {}
+                // The daemons log lane reports; a simulation's results do not carry them.
+                MuxEvent::LaneUp { .. } | MuxEvent::LaneReport { .. } => {}
                 // The core learns that the edge shed a stream (its unused session stream).
                 MuxEvent::Reset { id, remote: true, .. }
                     if !edge && tn.pair_of(id).is_some_and(|p| tn.path(p) == Path::Direct) => {}

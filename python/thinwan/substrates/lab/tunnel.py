@@ -139,6 +139,8 @@ def run_tunnel_once(scenario: Scenario, opts: LabSection, run: int, raw: Path) -
             # Every trunk connection after the first of each lane is a reconnect (then a resume).
             "reconnects": sum(e.get("message") == "trunk connected" for e in edge) - scenario.mux.trunks,
             "streams_reset": sum(e.get("message") == "stream reset" for e in edge),
+            # Adaptive lanes: the edge's session reports every 5 s (docs/mux.md "Adaptive lanes").
+            "lane_reports": [_lane_report(e) for e in edge if e.get("message") == "lane report"],
         }
     meta = lab_meta(scenario, opts, run, raw, started, len(events), spec.tcp, notes, links)
     pump, sink, conns = read_logs(raw)
@@ -288,6 +290,13 @@ def _log_events(path: Path) -> list[dict[str, Any]]:
         except (ValueError, KeyError, TypeError):
             continue  # a line still being written, or not a log record
     return events
+
+
+def _lane_report(e: dict[str, Any]) -> dict[str, Any]:
+    """One ``lane report`` log record: lanes wanted, streams on each, moves so far."""
+    streams = [int(n) for n in str(e.get("streams", "")).split(",") if n]
+    keys = ("wanted", "moves", "move_giveups", "lanes_opened", "lanes_closed")
+    return {"streams": streams, **{k: int(e.get(k, 0)) for k in keys}}
 
 
 def _tail(path: Path, lines: int = 5) -> str:
