@@ -150,7 +150,13 @@ impl Tunnel {
         };
         let t0 = Instant::ZERO;
         let mut edge = Session::new(Role::Edge, session_id, cfg.clone(), t0);
-        let mut core = Session::new(Role::Core, session_id, cfg, t0);
+        // As the daemon's core makes it (crates/mux/src/core.rs): an adaptive session
+        // starts at one lane and learns the edge's count from its `Lanes` frame.
+        let core_cfg = match mux.lanes {
+            MuxLanes::Fixed => cfg,
+            MuxLanes::Adaptive => SessionConfig { lanes: 1, ..cfg },
+        };
+        let mut core = Session::new(Role::Core, session_id, core_cfg, t0);
         let ge: Vec<u64> =
             (0..lanes).map(|l| if l < base { edge.lane_connected(l, t0) } else { 0 }).collect();
         let gc: Vec<u64> =

@@ -42,10 +42,16 @@ struct Net {
 
 impl Net {
     fn new(cfg: Config, rate: f64, delay: Duration, window: usize) -> Net {
+        Net::pair(cfg.clone(), cfg, rate, delay, window)
+    }
+
+    /// Sessions with configs of their own (the daemon's core starts an adaptive session
+    /// at one lane, whatever the edge's start count).
+    fn pair(cfg: Config, core_cfg: Config, rate: f64, delay: Duration, window: usize) -> Net {
         let n = cfg.lanes.max(cfg.max_lanes) as usize;
         let mut net = Net {
             edge: Session::new(Role::Edge, 7, cfg.clone(), Instant::ZERO),
-            core: Session::new(Role::Core, 7, cfg.clone(), Instant::ZERO),
+            core: Session::new(Role::Core, 7, core_cfg, Instant::ZERO),
             now: Instant::ZERO,
             gens: vec![None; n],
             c2e: (0..n).map(|_| Pipe::default()).collect(),
@@ -270,6 +276,24 @@ fn streams_spread_evenly_over_lanes_that_come_up_one_by_one() {
         assert_eq!(got.len(), written[&id], "stream {id}");
         assert!(*got == pattern(id, 0, written[&id]), "stream {id}: bytes differ");
     }
+}
+
+#[test]
+fn a_core_that_starts_at_one_lane_uses_the_edges_lanes() {
+    // The edge starts with 4 lanes (up to 8); the core, as the daemon makes it, at 1.
+    // Light load: nobody opens more, and the core's streams use all 4 lanes at once.
+    let edge = Config { lanes: 4, max_lanes: 8, ..adaptive_cfg() };
+    let core = Config { lanes: 1, ..edge.clone() };
+    let mut net = Net::pair(edge, core, 1e6, Duration::from_millis(20), 64 * 1024);
+    let ids = net.open_streams(12);
+    let mut written = HashMap::new();
+    drive(&mut net, &ids, &mut written, 120, 100); // 6 s
+    let mut per_lane = [0; 8];
+    for &id in &ids {
+        per_lane[net.core.lane_of(id) as usize] += 1;
+    }
+    assert_eq!(per_lane, [3, 3, 3, 3, 0, 0, 0, 0], "stats {:?}", net.core.stats());
+    assert_eq!(net.reports.last().map(|r| r.0), Some(4), "the core reports the edge's 4 lanes");
 }
 
 #[test]

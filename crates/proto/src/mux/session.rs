@@ -237,7 +237,7 @@ pub enum Event {
     /// carries now, for the driver's log (moves and lanes opened are in
     /// [`Session::stats`]).
     LaneReport {
-        /// Lanes this side wants.
+        /// Lanes either side wants (streams are spread over these).
         wanted: u16,
         /// Streams on each wanted lane, lane 0 first.
         streams: Vec<u32>,
@@ -962,9 +962,12 @@ impl Session {
         }
     }
 
-    /// Lanes streams may be assigned to: wanted by this side and up (lane 0 if none).
+    /// Lanes streams may be assigned to: wanted by either side and up (lane 0 if none).
+    /// Either side: the core starts at one lane and learns the edge's start count from
+    /// its `Lanes` frame; with only its own want it would crowd every stream it sends
+    /// onto lane 0 while the edge keeps 15 more lanes open.
     fn active_lanes(&self) -> Vec<u16> {
-        let n = if self.cfg.adaptive() { self.want } else { self.lanes.len() as u16 };
+        let n = if self.cfg.adaptive() { self.lanes_wanted() } else { self.lanes.len() as u16 };
         let v: Vec<u16> = (0..n).filter(|&i| matches!(self.lanes[i as usize].state, LaneState::Up)).collect();
         if v.is_empty() {
             vec![0]
@@ -1143,8 +1146,8 @@ impl Session {
         // last window of `lane_sustain_rtts` RTTs?
         let mut any_over = false;
         let mut trigger = false;
-        let want = self.want as usize;
-        for (l, &b) in self.lanes.iter_mut().zip(&backlog).take(want) {
+        let open_now = self.lanes_wanted();
+        for (l, &b) in self.lanes.iter_mut().zip(&backlog).take(open_now as usize) {
             // Delivery delay of a byte queued now (Little's law over everything ahead
             // of it, in the session and in the socket) beyond one round trip.
             let rtt = l.meter.min_rtt;
@@ -1162,9 +1165,9 @@ impl Session {
                 trigger = true;
             }
         }
-        let all_up = (0..self.want as usize).all(|i| matches!(self.lanes[i].state, LaneState::Up));
+        let all_up = (0..open_now as usize).all(|i| matches!(self.lanes[i].state, LaneState::Up));
         let base = self.cfg.lanes.max(1);
-        if trigger && all_up && self.want < self.lanes.len() as u16 {
+        if trigger && all_up && open_now < self.lanes.len() as u16 {
             // Double the lanes per sustained period (1, 2, 4, 8: a backlog that grows
             // for the whole run, as one lossy trunk's does at 300 ms, needs the
             // capacity within a few periods, not one lane per period); the new lanes
@@ -1172,8 +1175,8 @@ impl Session {
             for l in &mut self.lanes {
                 l.meter.restart_judging();
             }
-            let want = (self.want * 2).min(self.lanes.len() as u16);
-            self.stats.lanes_opened += (want - self.want) as u64;
+            let want = (open_now * 2).min(self.lanes.len() as u16);
+            self.stats.lanes_opened += (want - open_now) as u64;
             self.set_want(want, now);
         } else if !any_over && self.want > base {
             let top = (self.want - 1) as usize;
@@ -1188,13 +1191,14 @@ impl Session {
         }
         if now >= self.next_report {
             self.next_report = now + LANE_REPORT;
-            let mut streams = vec![0u32; self.want as usize];
+            let wanted = self.lanes_wanted();
+            let mut streams = vec![0u32; wanted as usize];
             for s in self.streams.values() {
                 if let Some(n) = streams.get_mut(s.lane as usize) {
                     *n += 1;
                 }
             }
-            self.events.push_back(Event::LaneReport { wanted: self.want, streams });
+            self.events.push_back(Event::LaneReport { wanted, streams });
         }
     }
 
@@ -1433,6 +1437,10 @@ impl Session {
                     self.stats.streams_reset += 1;
                     return;
                 }
+                // Each side places the streams it sends: with lanes that move, the core
+                // sends on its least loaded lane, not the one the Open came by (the edge
+                // opens on lane 0 while its other lanes are still in their handshakes).
+                let lane = if fixed { lane } else { self.least_loaded_lane() };
                 let s = self.new_stream(lane, Class::Auto, now);
                 self.streams.insert(stream, s);
                 self.stats.streams_opened += 1;
@@ -1496,6 +1504,9 @@ impl Session {
                 let before = self.lanes_wanted();
                 self.peer_want = want.min(self.lanes.len() as u16).max(1);
                 self.request_lanes(before, now);
+                if self.lanes_wanted() != before {
+                    self.rebalance(now);
+                }
             }
             // Handled above; a second Hello on an up lane is ignored.
             Frame::Hello(_) => {}

@@ -139,8 +139,12 @@ def run_tunnel_once(scenario: Scenario, opts: LabSection, run: int, raw: Path) -
             # Every trunk connection after the first of each lane is a reconnect (then a resume).
             "reconnects": sum(e.get("message") == "trunk connected" for e in edge) - scenario.mux.trunks,
             "streams_reset": sum(e.get("message") == "stream reset" for e in edge),
-            # Adaptive lanes: the edge's session reports every 5 s (docs/mux.md "Adaptive lanes").
-            "lane_reports": [_lane_report(e) for e in edge if e.get("message") == "lane report"],
+            # Adaptive lanes: each side's session reports every 5 s (docs/mux.md "Adaptive
+            # lanes"); each side places its own sending streams, the core the server's data.
+            "lane_reports": {
+                role: [_lane_report(e) for e in events if e.get("message") == "lane report"]
+                for role, events in (("edge", edge), ("core", _log_events(raw / "core.log")))
+            },
         }
     meta = lab_meta(scenario, opts, run, raw, started, len(events), spec.tcp, notes, links)
     pump, sink, conns = read_logs(raw)
