@@ -247,6 +247,15 @@ fn lanes_open_under_a_growing_backlog_and_close_when_idle() {
     }
 }
 
+/// How many of `ids` the core sends on each of 8 lanes.
+fn core_streams_per_lane(net: &Net, ids: &[StreamId]) -> [u32; 8] {
+    let mut per_lane = [0; 8];
+    for &id in ids {
+        per_lane[net.core.lane_of(id) as usize] += 1;
+    }
+    per_lane
+}
+
 #[test]
 fn streams_spread_evenly_over_lanes_that_come_up_one_by_one() {
     // 33 thin streams (200 B every 50 ms each: 4 kB/s, far below the thin threshold;
@@ -263,10 +272,7 @@ fn streams_spread_evenly_over_lanes_that_come_up_one_by_one() {
     assert_eq!(st.move_giveups, 0, "stats {st:?}");
     // 33 streams on 8 lanes: 4 or 5 each. The lanes come up one by one, each time
     // rebalancing; a ceiling of 5 for every lane would leave room for 40.
-    let mut per_lane = [0; 8];
-    for &id in &ids {
-        per_lane[net.core.lane_of(id) as usize] += 1;
-    }
+    let per_lane = core_streams_per_lane(&net, &ids);
     assert!(per_lane.iter().all(|&n| n == 4 || n == 5), "{per_lane:?}");
     let (wanted, streams) = net.reports.last().expect("a report every 5 s").clone();
     assert_eq!((wanted, streams), (8, per_lane.to_vec()), "the last report says the same");
@@ -288,10 +294,7 @@ fn a_core_that_starts_at_one_lane_uses_the_edges_lanes() {
     let ids = net.open_streams(12);
     let mut written = HashMap::new();
     drive(&mut net, &ids, &mut written, 120, 100); // 6 s
-    let mut per_lane = [0; 8];
-    for &id in &ids {
-        per_lane[net.core.lane_of(id) as usize] += 1;
-    }
+    let per_lane = core_streams_per_lane(&net, &ids);
     assert_eq!(per_lane, [3, 3, 3, 3, 0, 0, 0, 0], "stats {:?}", net.core.stats());
     assert_eq!(net.reports.last().map(|r| r.0), Some(4), "the core reports the edge's 4 lanes");
 }

@@ -1059,7 +1059,7 @@ impl Session {
                 continue;
             }
             if !self.movable(s) {
-                // The old lane's acks travel on its reverse connection, itself a thin
+                // A bulk stream is held. The old lane's acks travel on its reverse connection, itself a thin
                 // stream that can sit in RTO backoff for seconds on a lossy path: give
                 // the move up after twice the lane's usual ack delay (SRTT: it includes
                 // the socket's queue) and send on the old lane again.
