@@ -1052,17 +1052,18 @@ impl Session {
         for id in ids {
             let thin = self.streams.get_mut(&id).expect("listed above").is_thin(&self.cfg, now);
             let s = &self.streams[&id];
-            if !self.movable(s) && thin {
-                // Not held (see `send_next_stream_frame`): it moves at a later ack.
-                self.streams.get_mut(&id).expect("listed above").move_since = None;
-                self.make_ready(id, now);
-                continue;
-            }
             if !self.movable(s) {
-                // A bulk stream is held. The old lane's acks travel on its reverse connection, itself a thin
-                // stream that can sit in RTO backoff for seconds on a lossy path: give
-                // the move up after twice the lane's usual ack delay (SRTT: it includes
-                // the socket's queue) and send on the old lane again.
+                if thin {
+                    // Not held (see `send_next_stream_frame`): it moves at a later ack.
+                    self.streams.get_mut(&id).expect("listed above").move_since = None;
+                    self.make_ready(id, now);
+                    continue;
+                }
+                // A bulk stream is held. The old lane's acks travel on its reverse
+                // connection, itself a thin stream that can sit in RTO backoff for
+                // seconds on a lossy path: give the move up after twice the lane's usual
+                // ack delay (SRTT: it includes the socket's queue) and send on the old
+                // lane again.
                 let rtt = self.lanes[s.lane as usize].meter.srtt.unwrap_or(Duration::from_millis(100));
                 let give_up = rtt.saturating_mul(2).max(ADAPT_TICK);
                 let s = self.streams.get_mut(&id).expect("listed above");
