@@ -156,6 +156,7 @@ DOCUMENTED_DEFAULTS = {
         "bulk_limit": False,
         "shed": False,
         "shed_slack_ms": 100.0,
+        "thin_linear_timeouts": False,
     },
     "qds": {
         "period_ms": 100.0,
@@ -252,8 +253,8 @@ def test_to_toml_round_trips() -> None:
         ({"tcp": {"rack_reo_wnd": "adaptive"}}, 'tcp.rack_reo_wnd: "adaptive" needs tcp.rack_tlp = true'),
         ({"tcp": {"rack_bands": True}}, "tcp.rack_bands: needs tcp.rack_tlp = true"),
         # thinwan-mux's limit, so a simulated scenario also runs in the lab.
-        ({"mux": {"max_lanes": 65}}, "mux.max_lanes: Input should be less than or equal to 64"),
-        ({"mux": {"trunks": 65}}, "mux.trunks: Input should be less than or equal to 64"),
+        ({"mux": {"max_lanes": 257}}, "mux.max_lanes: Input should be less than or equal to 256"),
+        ({"mux": {"trunks": 257}}, "mux.trunks: Input should be less than or equal to 256"),
         ({"tcp": {"rack_reo_wnd": "grow"}}, "tcp.rack_reo_wnd: Input should be 'static', 'adaptive' or 'linux'"),
         ({"tcp": {"rack_reo_wnd": "linux"}}, 'tcp.rack_reo_wnd: "linux" needs tcp.rack_tlp = true'),
         ({"tcp": {"hystart": True}}, 'tcp.hystart: needs tcp.congestion_control = "cubic" (HyStart is CUBIC\'s'),
@@ -418,6 +419,7 @@ ADDED_AFTER_OGAWA2011 = {
         "bulk_limit",
         "shed",
         "shed_slack_ms",
+        "thin_linear_timeouts",
     },
     # Issue #21's RACK-TLP completion and Linux details (off: today's TCP).
     "tcp": {

@@ -99,24 +99,29 @@ mux-1 = {{ "mux.mode" = "mux", "mux.trunks" = 1 }}
 
 
 def test_adaptive_lanes_and_bulk_limit_reach_the_daemons(tmp_path: Path) -> None:
-    """`mux.lanes = "adaptive"` and `mux.bulk_limit` run in the lab's daemons (the edge
-    starts with `trunks` lanes and may open up to `max_lanes`), every byte intact, and
-    the edge's lane reports (every 5 s) reach the run's metadata."""
-    scenario = small(**{"mux.mode": "mux", "mux.trunks": 1, "mux.lanes": "adaptive", "mux.max_lanes": 4,
-                        "mux.bulk_limit": True, "scenario.duration_s": 6.0})  # fmt: skip
+    """`mux.lanes = "adaptive"`, `mux.bulk_limit` and `mux.thin_linear_timeouts` run in the
+    lab's daemons (the edge starts with `trunks` lanes and may open up to `max_lanes`,
+    here more than the 64 the core once refused), every byte intact, the trunk sockets
+    take the option, and the edge's lane reports (every 5 s) reach the run's metadata."""
+    scenario = small(**{"mux.mode": "mux", "mux.trunks": 1, "mux.lanes": "adaptive", "mux.max_lanes": 100,
+                        "mux.bulk_limit": True, "mux.thin_linear_timeouts": True,
+                        "scenario.duration_s": 6.0})  # fmt: skip
     raw = tmp_path / "raw"
     records = run_tunnel_once(scenario, LabSection(), 0, raw)
-    edge = (raw / "edge.toml").read_text()
-    assert 'lanes = "adaptive"' in edge and "max_connections = 4" in edge and "bulk_limit = true" in edge
-    assert "bulk_limit = true" in (raw / "core.toml").read_text()
+    edge, core = (raw / "edge.toml").read_text(), (raw / "core.toml").read_text()
+    assert 'lanes = "adaptive"' in edge and "max_connections = 100" in edge
+    for text in (edge, core):
+        assert "bulk_limit = true" in text and "thin_linear_timeouts = true" in text
+    for role in ("edge", "core"):
+        assert "TCP_THIN_LINEAR_TIMEOUTS not set" not in (raw / f"{role}.log").read_text()
     c = records.connections
     assert (c.bytes_delivered == c.bytes_written).all() and (c.bytes_written > 0).all()
     mux = records.meta["lab"]["mux"]
-    assert 0 in mux["lanes_up"]
+    assert 0 in mux["lanes_up"] and mux["streams_reset"] == 0
     for role in ("edge", "core"):
         assert mux["lane_reports"][role], f"{role}: a 6-s run spans at least one report"
         for r in mux["lane_reports"][role]:
-            assert 1 <= r["wanted"] <= 4 and len(r["streams"]) == r["wanted"] and sum(r["streams"]) <= 3, r
+            assert 1 <= r["wanted"] <= 100 and len(r["streams"]) == r["wanted"] and sum(r["streams"]) <= 3, r
 
 
 def test_shedding_reaches_the_edge_config(tmp_path: Path) -> None:

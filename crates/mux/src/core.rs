@@ -14,7 +14,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, watch};
 
-use crate::config::{CoreConfig, Target};
+use crate::config::{CoreConfig, Target, MAX_LANES};
 use crate::driver::{abort_socket, tune_trunk, Counters, Opened, Shared};
 use crate::guard::{flush_every_window, HandshakeGate, Permit, Warnings, ACCEPT_ERROR_PAUSE};
 use crate::tls::Acceptor;
@@ -119,7 +119,7 @@ async fn serve_trunk(
     tcp: TcpStream,
     permit: Permit,
 ) -> Result<(), Ended> {
-    tune_trunk(&tcp, cfg.common.notsent_lowat);
+    tune_trunk(&tcp, &cfg.common);
     let handshake = async {
         let mut tls = acceptor.accept(tcp).await?;
         // Read until the first frame (the Hello) is complete. `peek_hello` rejects a
@@ -158,7 +158,7 @@ async fn serve_trunk(
         let mut reg = lock(&registry);
         match reg.get(&hello.session) {
             Some(s) => Some(s.clone()),
-            None if hello.flags & FLAG_NEW != 0 && hello.lanes <= 64 => {
+            None if hello.flags & FLAG_NEW != 0 && hello.lanes <= MAX_LANES => {
                 let mut scfg = cfg.common.session.clone();
                 // The edge chooses the lanes: fixed, or adaptive up to `hello.lanes`
                 // (then only the lanes either side wants are kept connected).

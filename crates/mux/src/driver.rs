@@ -35,6 +35,7 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 use tokio::time::Sleep;
 
+use crate::config::Common;
 use crate::guard::Warnings;
 use crate::lane::{LaneIo, Read};
 use crate::local::{Local, ReadyQueue, Service};
@@ -585,21 +586,35 @@ pub fn abort_socket(s: &TcpStream) {
     }
 }
 
-/// Trunk socket options: no Nagle, and a small `TCP_NOTSENT_LOWAT` so the kernel
-/// holds little unsent data and the order of frames is decided by the scheduler.
-pub fn tune_trunk(s: &TcpStream, notsent_lowat: u32) {
+/// Trunk socket options: no Nagle; a small `TCP_NOTSENT_LOWAT` so the kernel holds
+/// little unsent data and the order of frames is decided by the scheduler; and, if
+/// configured, `TCP_THIN_LINEAR_TIMEOUTS` (many lanes make each one thin).
+pub fn tune_trunk(s: &TcpStream, common: &Common) {
     let _ = s.set_nodelay(true);
+    let _ = set_tcp_int(s, libc::TCP_NOTSENT_LOWAT, common.notsent_lowat as libc::c_int);
+    if common.thin_linear_timeouts {
+        if let Err(e) = set_tcp_int(s, libc::TCP_THIN_LINEAR_TIMEOUTS, 1) {
+            tracing::warn!(error = %e, "TCP_THIN_LINEAR_TIMEOUTS not set on a trunk socket");
+        }
+    }
+}
 
-    let v = notsent_lowat as libc::c_int;
-    // SAFETY: valid fd; an int option.
-    unsafe {
+/// `setsockopt(IPPROTO_TCP, opt, v)` for an int option.
+fn set_tcp_int(s: &TcpStream, opt: libc::c_int, v: libc::c_int) -> std::io::Result<()> {
+    // SAFETY: valid fd owned by `s`; an int option of the size passed.
+    let rc = unsafe {
         libc::setsockopt(
             s.as_raw_fd(),
             libc::IPPROTO_TCP,
-            libc::TCP_NOTSENT_LOWAT,
+            opt,
             &v as *const libc::c_int as *const libc::c_void,
             std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-        );
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
     }
 }
 

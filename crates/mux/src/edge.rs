@@ -134,7 +134,7 @@ async fn lane_loop(
             let tcp = tokio::time::timeout(cfg.common.connect_timeout, TcpStream::connect(cfg.connect))
                 .await
                 .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "connect timeout"))??;
-            tune_trunk(&tcp, cfg.common.notsent_lowat);
+            tune_trunk(&tcp, &cfg.common);
             // Shedding reads this connection's loss until it ends (the guard's drop).
             let measured = loss.as_ref().and_then(|l| l.attach(lane, &tcp));
             let tls = tokio::time::timeout(cfg.common.connect_timeout, connector.connect(tcp))

@@ -5,7 +5,7 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use thinwan_mux::config::parse;
+use thinwan_mux::config::{parse, MAX_LANES};
 use thinwan_mux::core::{Core, Registry};
 use thinwan_mux::driver::abort_socket;
 use thinwan_mux::edge::Edge;
@@ -324,5 +324,19 @@ async fn adaptive_lanes_carry_streams_and_survive_resets() {
     assert!(g.session.lanes_up() >= 2, "the two base lanes are up");
     assert_eq!(g.session.bulk_inflight(), 0);
     drop(g);
+    let _ = h.stop.send(true);
+}
+
+/// Up to `MAX_LANES` lanes (issue 20: 200 thin streams at 5 % loss need more than 64):
+/// the core takes a session whose `Hello` announces them, and the trunk sockets accept
+/// `thin_linear_timeouts`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_of_more_than_64_lanes_is_taken() {
+    let trunk = format!("lanes = \"adaptive\"\nmax_connections = {MAX_LANES}\nthin_linear_timeouts = true");
+    let h = start_with(&psk(), &psk(), &["echo"], "", &trunk).await;
+    echo_roundtrip(h.client_addrs[0], 7, 50_000, 3000).await.unwrap();
+    assert_eq!(h.edge_counters.sessions_lost.load(Ordering::SeqCst), 0);
+    assert_eq!(h.core_counters.sessions_lost.load(Ordering::SeqCst), 0);
+    assert_eq!(h.edge.lock().session.lane_count(), MAX_LANES);
     let _ = h.stop.send(true);
 }

@@ -60,6 +60,10 @@ pub struct MuxSec {
     /// How much longer (ms) the tunnel's expected added delay must be than a direct
     /// connection's before a stream is shed; negative sheds even a faster tunnel.
     pub shed_slack_ms: f64,
+    /// `TCP_THIN_LINEAR_TIMEOUTS` on every trunk connection (the daemons'
+    /// `trunk.thin_linear_timeouts`): a lane with fewer than four segments in flight
+    /// does not back its retransmission timeout off for its first six retries.
+    pub thin_linear_timeouts: bool,
 }
 
 /// `mux.lanes`.

@@ -223,3 +223,26 @@ fn writes_still_in_the_tunnel_at_the_end_are_rows_never_read() {
         }
     }
 }
+
+/// `mux.thin_linear_timeouts` (the daemons' `trunk.thin_linear_timeouts`): over a
+/// 10 %-loss WAN the lanes' retransmission timeouts stop doubling. (At 30 % both reach
+/// the 60-s ceiling: past six retries, or with four segments in flight, they double.)
+#[test]
+fn thin_linear_timeouts_hold_the_lanes_rto_down() {
+    let lanes_rto = |tlt: bool| {
+        let mut v = grid("mux", 4, 10, 0.1);
+        set(&mut v, "records.trace_connections", json!("all"));
+        set(&mut v, "mux.thin_linear_timeouts", json!(tlt));
+        let r = run(&v);
+        let (c, t) = (&r.connections, &r.conn_trace);
+        let lane = |conn: usize| matches!(c.role[conn], 2 | 4);
+        let most =
+            (0..t.conn.len()).filter(|&i| lane(t.conn[i] as usize)).map(|i| t.rto[i]).fold(0.0, f64::max);
+        let timeouts: u32 = (0..c.role.len()).filter(|&i| lane(i)).map(|i| c.timeouts[i]).sum();
+        (most, timeouts)
+    };
+    let (backed_off, timeouts) = lanes_rto(false);
+    let (linear, _) = lanes_rto(true);
+    assert!(timeouts > 0, "the lanes time out at 10 % loss");
+    assert!(linear < backed_off, "lanes' largest RTO: {linear} s with the option, {backed_off} s without");
+}

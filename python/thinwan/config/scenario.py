@@ -467,7 +467,7 @@ class RecordsSection(_Section):
 # native module.
 MUX_FRAME_PAYLOAD_BYTES = 16384
 # thinwan-mux's most trunk lanes (crates/mux/src/config.rs).
-MUX_MAX_LANES = 64
+MUX_MAX_LANES = 256
 
 
 class MuxSection(_Section):
@@ -478,8 +478,8 @@ class MuxSection(_Section):
     # a yamux-multiplexed forwarder, each one connection for every stream (docs/mux.md
     # "OpenSSH as a peer", "yamux as a peer").
     mode: Literal["direct", "mux", "ssh", "yamux"] = "direct"
-    # At most 64 lanes: thinwan-mux's limit (crates/mux/src/config.rs: trunk.connections and
-    # trunk.max_connections ≤ 64), so a scenario the simulator runs also runs in the lab.
+    # At most MUX_MAX_LANES lanes: thinwan-mux's limit (crates/mux/src/config.rs MAX_LANES,
+    # for trunk.connections and trunk.max_connections), so a scenario the simulator runs also runs in the lab.
     trunks: int = Field(1, ge=1, le=MUX_MAX_LANES)
     frame_payload_bytes: int = Field(MUX_FRAME_PAYLOAD_BYTES, ge=512, le=1 << 20)
     # The daemons' `trunk.notsent_lowat` default (crates/mux/src/config.rs).
@@ -495,6 +495,11 @@ class MuxSection(_Section):
     # much more per message (docs/mux.md "Shedding").
     shed: bool = False
     shed_slack_ms: float = Field(100.0, ge=-60_000, le=60_000)
+    # TCP_THIN_LINEAR_TIMEOUTS on the trunk sockets (thinwan-mux `trunk.thin_linear_timeouts`,
+    # the simulator's lane connections): a lane with under four segments in flight keeps
+    # its retransmission timeout for six retries instead of doubling it (docs/mux.md
+    # "How many lanes"). The streams' own connections keep `[tcp]`.
+    thin_linear_timeouts: bool = False
 
     @model_validator(mode="after")
     def _max_lanes(self) -> MuxSection:

@@ -273,6 +273,16 @@ impl World {
                 queues.push(rest);
             }
         }
+        // The trunk sockets' own option (the daemons' `trunk.thin_linear_timeouts`): only
+        // the lanes differ from the scenario's TCP, the streams' direct connections do not.
+        let trunk_cfg = match cfg.mux.thin_linear_timeouts {
+            true => {
+                let mut c = *scfg;
+                c.mechanisms.thin_linear_timeouts = true;
+                Arc::new(c)
+            }
+            false => scfg.clone(),
+        };
         for (role, reverse) in [(ROLE_TRUNK, false), (ROLE_TRUNK_REV, true)] {
             for (k, &base) in lane_ports.iter().enumerate() {
                 let (to_edge, to_core) = ([base, 0, NO_PORT], [1, base + 1, NO_PORT]);
@@ -280,7 +290,7 @@ impl World {
                 conns.push(Conn::new(
                     k as u32,
                     role,
-                    Sender::new(scfg.clone()),
+                    Sender::new(trunk_cfg.clone()),
                     Receiver::with_shared(idle_rto(t.access_delay_ms + t.bottleneck_delay_ms)),
                     false,
                 ));

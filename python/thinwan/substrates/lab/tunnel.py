@@ -241,6 +241,8 @@ def _start_daemons(chain: Chain, scenario: Scenario, opts: LabSection, raw: Path
     trunk = f"notsent_lowat = {mux.notsent_lowat_bytes}\n"
     if mux.bulk_limit:
         trunk += "bulk_limit = true\n"
+    if mux.thin_linear_timeouts:
+        trunk += "thin_linear_timeouts = true\n"
     # The edge decides the lanes (docs/mux.md "Adaptive lanes"): `trunks` at start, up to
     # `max_lanes`; the core follows the edge's Hello.
     lanes = f'lanes = "adaptive"\nmax_connections = {mux.max_lanes}\n' if mux.lanes == "adaptive" else ""
