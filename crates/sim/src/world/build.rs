@@ -275,14 +275,9 @@ impl World {
         }
         // The trunk sockets' own option (the daemons' `trunk.thin_linear_timeouts`): only
         // the lanes differ from the scenario's TCP, the streams' direct connections do not.
-        let trunk_cfg = match cfg.mux.thin_linear_timeouts {
-            true => {
-                let mut c = *scfg;
-                c.mechanisms.thin_linear_timeouts = true;
-                Arc::new(c)
-            }
-            false => scfg.clone(),
-        };
+        let mut trunk_cfg = *scfg;
+        trunk_cfg.mechanisms.thin_linear_timeouts |= cfg.mux.thin_linear_timeouts;
+        let trunk_cfg = Arc::new(trunk_cfg);
         for (role, reverse) in [(ROLE_TRUNK, false), (ROLE_TRUNK_REV, true)] {
             for (k, &base) in lane_ports.iter().enumerate() {
                 let (to_edge, to_core) = ([base, 0, NO_PORT], [1, base + 1, NO_PORT]);
