@@ -160,3 +160,17 @@ def test_duration_override_refuses_a_varied_duration(tmp_path: Path) -> None:
     )
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert "d.toml: --duration: scenario.duration_s is varied by an axis" in done.stderr
+
+
+def test_keep_raw_without_the_lab_is_refused(tmp_path: Path) -> None:
+    """The simulator writes no raw logs: `--keep-raw` without `--lab` is a mistake, said
+    before anything runs."""
+    done = subprocess.run(
+        [sys.executable, "-m", "thinwan", "sweep", str(GRID / "grid.toml"), "--keep-raw", "--out", str(tmp_path / "o")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert "--keep-raw: the raw logs are the lab's; add --lab" in done.stderr
+    assert not (tmp_path / "o").exists()

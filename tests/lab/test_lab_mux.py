@@ -96,6 +96,17 @@ mux-1 = {{ "mux.mode" = "mux", "mux.trunks" = 1 }}
     html = (out / "report.html").read_text()
     assert "Sweep mini (lab)" in html and "Measured in the namespace lab" in html and "box plots" in html
     assert not (out / "lab-raw").exists() or not any((out / "lab-raw").iterdir())
+    # A second run per point, resumed in the same directory with --keep-raw: only the new
+    # tasks run, and their raw logs stay.
+    again = subprocess.run(
+        [sys.executable, "-m", "thinwan", "sweep", str(sweep), "--lab", "--duration", "4", "--out", str(out),
+         "--runs", "2", "--keep-raw", "--quiet", "--no-report"],
+        capture_output=True, text=True, timeout=240,
+    )  # fmt: skip
+    assert again.returncode == 0, again.stderr
+    kept = sorted(p.name for p in (out / "lab-raw").iterdir())
+    assert len(kept) == 2 and all(name.endswith("-run1") for name in kept), kept
+    assert all((out / "lab-raw" / name / "sink.csv").stat().st_size > 0 for name in kept)
 
 
 def test_adaptive_lanes_and_bulk_limit_reach_the_daemons(tmp_path: Path) -> None:

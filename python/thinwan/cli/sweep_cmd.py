@@ -31,6 +31,11 @@ def add_sweep_subcommand(subparsers: Any) -> argparse.ArgumentParser:
         action="store_true",
         help="run every point in the namespace lab (real TCP, thinwan-link, thinwan-mux; needs root) instead of the simulator",
     )
+    p.add_argument(
+        "--keep-raw",
+        action="store_true",
+        help="with --lab: keep every task's raw logs in DIR/lab-raw/ (default: only a failed task's)",
+    )
     p.add_argument("--runs", metavar="N", type=int_at_least(1), help="runs per point (overrides the sweep file)")
     p.add_argument("--duration", metavar="S", type=positive_float, help="override every point's scenario.duration_s")
     p.add_argument("--no-report", action="store_true", help="do not write report.html")
@@ -43,11 +48,14 @@ def add_sweep_subcommand(subparsers: Any) -> argparse.ArgumentParser:
 def _cmd_sweep(args: argparse.Namespace) -> int:
     """Run every point of a sweep file (skipping finished runs), write the dataset and a report."""
     from ..analysis.aggregate import check_column_names
+    from ..config.files import ScenarioError
     from ..config.sweepfile import load_sweep
     from ..execute.sweeps import run_sweep
     from ..records.meta import dumps_json
     from ..report.text import comparison_table
 
+    if args.keep_raw and not args.lab:
+        raise ScenarioError("--keep-raw: the raw logs are the lab's; add --lab")
     substrate = "lab" if args.lab else "sim"
     sweep = load_sweep(args.sweep, runs=args.runs, duration_s=args.duration, substrate=substrate)
     check_column_names(sweep)
@@ -61,7 +69,9 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
         return 0
     log = (lambda _: None) if args.quiet else (lambda line: print(f"thinwan: {line}", file=sys.stderr))
     started = time.monotonic()
-    result = run_sweep(sweep, out, jobs=args.jobs, scheduler=args.scheduler, progress=not args.quiet, log=log)
+    result = run_sweep(
+        sweep, out, jobs=args.jobs, scheduler=args.scheduler, progress=not args.quiet, log=log, keep_raw=args.keep_raw
+    )
     if not args.no_report:
         from ..report.sweep_page import write_sweep_report
 

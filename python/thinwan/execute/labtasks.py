@@ -6,7 +6,7 @@ dumbbell point, the three-namespace chain with the real thinwan-mux daemons for 
 ``topology.kind = "mux"`` point — runs its traffic in real time and is reduced to the
 same result as a simulator task (:func:`thinwan.analysis.aggregate.task_result`). A
 task's raw logs go to ``<out>/lab-raw/<point>-run<k>/`` while it runs and are removed
-once its row is written; a failed task's logs stay for a look.
+once its row is written (unless ``keep_raw``); a failed task's logs stay for a look.
 """
 
 from __future__ import annotations
@@ -31,8 +31,8 @@ RAW_DIR = "lab-raw"
 class LabTask:
     """``fn(task)`` of a lab sweep: one lab run of one point, reduced to its result."""
 
-    def __init__(self, out: Path, log: Callable[[str], None], total: int) -> None:
-        self.out, self.log, self.total, self.done = out, log, total, 0
+    def __init__(self, out: Path, log: Callable[[str], None], total: int, *, keep_raw: bool = False) -> None:
+        self.out, self.log, self.total, self.done, self.keep_raw = out, log, total, 0, keep_raw
 
     def __call__(self, task: SweepTask) -> dict[str, Any]:
         self.done += 1
@@ -54,5 +54,6 @@ class LabTask:
             f"lab task {i}/{n} done in {time.monotonic() - started:.0f} s: {int(s['messages'])} messages, "
             f"delay median {s['delay_median_ms']:.0f} ms, p99 {s['delay_p99_ms']:.0f} ms, max {s['delay_max_ms']:.0f} ms"
         )
-        shutil.rmtree(raw, ignore_errors=True)
+        if not self.keep_raw:
+            shutil.rmtree(raw, ignore_errors=True)
         return result

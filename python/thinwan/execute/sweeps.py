@@ -93,6 +93,7 @@ def run_sweep(
     executor: Executor | None = None,
     progress: bool = True,
     log: Callable[[str], None] | None = None,
+    keep_raw: bool = False,
 ) -> SweepResult:
     """Run every (point, run) of ``sweep`` not already in ``out_dir``; write the dataset
     and ``summary.json`` (the report is the caller's: :mod:`thinwan.report.sweep_page`).
@@ -101,7 +102,8 @@ def run_sweep(
     the Dask scheduler at ``scheduler`` (e.g. ``tcp://host:8786``) when given, or the
     namespace lab one at a time for a ``substrate = "lab"`` sweep (root). Each finished
     task's row is written at once, so an interrupted sweep resumes where it stopped.
-    ``log`` receives one-line progress messages (default: none).
+    ``log`` receives one-line progress messages (default: none). ``keep_raw``: a lab
+    sweep keeps every task's raw logs, not only a failed task's.
     """
     from .executors import DaskCluster, LocalProcesses, SerialLab
 
@@ -136,7 +138,7 @@ def run_sweep(
         if lab:
             from .labtasks import LabTask  # namespaces and daemons: only for lab sweeps
 
-            fn: Callable[[SweepTask], dict[str, Any]] = LabTask(out, log, len(todo))
+            fn: Callable[[SweepTask], dict[str, Any]] = LabTask(out, log, len(todo), keep_raw=keep_raw)
         else:
             fn = run_task
         bar = progress_bar(len(tasks), sweep.name, progress, initial=len(tasks) - len(todo))
