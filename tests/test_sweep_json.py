@@ -20,6 +20,7 @@ from thinwan.config.sweepfile import load_sweep
 from thinwan.execute.sweeps import run_sweep
 from thinwan.records.schema import RunRecords
 from thinwan.report.sweep_page import write_sweep_report
+from thinwan.report.text import comparison_table
 
 ROOT = Path(__file__).resolve().parent.parent
 GRID = ROOT / "scenarios" / "carlmar2011"
@@ -114,6 +115,15 @@ def test_tunnel_sweep_document_pools_every_run_per_configuration(tmp_path: Path)
         assert got[key] == pytest.approx(want[key], rel=0.00025), key
     html = (tmp_path / "out" / "report.html").read_text()
     assert "per grid point (box plots)" in html and "(lab)" not in html
+    # The table the grid's targets compare leads the report and closes the CLI table:
+    # median / p99 / max per grid point and configuration, the pooled figures above.
+    cell = " / ".join(f"{got[k]:,.0f}" for k in ("median", "p99", "max"))
+    assert html.index("End-to-end delay per grid point and configuration") < html.index("Configurations compared")
+    assert f'<td class="num">{cell}</td>' in html
+    text = comparison_table(sweep, doc).splitlines()
+    at = text.index("End-to-end delay, ms: median / p99 / max of all messages of all runs")
+    assert text[at + 2].split() == ["bottleneck_delay_ms", "direct", "mux-2"]
+    assert text[-1].split()[0] == "300" and text[-1].endswith(cell)
 
 
 def test_sweep_json_cli_prints_the_grid_document(tmp_path: Path) -> None:

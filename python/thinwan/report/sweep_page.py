@@ -40,7 +40,7 @@ from .figures import (
 )
 from .qds_sweep import qds_sweep_context
 from .sensitivity_page import sensitivity_context
-from .text import TABLE_METRICS, display_axes, display_order, metric_cell, number, short_axis
+from .text import TABLE_METRICS, delay_grid, display_axes, display_order, metric_cell, number, short_axis
 
 __all__ = ["html_comparison", "write_sweep_report", "figure_titles"]
 
@@ -62,6 +62,7 @@ def figure_titles(sweep: Sweep) -> dict[str, str]:
         "ccdf": "Delay components by configuration (mean CCDF over runs)",
     }
     if configuration_axis(sweep) is not None:
+        titles["grid"] = "End-to-end delay per grid point and configuration"
         titles["boxes"] = "End-to-end delay of all messages per grid point (box plots)"
     return titles
 
@@ -94,6 +95,7 @@ def html_comparison(sweep: Sweep, frame: pd.DataFrame, document: Mapping[str, An
     boxes = "boxes" in titles
     if boxes:
         figures["boxes"] = _fig_delay_boxes(document, titles["boxes"])
+    grid = delay_grid(sweep, document) if boxes else None
     ccdfs = mean_ccdfs(frame)
     qds = qds_sweep_context(sweep, document, ccdfs)
     figures.update(qds["figures"])
@@ -118,6 +120,7 @@ def html_comparison(sweep: Sweep, frame: pd.DataFrame, document: Mapping[str, An
         x_label=_x_label(sweep.x_axis) if sweep.x_axis else None,
         overlays=overlays,
         boxes=boxes,
+        grid=grid,
         axes=[
             (a.name, [(label(lab), _overrides_text(o)) for lab, o in zip(a.labels, a.overrides)]) for a in sweep.axes
         ],
@@ -293,7 +296,11 @@ def _fig_delay_boxes(document: Mapping[str, Any], title: str) -> dict[str, Any]:
     cols = min(4, len(groups))
     rows = math.ceil(len(groups) / cols)
     layout = grid_layout(title, rows, cols, gap_x=0.08, gap_y=0.25 if rows > 1 else 0.1)
-    layout["height"] = int(300 * rows + 120)
+    # The first row's panel titles (one line per grid axis) sit above its plots: room for
+    # them under the figure's title.
+    title_lines = max(g["name"].count(",") + 1 for g in groups)
+    layout["margin"]["t"] += 16 * title_lines
+    layout["height"] = int(300 * rows + 120 + 16 * title_lines)
     layout["showlegend"] = False
     data: list[dict[str, Any]] = []
     for i_panel, group in enumerate(groups, start=1):
@@ -438,6 +445,24 @@ point and run in <code>runs.parquet/</code>, each point's scenario in <code>poin
 
 {% if sensitivity.present %}{{ sensitivity.html | safe }}{% endif %}
 
+{% if boxes %}
+<h2>{{ titles.grid }}</h2>
+<p>Per grid point and configuration: median / p99 / max of the end-to-end delay (server write → client
+read) of all messages of all runs, ms; ∞: a message was never read. The box plots below show the same
+distributions.</p>
+<table>
+<tr>{% for h in grid[0] %}<th>{{ h }}</th>{% endfor %}{% for c in grid[1] %}<th>{{ c }}</th>{% endfor %}</tr>
+{% for labels, cells in grid[2] %}
+<tr>{% for l in labels %}<td>{{ l }}</td>{% endfor %}{% for c in cells %}<td class="num">{{ c }}</td>{% endfor %}</tr>
+{% endfor %}
+</table>
+
+<h2>{{ titles.boxes }}</h2>
+<p>Server write → client read, all messages of all runs pooled. Box: Q1, median, Q3;
+whiskers: min and max; ▼ p99; ▲ at the top: a message never read.</p>
+<div class="plot" id="fig-boxes"></div>
+{% endif %}
+
 <h2>{{ titles.table }}</h2>
 <p>Mean over runs, with min – max below. r_I150 / r_I1000: share of interactive writes
 whose end-to-end delay exceeds 150 ms / 1000 ms minus the point's one-way WAN delay;
@@ -524,13 +549,6 @@ runs. ▲ at the top: T = ∞ (no violation in some run).</p>
 <p class="missing">No interactive messages at any point: no r_I / T_I plots.</p>
 {% elif not sensitivity.present %}
 <p class="missing">No numeric axis to plot against (see [report] x in docs/sweeps.md).</p>
-{% endif %}
-
-{% if boxes %}
-<h2>{{ titles.boxes }}</h2>
-<p>Server write → client read, all messages of all runs pooled. Box: Q1, median, Q3;
-whiskers: min and max; ▼ p99; ▲ at the top: a message never read.</p>
-<div class="plot" id="fig-boxes"></div>
 {% endif %}
 
 <h2>{{ titles.ccdf }}</h2>

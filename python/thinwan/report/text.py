@@ -166,7 +166,37 @@ def comparison_table(sweep: Sweep, document: Mapping[str, Any]) -> str:
     types = _by_type_names(summaries.values())
     if types:
         out += ["", *_table_i(sweep, columns, points, summaries, types)]
+    grid = delay_grid(sweep, document)
+    if grid is not None:
+        headers, configs, grid_rows = grid
+        out += ["", "End-to-end delay, ms: median / p99 / max of all messages of all runs", ""]
+        out += _aligned([[*headers, *configs], *([*labels, *cells] for labels, cells in grid_rows)], len(headers))
     return "\n".join(out)
+
+
+def delay_grid(
+    sweep: Sweep, document: Mapping[str, Any]
+) -> tuple[list[str], list[str], list[tuple[list[str], list[str]]]] | None:
+    """A sweep with a configuration axis (the tunnel grids): per grid point, each
+    configuration's pooled ``median / p99 / max`` delay in ms (∞: a message never read) —
+    the figures the grid's targets compare. ``(axis headers, configurations, rows)``, or
+    None for other sweeps."""
+    if "configurations" not in document or not document["points"]:
+        return None
+    configs = list(document["configurations"]["labels"])
+    axes = list(document["points"][0]["params"])
+    rows = [
+        ([label(g["params"][a]) for a in axes], [_delay_triple(g["configs"].get(c)) for c in configs])
+        for g in document["points"]
+    ]
+    return [short_axis(sweep, a) for a in axes], configs, rows
+
+
+def _delay_triple(stats: Mapping[str, Any] | None) -> str:
+    if stats is None:
+        return "n/a"
+    values = [number(stats.get(k)) for k in ("median", "p99", "max")]
+    return " / ".join("n/a" if v is None else "∞" if math.isinf(v) else f"{v:,.0f}" for v in values)
 
 
 def _aligned(rows: list[list[str]], n_axes: int) -> list[str]:
