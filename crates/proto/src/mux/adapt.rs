@@ -39,7 +39,7 @@ pub struct LaneMeter {
     /// The current judging window of the backlog (see [`LaneMeter::judge_backlog`]):
     /// its start, and the sum and count of its ticks' excess backlog, seconds.
     window: Option<(Instant, f64, u32)>,
-    /// When the lane last carried a stream data frame.
+    /// When the lane last carried a stream data frame, sent or received.
     pub last_data: Instant,
     /// Smoothed ping round trip (pong arrival − ping send).
     pub ping_srtt: Option<Duration>,

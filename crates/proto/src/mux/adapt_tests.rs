@@ -247,6 +247,42 @@ fn lanes_open_under_a_growing_backlog_and_close_when_idle() {
     }
 }
 
+#[test]
+fn the_edge_keeps_a_lane_the_cores_data_is_on() {
+    // The edge opens lanes for its own backlog, then falls silent while the core's
+    // streams, spread over the edge's lanes, keep sending: a lane idle in the edge's
+    // direction only is in use and must stay open (the daemons' edge once closed such
+    // lanes after the hold and dialled them again).
+    let mut net = Net::new(adaptive_cfg(), 50_000.0, Duration::from_millis(50), 16 * 1024);
+    let ids = net.open_streams(40);
+    let mut sent: HashMap<StreamId, usize> = HashMap::new();
+    for _ in 0..200 {
+        // 40 × 200 B every 50 ms from the edge: 160 kB/s on 50-kB/s lanes, 10 s.
+        for &id in &ids {
+            let at = sent.entry(id).or_default();
+            *at += net.edge.stream_send(id, &pattern(id, *at, 200), net.now).expect("stream");
+        }
+        net.settle(Duration::from_millis(50));
+    }
+    assert_eq!(net.edge.lanes_wanted(), 4, "the edge's own backlog opened lanes: {:?}", net.edge.stats());
+    let closed = net.edge.stats().lanes_closed;
+    // The edge stops; the core sends 20 B a stream every 50 ms (16 kB/s: one lane would
+    // do, so the core wants no lanes itself) on the 4 lanes for 3 holds.
+    let mut written = HashMap::new();
+    drive(&mut net, &ids, &mut written, 120, 20); // 6 s
+    let per_lane = core_streams_per_lane(&net, &ids);
+    assert!(per_lane[3] > 0, "the core sends on the top lane: {per_lane:?}");
+    assert_eq!(net.edge.lanes_wanted(), 4, "stats {:?}", net.edge.stats());
+    assert_eq!(net.edge.stats().lanes_closed, closed, "no lane given up while the core's data is on it");
+    // Quiet both ways: now the extra lanes close.
+    net.settle(Duration::from_secs(12));
+    assert_eq!(net.edge.lanes_wanted(), 1, "stats {:?}", net.edge.stats());
+    assert!(net.lost.is_empty(), "{:?}", net.lost);
+    for &id in &ids {
+        assert_eq!(net.got[&id], pattern(id, 0, written[&id]), "stream {id}");
+    }
+}
+
 /// How many of `ids` the core sends on each of 8 lanes.
 fn core_streams_per_lane(net: &Net, ids: &[StreamId]) -> [u32; 8] {
     let mut per_lane = [0; 8];

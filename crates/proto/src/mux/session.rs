@@ -1402,6 +1402,10 @@ impl Session {
             l.rx_next += 1;
             if let Frame::Data { payload, .. } = &frame {
                 l.rx_unacked_bytes += payload.len();
+                // A lane carries stream data either way: the edge, which decides the
+                // lanes, sends little of its own and must not give up a lane the core's
+                // data is on (it closed such lanes and dialled them again).
+                l.meter.last_data = now;
             }
             // With the bulk-in-flight limit the peer may send only that much before an
             // ack: acknowledge by byte count too (half the limit's floor), or a fast,
