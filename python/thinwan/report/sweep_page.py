@@ -95,7 +95,7 @@ def html_comparison(sweep: Sweep, frame: pd.DataFrame, document: Mapping[str, An
     boxes = "boxes" in titles
     if boxes:
         figures["boxes"] = _fig_delay_boxes(document, titles["boxes"])
-    grid = delay_grid(sweep, document) if boxes else None
+    grid = delay_grid(sweep, document)
     ccdfs = mean_ccdfs(frame)
     qds = qds_sweep_context(sweep, document, ccdfs)
     figures.update(qds["figures"])

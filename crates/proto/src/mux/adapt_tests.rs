@@ -206,7 +206,7 @@ fn adaptive_cfg() -> Config {
     }
 }
 
-/// Every stream's bytes, written by the core in `rounds` of `size` bytes every `gap`.
+/// Every stream's bytes, written by the core in `rounds` of `size` bytes every 50 ms.
 fn drive(
     net: &mut Net,
     ids: &[StreamId],
@@ -214,11 +214,24 @@ fn drive(
     rounds: usize,
     size: usize,
 ) {
+    drive_from(net, Role::Core, ids, written, rounds, size);
+}
+
+/// As [`drive`], written by the session of `role`.
+fn drive_from(
+    net: &mut Net,
+    role: Role,
+    ids: &[StreamId],
+    written: &mut HashMap<StreamId, usize>,
+    rounds: usize,
+    size: usize,
+) {
     for _ in 0..rounds {
+        let now = net.now;
+        let sender = if role == Role::Edge { &mut net.edge } else { &mut net.core };
         for &id in ids {
             let at = written.entry(id).or_default();
-            let n = net.core.stream_send(id, &pattern(id, *at, size), net.now).expect("stream");
-            *at += n;
+            *at += sender.stream_send(id, &pattern(id, *at, size), now).expect("stream");
         }
         net.settle(Duration::from_millis(50));
     }
@@ -255,15 +268,8 @@ fn the_edge_keeps_a_lane_the_cores_data_is_on() {
     // lanes after the hold and dialled them again).
     let mut net = Net::new(adaptive_cfg(), 50_000.0, Duration::from_millis(50), 16 * 1024);
     let ids = net.open_streams(40);
-    let mut sent: HashMap<StreamId, usize> = HashMap::new();
-    for _ in 0..200 {
-        // 40 × 200 B every 50 ms from the edge: 160 kB/s on 50-kB/s lanes, 10 s.
-        for &id in &ids {
-            let at = sent.entry(id).or_default();
-            *at += net.edge.stream_send(id, &pattern(id, *at, 200), net.now).expect("stream");
-        }
-        net.settle(Duration::from_millis(50));
-    }
+    // 40 × 200 B every 50 ms from the edge: 160 kB/s on 50-kB/s lanes, 10 s.
+    drive_from(&mut net, Role::Edge, &ids, &mut HashMap::new(), 200, 200);
     assert_eq!(net.edge.lanes_wanted(), 4, "the edge's own backlog opened lanes: {:?}", net.edge.stats());
     let closed = net.edge.stats().lanes_closed;
     // The edge stops; the core sends 20 B a stream every 50 ms (16 kB/s: one lane would
