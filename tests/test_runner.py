@@ -90,3 +90,23 @@ def test_dumps_json_writes_non_finite_numbers_as_null() -> None:
 def test_git_revision_is_a_hash_or_unknown() -> None:
     rev = git_revision()
     assert rev == "unknown" or (len(rev) == 40 and int(rev, 16) >= 0)
+
+
+def _panics(task: int) -> int:
+    """A task that fails as a panic in the native simulator does: with a BaseException
+    whose class (local here, ``pyo3_runtime``'s there) no other process can import."""
+
+    class PanicException(BaseException):
+        pass
+
+    raise PanicException(f"index out of bounds in task {task}")
+
+
+def test_a_panic_in_a_worker_process_reaches_the_user_with_its_message() -> None:
+    # Real spawned workers: the exception must cross a pickle (it once arrived as
+    # "PicklingError: Can't pickle PanicException", without the panic's text).
+    pool = executors.LocalProcesses(jobs=2)
+    with pytest.raises(RunError, match=r"^task 1 failed: PanicException: index out of bounds in task 1$"):
+        list(pool.map(_panics, [1, 1], describe=lambda t: f"task {t}"))
+    with pytest.raises(RunError, match=r"^task 3 failed: PanicException: index out of bounds in task 3$"):
+        list(executors.LocalProcesses(jobs=1).map(_panics, [3], describe=lambda t: f"task {t}"))

@@ -76,7 +76,7 @@ class LocalProcesses:
         pool = self._pool(self.workers(len(tasks)))
         finished = False
         try:
-            futures = {pool.submit(fn, t): t for t in tasks}
+            futures = {pool.submit(_in_worker, fn, t): t for t in tasks}
             for future in as_completed(futures):
                 task = futures[future]
                 try:
@@ -85,8 +85,10 @@ class LocalProcesses:
                     raise RunError(
                         f"{describe(task)}: a worker process died (crash in the native simulator?)"
                     ) from None
+                except WorkerFailure as e:
+                    raise RunError(f"{describe(task)} failed: {e}") from None
                 except Exception as e:
-                    raise RunError(f"{describe(task)} failed: {type(e).__name__}: {e}") from e
+                    raise RunError(f"{describe(task)} failed: {_failure(e)}") from e
                 yield task, result
             finished = True
         finally:
@@ -146,7 +148,7 @@ class DaskCluster:
                 try:
                     result = future.result()
                 except Exception as e:  # includes KilledWorker: a worker died running it, repeatedly
-                    raise RunError(f"{describe(task)} failed: {type(e).__name__}: {e}") from e
+                    raise RunError(f"{describe(task)} failed: {_failure(e)}") from e
                 yield task, result
         finally:
             if futures:
@@ -196,6 +198,27 @@ def progress_bar(total: int, desc: str, show: bool, initial: int = 0) -> Any:
     )
 
 
+class WorkerFailure(Exception):
+    """What a task raised in a worker process, as its type and text. Carried back in this
+    form because not every exception pickles: the native simulator's panic is a
+    ``pyo3_runtime.PanicException``, whose class no worker-side import can name, so the
+    pool would report only a PicklingError instead of the panic's message."""
+
+
+def _in_worker(fn: Callable[[T], R], task: T) -> R:
+    """``fn(task)`` in a worker process, any failure raised as :class:`WorkerFailure`."""
+    try:
+        return fn(task)
+    except (KeyboardInterrupt, SystemExit):
+        raise
+    except BaseException as e:  # a panic is a BaseException (pyo3), not an Exception
+        raise WorkerFailure(_failure(e)) from None
+
+
+def _failure(e: BaseException) -> str:
+    return f"{type(e).__name__}: {e}"
+
+
 def _ignore_sigint() -> None:
     import signal
 
@@ -216,8 +239,8 @@ def _in_process(fn: Callable[[T], R], tasks: Sequence[T], describe: Callable[[T]
     for task in tasks:
         try:
             result = fn(task)
-        except (OSError, KeyboardInterrupt):
+        except (OSError, KeyboardInterrupt, SystemExit):
             raise
-        except Exception as e:
-            raise RunError(f"{describe(task)} failed: {type(e).__name__}: {e}") from e
+        except BaseException as e:  # a panic in the native simulator is a BaseException
+            raise RunError(f"{describe(task)} failed: {_failure(e)}") from e
         yield task, result
