@@ -38,6 +38,10 @@ struct Net {
     /// Core transmissions that took the bulk in flight past the limit by more than
     /// one frame (the bulk-limit property).
     over_limit: Vec<String>,
+    /// (period, length): nothing reaches the edge for `length` at the end of every
+    /// `period`, then everything held arrives at once — a loss recovery's
+    /// head-of-line blocking, as TCP delivers it.
+    stall: Option<(Duration, Duration)>,
 }
 
 impl Net {
@@ -63,6 +67,7 @@ impl Net {
             lost: Vec::new(),
             reports: Vec::new(),
             over_limit: Vec::new(),
+            stall: None,
         };
         for l in 0..cfg.lanes {
             net.connect(l);
@@ -107,9 +112,16 @@ impl Net {
     fn step(&mut self) {
         self.now += Duration::from_millis(1);
         let now = self.now;
+        let stalled = self.stall.is_some_and(|(period, length)| {
+            let phase = now.saturating_since(Instant::ZERO).as_nanos() % period.as_nanos();
+            phase >= (period - length).as_nanos()
+        });
         for lane in 0..self.gens.len() {
             let Some((ge, gc)) = self.gens[lane] else { continue };
             for to_edge in [true, false] {
+                if to_edge && stalled {
+                    continue;
+                }
                 let pipe = if to_edge { &mut self.c2e[lane] } else { &mut self.e2c[lane] };
                 while pipe.flight.front().is_some_and(|(t, _)| *t <= now) {
                     let (_, b) = pipe.flight.pop_front().expect("checked");
@@ -258,6 +270,28 @@ fn lanes_open_under_a_growing_backlog_and_close_when_idle() {
     for &id in &ids {
         assert_eq!(net.got[&id], pattern(id, 0, written[&id]), "stream {id}");
     }
+}
+
+#[test]
+fn loss_recoveries_alone_open_no_lanes() {
+    // A lane with capacity to spare (500 kB/s for 160 kB/s offered, 100 ms RTT) whose
+    // deliveries stop for 1.2 s every 2.5 s, as when a loss recovery waits for the RTO
+    // and backs off once: the backlog stands at over 1 RTT for more than 4 RTTs, and
+    // then drains. More lanes would only be thinner lanes, so none open (the mean rule
+    // opened them: 16 → 128 lanes in the simulator and the lab at 1 %/100 ms).
+    let mut net = Net::new(adaptive_cfg(), 500_000.0, Duration::from_millis(50), 64 * 1024);
+    net.stall = Some((Duration::from_millis(2500), Duration::from_millis(1200)));
+    let ids = net.open_streams(40);
+    let mut written = HashMap::new();
+    drive(&mut net, &ids, &mut written, 200, 200); // 10 s
+    assert_eq!(net.core.lanes_wanted(), 1, "stats {:?}", net.core.stats());
+    assert_eq!(net.core.stats().lanes_opened, 0);
+    // The same stalls on a lane short of capacity (50 kB/s): the backlog stands, lanes open.
+    let mut net = Net::new(adaptive_cfg(), 50_000.0, Duration::from_millis(50), 16 * 1024);
+    net.stall = Some((Duration::from_millis(2500), Duration::from_millis(1200)));
+    let ids = net.open_streams(40);
+    drive(&mut net, &ids, &mut HashMap::new(), 200, 200);
+    assert_eq!(net.core.lanes_wanted(), 4, "stats {:?}", net.core.stats());
 }
 
 #[test]
