@@ -104,9 +104,9 @@ pub struct Config {
     /// Most lanes (adaptive lanes): `lanes` are always open, up to `max_lanes` are
     /// opened on demand. `max_lanes <= lanes` turns adaptation off.
     pub max_lanes: u16,
-    /// Open a lane when a lane's backlog in time exceeds this many of its RTTs …
+    /// Open a lane when a lane's backlog in time stays above this many of its RTTs …
     pub lane_open_rtts: f64,
-    /// … for this many of its RTTs.
+    /// … through a window of this many of its RTTs, at least [`LANE_SUSTAIN_MIN`].
     pub lane_sustain_rtts: f64,
     /// An extra lane that carried no stream data for this long is closed.
     pub lane_idle_hold: Duration,
@@ -144,8 +144,8 @@ impl Default for Config {
     /// - thin below 32 KiB per 100 ms (≈ 2.6 Mbit/s);
     /// - ping every 1 s, dead after 5 s silence, resume within 30 s;
     /// - ack after 5 ms or 64 frames;
-    /// - adaptive lanes off (`max_lanes = 1`); when on: open above 1 RTT of backlog
-    ///   held for 4 RTTs, close an extra lane idle for 10 s;
+    /// - adaptive lanes off (`max_lanes = 1`); when on: open when the backlog stays
+    ///   above 1 RTT through 4 RTTs (at least 2 s), close an extra lane idle for 10 s;
     /// - bulk-in-flight limit off (floor 64 KiB when on); no reserved thin lane.
     fn default() -> Self {
         Config {
