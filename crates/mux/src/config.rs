@@ -65,9 +65,9 @@ pub struct RawTrunk {
     pub lanes: Option<String>,
     /// (edge) Most lanes with `lanes = "adaptive"`. Default 8.
     pub max_connections: Option<u16>,
-    /// Open a lane when a lane's backlog in time stays above this many RTTs … Default 1.0.
+    /// Open a lane when a lane's backlog in time exceeds this many RTTs. Default 1.0.
     pub lane_open_rtts: Option<f64>,
-    /// … through a window of this many RTTs (at least 2 s). Default 4.0.
+    /// … for this many RTTs. Default 4.0.
     pub lane_sustain_rtts: Option<f64>,
     /// Give up an extra lane idle for this long, ms. Default 10000.
     pub lane_idle_hold_ms: Option<u64>,

@@ -37,8 +37,8 @@ pub struct LaneMeter {
     /// The lane had a backlog at every tick since `mark_at`.
     busy: bool,
     /// The current judging window of the backlog (see [`LaneMeter::judge_backlog`]):
-    /// its start, and its ticks' smallest excess backlog so far, seconds.
-    window: Option<(Instant, f64)>,
+    /// its start, and the sum and count of its ticks' excess backlog, seconds.
+    window: Option<(Instant, f64, u32)>,
     /// When the lane last carried a stream data frame, sent or received.
     pub last_data: Instant,
     /// Smoothed ping round trip (pong arrival − ping send).
@@ -110,29 +110,27 @@ impl LaneMeter {
     }
 
     /// One tick's backlog in time beyond one round trip, `excess` seconds (`None` when
-    /// unknown: no RTT or rate yet, or the lane is not up). Back with the window's
-    /// smallest excess once a window of `span` has passed, and a new window begins.
+    /// unknown: no RTT or rate yet, or the lane is not up). Back with the window's mean
+    /// excess once a window of `span` has passed, and a new window begins.
     ///
-    /// The smallest, not the mean: the backlog must *stand* above the threshold the
-    /// whole window, which only a lane short of capacity for its load does. A loss
-    /// recovery also raises the backlog (the lane's data waits behind the lost segment),
-    /// but it falls back once the segment is repaired; opening lanes for that (the mean
-    /// rule did: 16 → 128 lanes at 1 % loss, 100 ms) only makes each lane thinner, and a
-    /// thin lane repairs its losses by timeout instead of fast retransmit (docs/mux.md
-    /// "Lanes open for load only").
+    /// A mean over the window, not "above the threshold at every tick": on a lossy lane
+    /// the backlog rises with each loss recovery and falls when it ends, so a lane that
+    /// is head-of-line blocked most of the time still dips below the threshold between
+    /// recoveries, and every dip would restart an all-ticks timer.
     pub fn judge_backlog(&mut self, now: Instant, excess: Option<f64>, span: Duration) -> Option<f64> {
         let Some(x) = excess else {
             self.window = None;
             return None;
         };
-        let (start, least) = self.window.get_or_insert((now, f64::INFINITY));
-        *least = least.min(x);
+        let (start, sum, n) = self.window.get_or_insert((now, 0.0, 0));
+        *sum += x;
+        *n += 1;
         if now.saturating_since(*start) < span {
             return None;
         }
-        let least = *least;
+        let mean = *sum / f64::from(*n);
         self.window = None;
-        Some(least)
+        Some(mean)
     }
 
     /// Start judging afresh (new lanes changed what every lane carries).
@@ -229,24 +227,19 @@ mod tests {
     }
 
     #[test]
-    fn backlog_is_judged_on_its_least_over_a_window() {
-        let span = ms(100);
-        // Six 20-ms ticks of a window, the last ending it.
-        let judge = |xs: [f64; 6]| {
-            let mut m = LaneMeter::new(Instant::ZERO);
-            let v: Vec<_> = (1..=6u64)
-                .map(|i| m.judge_backlog(Instant::ZERO + ms(20 * i), Some(xs[i as usize - 1]), span))
-                .collect();
-            assert_eq!(v[..5], [None; 5]);
-            v[5]
-        };
-        // A backlog standing above 0.8 s the whole window: load.
-        assert_eq!(judge([1.5, 0.8, 2.0, 1.5, 1.0, 3.0]), Some(0.8));
-        // 1.5 s at the peaks of loss recoveries, back to 0 between them: not load,
-        // though its mean (1.0 s) is as high.
-        assert_eq!(judge([1.5, 1.5, 0.0, 1.5, 1.5, 0.0]), Some(0.0));
-        // Unknown (lane down, no rate yet) starts over.
+    fn backlog_is_judged_on_its_mean_over_a_window() {
         let mut m = LaneMeter::new(Instant::ZERO);
+        let span = ms(100);
+        // 1.5 s of excess backlog, dipping to 0 every third 20-ms tick (between loss
+        // recoveries): no verdict before the window ends, then its mean, 1.0 s.
+        let mut verdicts = Vec::new();
+        for i in 1..=6u64 {
+            let x = if i % 3 == 0 { 0.0 } else { 1.5 };
+            verdicts.push(m.judge_backlog(Instant::ZERO + ms(20 * i), Some(x), span));
+        }
+        assert_eq!(verdicts[..5], [None; 5]);
+        assert_eq!(verdicts[5].map(|v| (v * 1e9).round() / 1e9), Some(1.0));
+        // Unknown (lane down, no rate yet) starts over.
         m.judge_backlog(Instant::ZERO + ms(140), Some(5.0), span);
         m.judge_backlog(Instant::ZERO + ms(160), None, span);
         assert_eq!(m.judge_backlog(Instant::ZERO + ms(180), Some(0.0), span), None);

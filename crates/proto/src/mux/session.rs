@@ -29,10 +29,8 @@
 //! # Adaptive lanes (issue 20; off while `max_lanes == lanes`)
 //! Every [`ADAPT_TICK`] each side measures its lanes ([`super::adapt::LaneMeter`]). When
 //! a lane's backlog in time — (bytes queued for it + its unacknowledged bytes) ÷
-//! delivery rate, minus one round trip — stays above `lane_open_rtts` × its minimum RTT
-//! at every tick of a window of `lane_sustain_rtts` × that RTT, and at least
-//! [`LANE_SUSTAIN_MIN`] (a standing queue: load, not a loss recovery), the side doubles
-//! its lanes (up to
+//! delivery rate, minus one round trip — averaged over a window of `lane_sustain_rtts`
+//! × its minimum RTT exceeds `lane_open_rtts` × that RTT, the side doubles its lanes (up to
 //! `max_lanes`) and says so in a `Lanes` frame (on lane 0 only, so
 //! values cannot overtake each other); the edge dials every lane
 //! either side wants. When a lane comes up, streams are rebalanced so each open lane
@@ -104,9 +102,9 @@ pub struct Config {
     /// Most lanes (adaptive lanes): `lanes` are always open, up to `max_lanes` are
     /// opened on demand. `max_lanes <= lanes` turns adaptation off.
     pub max_lanes: u16,
-    /// Open a lane when a lane's backlog in time stays above this many of its RTTs …
+    /// Open a lane when a lane's backlog in time exceeds this many of its RTTs …
     pub lane_open_rtts: f64,
-    /// … through a window of this many of its RTTs, at least [`LANE_SUSTAIN_MIN`].
+    /// … for this many of its RTTs.
     pub lane_sustain_rtts: f64,
     /// An extra lane that carried no stream data for this long is closed.
     pub lane_idle_hold: Duration,
@@ -123,14 +121,6 @@ pub struct Config {
 /// Short against the paths' RTTs (tens to hundreds of ms), long against a frame.
 pub const ADAPT_TICK: Duration = Duration::from_millis(20);
 
-/// Shortest window over which a lane's backlog must stand to open lanes (longer than
-/// `lane_sustain_rtts` on short paths): a loss recovery that backs off once holds a
-/// lane up for RTO + 2 RTO, 1.2 s where the RTT is 200 ms (Linux's RTO is at least
-/// RTT + 200 ms), which 4 RTTs (0.8 s) would take for a standing queue. In the
-/// simulated grid at 1 %/100 ms such recoveries opened lanes in 4 runs of 10 without it,
-/// none with it (docs/mux.md "Lanes open for load only").
-pub const LANE_SUSTAIN_MIN: Duration = Duration::from_secs(2);
-
 /// How often an adaptive session reports its lanes' streams ([`Event::LaneReport`]).
 pub const LANE_REPORT: Duration = Duration::from_secs(5);
 
@@ -144,8 +134,8 @@ impl Default for Config {
     /// - thin below 32 KiB per 100 ms (≈ 2.6 Mbit/s);
     /// - ping every 1 s, dead after 5 s silence, resume within 30 s;
     /// - ack after 5 ms or 64 frames;
-    /// - adaptive lanes off (`max_lanes = 1`); when on: open when the backlog stays
-    ///   above 1 RTT through 4 RTTs (at least 2 s), close an extra lane idle for 10 s;
+    /// - adaptive lanes off (`max_lanes = 1`); when on: open above 1 RTT of backlog
+    ///   held for 4 RTTs, close an extra lane idle for 10 s;
     /// - bulk-in-flight limit off (floor 64 KiB when on); no reserved thin lane.
     fn default() -> Self {
         Config {
@@ -1153,8 +1143,8 @@ impl Session {
             }
             return;
         }
-        // Which wanted lanes were backlogged past the threshold throughout the last
-        // window of `lane_sustain_rtts` RTTs?
+        // Which wanted lanes were backlogged past the threshold, on average, over the
+        // last window of `lane_sustain_rtts` RTTs?
         let mut any_over = false;
         let mut trigger = false;
         let open_now = self.lanes_wanted();
@@ -1171,8 +1161,8 @@ impl Session {
             let Some(rtt) = rtt.map(|r| r.as_secs_f64()) else { continue };
             let open = rtt * self.cfg.lane_open_rtts;
             any_over |= excess.is_some_and(|x| x > open);
-            let span = Duration::from_secs_f64(rtt * self.cfg.lane_sustain_rtts).max(LANE_SUSTAIN_MIN);
-            if l.meter.judge_backlog(now, excess, span).is_some_and(|least| least > open) {
+            let span = Duration::from_secs_f64(rtt * self.cfg.lane_sustain_rtts);
+            if l.meter.judge_backlog(now, excess, span).is_some_and(|mean| mean > open) {
                 trigger = true;
             }
         }
