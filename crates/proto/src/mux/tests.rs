@@ -292,6 +292,53 @@ fn resume_timeout_fails_streams() {
     assert!(p.resets.contains(&(true, a, ResetCode::ResumeFailed)));
 }
 
+/// One ping round trip on lane 0 with `one_way` delay each way (the lanes' RTT
+/// measurement); returns when the pong has arrived at the edge.
+fn ping_over(p: &mut Pair, one_way: Duration) {
+    let (ge, gc) = p.gens[0];
+    p.now += Config::default().ping_interval;
+    p.edge.handle_timeout(p.now);
+    p.core.handle_timeout(p.now);
+    // Pings cross, then pongs.
+    for _ in 0..2 {
+        let (mut e2c, mut c2e) = (Vec::new(), Vec::new());
+        while p.edge.poll_transmit(0, ge, &mut e2c, 64 * 1024, p.now) {}
+        while p.core.poll_transmit(0, gc, &mut c2e, 64 * 1024, p.now) {}
+        p.now += one_way;
+        p.core.handle_bytes(0, gc, &e2c, p.now);
+        p.edge.handle_bytes(0, ge, &c2e, p.now);
+    }
+    while p.edge.poll_event().is_some() {}
+}
+
+/// When the edge declares lane 0 dead after the last bytes it received (at `p.now`).
+fn dead_after(p: &mut Pair) -> Duration {
+    let last_rx = p.now;
+    loop {
+        let t = p.edge.poll_timeout().expect("a lane deadline");
+        p.edge.handle_timeout(t);
+        while let Some(ev) = p.edge.poll_event() {
+            if let Event::LaneDead { lane: 0, .. } = ev {
+                return t - last_rx;
+            }
+        }
+        assert!(t < last_rx + Duration::from_secs(60), "lane 0 never declared dead");
+    }
+}
+
+/// A lane's liveness timeout covers TCP's own silence while it retries: `idle_timeout`
+/// (5 s) on a short path, 21 path RTTs on a long one (a 600-ms path: 12.6 s), so a lane
+/// whose segment is lost twice in a row at 300 ms one way is not torn down.
+#[test]
+fn a_silent_lane_is_dead_after_the_idle_timeout_or_21_rtts() {
+    let idle = Config::default().idle_timeout;
+    for (one_way_ms, expected) in [(10, idle), (300, Duration::from_millis(21 * 600))] {
+        let mut p = Pair::new(Config::default());
+        ping_over(&mut p, Duration::from_millis(one_way_ms));
+        assert_eq!(dead_after(&mut p), expected, "{one_way_ms} ms one way");
+    }
+}
+
 #[derive(Clone, Debug)]
 enum Op {
     Open,
