@@ -157,6 +157,7 @@ DOCUMENTED_DEFAULTS = {
         "shed": False,
         "shed_slack_ms": 100.0,
         "thin_linear_timeouts": False,
+        "rto_min_ms": None,
     },
     "qds": {
         "period_ms": 100.0,
@@ -420,6 +421,7 @@ ADDED_AFTER_OGAWA2011 = {
         "shed",
         "shed_slack_ms",
         "thin_linear_timeouts",
+        "rto_min_ms",
     },
     # Issue #21's RACK-TLP completion and Linux details (off: today's TCP).
     "tcp": {
@@ -543,7 +545,7 @@ def test_lab_congestion_control_follows_the_tcp_section_unless_set(tmp_path: Pat
     cubic = '[tcp]\ncongestion_control = "cubic"\n'
     spec = lab_spec(load_scenario(write(tmp_path, cubic, name="cubic.toml")))
     assert spec.tcp.sysctls()["net.ipv4.tcp_congestion_control"] == "cubic"
-    assert "cubic" in spec.tcp.route_options()
+    assert "cubic" in spec.tcp.route_options(rto_min_sysctl=True)
     assert any("tcp.cwnd_unit=bytes" in n for n in spec.notes), "Linux counts packets"
     bbr = load_scenario(write(tmp_path, cubic + '[lab]\ncongestion_control = "bbr"\n', name="bbr.toml"))
     assert lab_spec(bbr).tcp.congestion_control == "bbr"

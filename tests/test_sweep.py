@@ -130,6 +130,27 @@ def test_point_ids_change_only_for_changed_points(tmp_path: Path) -> None:
     assert {p.name: p.id for p in load_sweep(write_sweep(tmp_path, renamed)).points} == before
 
 
+def test_an_optional_key_left_unset_keeps_earlier_point_ids(tmp_path: Path) -> None:
+    """A key added later with no value (None) is not hashed, so sweeps keep their ids and
+    finished runs across versions; setting it is a change."""
+    # The ids this sweep had before `mux.rto_min_ms` (an optional key) existed.
+    earlier = {
+        "bottleneck_delay_ms=10,config=sack": "15198695f3de",
+        "bottleneck_delay_ms=10,config=reno": "d4a0edec9c27",
+        "bottleneck_delay_ms=50,config=sack": "4dd8b53ea960",
+        "bottleneck_delay_ms=50,config=reno": "f46c2fa86521",
+    }
+    sweep = load_sweep(write_sweep(tmp_path))
+    assert all(p.scenario.mux.rto_min_ms is None for p in sweep.points)
+    assert {p.name: p.id for p in sweep.points} == earlier
+    edited = SWEEP.replace('reno = { "tcp.sack" = false', 'reno = { "tcp.sack" = false, "mux.rto_min_ms" = 50')
+    after = {p.name: p.id for p in load_sweep(write_sweep(tmp_path, edited)).points}
+    assert {name for name in earlier if earlier[name] != after[name]} == {
+        "bottleneck_delay_ms=10,config=reno",
+        "bottleneck_delay_ms=50,config=reno",
+    }
+
+
 @pytest.mark.parametrize(
     ("text", "expected"),
     [

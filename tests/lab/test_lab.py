@@ -22,7 +22,7 @@ import pytest
 
 from thinwan.records.evlog import DELIVER, DROP, read_events
 from thinwan.substrates.lab import netns
-from thinwan.substrates.lab.linkspec import LabSpec, LinkSpec, TcpSettings
+from thinwan.substrates.lab.linkspec import RTO_MIN_SYSCTL, LabSpec, LinkSpec, TcpSettings
 from thinwan.substrates.lab.netns import LabError
 from thinwan.substrates.lab.topology import CLIENT_ADDR, Lab
 
@@ -102,7 +102,49 @@ def test_tcp_settings_are_applied(tmp_path: Path) -> None:
             assert netns.read_sysctl(ns, "net.ipv4.tcp_sack") == "0"
             assert netns.read_sysctl(ns, "net.ipv4.tcp_slow_start_after_idle") == "0"
             route = lab.run(side, ["ip", "route"]).stdout
-            assert "rto_min lock 50ms" in route and "quickack 1" in route
+            assert "quickack 1" in route
+            # The sysctl where the kernel has it (sockets may then set their own), else
+            # the route's locked metric.
+            if netns.kernel_has_sysctl(RTO_MIN_SYSCTL):
+                assert netns.read_sysctl(ns, RTO_MIN_SYSCTL) == "50000" and "rto_min" not in route
+            else:
+                assert "rto_min lock 50ms" in route
+
+
+def test_a_socket_may_lower_its_own_minimum_rto(tmp_path: Path) -> None:
+    """The lab's minimum RTO (200 ms here) is every socket's default, not a locked route
+    metric: a socket that sets TCP_RTO_MIN_US (the tunnel's `trunk.rto_min_ms`) gets its
+    own floor, as on a host without such a route. Checked with the kernel's RTO (ss)."""
+    if not netns.kernel_has_sysctl(RTO_MIN_SYSCTL):
+        pytest.skip("this kernel has no per-namespace minimum RTO (Linux < 6.11), so the lab locks it per route")
+    # The kernel acknowledges what the listener never reads; it only has to accept.
+    listener = (
+        "import socket, time\n"
+        f"l = socket.create_server(({CLIENT_ADDR!r}, 6100))\n"
+        "print('ready', flush=True)\n"
+        "conns = [l.accept() for _ in range(2)]\n"
+        "time.sleep(30)\n"
+    )
+    sender = (
+        "import socket, subprocess, time\n"
+        "rtos = {}\n"
+        "for floor_us in (None, 50000):\n"
+        "    s = socket.socket()\n"
+        "    if floor_us: s.setsockopt(socket.IPPROTO_TCP, 45, floor_us)  # TCP_RTO_MIN_US\n"
+        f"    s.connect(({CLIENT_ADDR!r}, 6100))\n"
+        "    for _ in range(5): s.send(b'x' * 100); time.sleep(0.05)\n"
+        "    port = s.getsockname()[1]\n"
+        "    out = subprocess.run(['ss', '-tiH', 'sport', '=', f':{port}'], capture_output=True, text=True).stdout\n"
+        "    print(floor_us, out.split('rto:')[1].split()[0])\n"
+        "    s.close()\n"
+    )
+    with Lab(spec(delay_ms=5.0), workdir=tmp_path) as lab:
+        recv = lab.popen("client", [PY, "-c", listener], stdout=subprocess.PIPE)
+        assert recv.stdout is not None and b"ready" in recv.stdout.readline()
+        out = lab.run("server", [PY, "-c", sender]).stdout.split()
+        rto = {out[i]: float(out[i + 1]) for i in range(0, len(out), 2)}
+    # RTO = SRTT + max(4·RTTVAR, floor) on a 10-ms path: ≥ 210 ms by default, ~60 with 50 ms.
+    assert rto["None"] >= 200.0 and rto["50000"] < 100.0, rto
 
 
 def test_ctrl_c_and_sigterm_clean_up(tmp_path: Path) -> None:

@@ -60,6 +60,8 @@ pub struct RawTrunk {
     pub notsent_lowat: Option<u32>,
     /// TCP_THIN_LINEAR_TIMEOUTS on trunk sockets. Default false.
     pub thin_linear_timeouts: Option<bool>,
+    /// TCP_RTO_MIN_US on trunk sockets, ms (5–200). Default: the kernel's.
+    pub rto_min_ms: Option<u32>,
     /// (edge) "fixed" (default): `connections` lanes; "adaptive": `connections` at
     /// start, more up to `max_connections` while a lane stays backlogged.
     pub lanes: Option<String>,
@@ -253,6 +255,10 @@ pub struct Common {
     /// flight keeps its RTO for six retries instead of doubling it (Linux
     /// `tcp_thin_linear_timeouts`, per socket).
     pub thin_linear_timeouts: bool,
+    /// TCP_RTO_MIN_US on trunk sockets (Linux ≥ 6.15): the floor of a lane's
+    /// retransmission timeout, which a lane carrying a few thin streams pays for most
+    /// losses. `None`: the kernel's (`tcp_rto_min_us`, 200 ms by default).
+    pub rto_min: Option<std::time::Duration>,
     /// Connect timeout.
     pub connect_timeout: std::time::Duration,
     /// Limit on unauthenticated handshakes (and metrics requests) in progress.
@@ -547,6 +553,12 @@ fn common(raw: &RawConfig, lanes: u16) -> Result<Common, ConfigError> {
     if hold == 0 {
         return Err(ConfigError::new("trunk.lane_idle_hold_ms", "must be positive"));
     }
+    // The kernel's range for TCP_RTO_MIN_US: at least a few jiffies, at most TCP_RTO_MIN.
+    let rto_min = match tr.rto_min_ms {
+        None => None,
+        Some(v @ 5..=200) => Some(std::time::Duration::from_millis(v.into())),
+        Some(v) => return Err(ConfigError::new("trunk.rto_min_ms", format!("{v}: must be 5–200 (ms)"))),
+    };
     let bulk_floor = tr.bulk_floor.unwrap_or(d.bulk_floor);
     if bulk_floor < max_payload as usize {
         return Err(ConfigError::new("trunk.bulk_floor", "must be at least limits.max_frame_payload"));
@@ -587,6 +599,7 @@ fn common(raw: &RawConfig, lanes: u16) -> Result<Common, ConfigError> {
         session,
         notsent_lowat: raw.trunk.notsent_lowat.unwrap_or(32 * 1024),
         thin_linear_timeouts: raw.trunk.thin_linear_timeouts.unwrap_or(false),
+        rto_min,
         connect_timeout: std::time::Duration::from_millis(connect),
         max_handshakes,
         handshake_timeout: std::time::Duration::from_millis(handshake),
@@ -740,6 +753,9 @@ mod tests {
         let e = edge("lanes = \"adaptive\"\nmax_connections = 256\nthin_linear_timeouts = true").unwrap();
         assert_eq!(e.common.session.max_lanes, MAX_LANES);
         assert!(e.common.thin_linear_timeouts);
+        assert_eq!(e.common.rto_min, None);
+        let e = edge("rto_min_ms = 50").unwrap();
+        assert_eq!(e.common.rto_min, Some(std::time::Duration::from_millis(50)));
         for (extra, key) in [
             ("lanes = \"elastic\"", "trunk.lanes"),
             ("max_connections = 4", "trunk.max_connections"),
@@ -750,6 +766,8 @@ mod tests {
             ("lane_sustain_rtts = -1.0", "trunk.lane_sustain_rtts"),
             ("lane_idle_hold_ms = 0", "trunk.lane_idle_hold_ms"),
             ("bulk_floor = 100", "trunk.bulk_floor"),
+            ("rto_min_ms = 4", "trunk.rto_min_ms"),
+            ("rto_min_ms = 201", "trunk.rto_min_ms"),
         ] {
             assert_eq!(edge(extra).unwrap_err().key, key, "{extra}");
         }

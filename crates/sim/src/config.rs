@@ -64,6 +64,9 @@ pub struct MuxSec {
     /// `trunk.thin_linear_timeouts`): a lane with fewer than four segments in flight
     /// does not back its retransmission timeout off for its first six retries.
     pub thin_linear_timeouts: bool,
+    /// The trunk connections' minimum RTO, ms (the daemons' `trunk.rto_min_ms`, Linux
+    /// `TCP_RTO_MIN_US`); `None`: `tcp.min_rto_ms`, as every other connection.
+    pub rto_min_ms: Option<u32>,
 }
 
 /// `mux.lanes`.

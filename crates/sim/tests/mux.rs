@@ -246,3 +246,29 @@ fn thin_linear_timeouts_hold_the_lanes_rto_down() {
     assert!(timeouts > 0, "the lanes time out at 10 % loss");
     assert!(linear < backed_off, "lanes' largest RTO: {linear} s with the option, {backed_off} s without");
 }
+
+/// `mux.rto_min_ms` (the daemons' `trunk.rto_min_ms`, Linux `TCP_RTO_MIN_US`): the lanes'
+/// timeouts sit that much closer to their RTT, and the last hops keep `tcp.min_rto_ms`.
+#[test]
+fn rto_min_lowers_the_lanes_floor_only() {
+    let smallest_rto = |rto_min: Option<u32>| {
+        let mut v = grid("mux", 4, 10, 0.01);
+        set(&mut v, "records.trace_connections", json!("all"));
+        set(&mut v, "tcp.rto_formula", json!("linux"));
+        set(&mut v, "mux.rto_min_ms", json!(rto_min));
+        let r = run(&v);
+        let (c, t) = (&r.connections, &r.conn_trace);
+        let smallest = |lanes: bool| {
+            (0..t.conn.len())
+                .filter(|&i| matches!(c.role[t.conn[i] as usize], 2 | 4) == lanes)
+                .map(|i| t.rto[i])
+                .fold(f64::INFINITY, f64::min)
+        };
+        (smallest(true), smallest(false))
+    };
+    let (lanes, last_hops) = smallest_rto(None);
+    let (lanes_50, last_hops_50) = smallest_rto(Some(50));
+    // Linux's RTO is SRTT + max(4·RTTVAR, min): 150 ms less floor, 150 ms less timeout.
+    assert!(lanes - lanes_50 > 0.1, "lanes' smallest RTO: {lanes_50} s with 50 ms, {lanes} s without");
+    assert_eq!(last_hops, last_hops_50, "the last hops keep tcp.min_rto_ms");
+}

@@ -500,6 +500,11 @@ class MuxSection(_Section):
     # its retransmission timeout for six retries instead of doubling it (docs/mux.md
     # "How many lanes"). The streams' own connections keep `[tcp]`.
     thin_linear_timeouts: bool = False
+    # The trunk sockets' minimum retransmission timeout (thinwan-mux `trunk.rto_min_ms`,
+    # Linux TCP_RTO_MIN_US, 5–200 ms: the kernel's range); None keeps tcp.min_rto_ms. A
+    # lane carrying one or two thin streams repairs its losses by timeout, so this floor
+    # is most of its repair time (docs/mux.md "The lanes' retransmission timeout").
+    rto_min_ms: int | None = Field(None, ge=5, le=200)
 
     @model_validator(mode="after")
     def _max_lanes(self) -> MuxSection:
@@ -725,7 +730,8 @@ class Scenario(_Section):
     def to_toml(self) -> str:
         """The complete scenario as a TOML file that loads back to an equal scenario."""
         lines = []
-        for section, keys in self.model_dump().items():
+        # TOML has no null: a key left unset (None) is left out, and loads back unset.
+        for section, keys in self.model_dump(exclude_none=True).items():
             lines.append(f"[{section}]")
             # JSON scalars (strings, numbers, true/false) are valid TOML values.
             lines += [f"{key} = {json.dumps(value)}" for key, value in keys.items()]

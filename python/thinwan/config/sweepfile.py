@@ -326,8 +326,10 @@ def _points(
 
 def _point_id(scenario: Scenario, bundle_names: Mapping[str, str], substrate: str) -> str:
     """Hash of what is simulated (and of the bundle names, so that ids are unique); lab
-    points hash their substrate too (simulator ids stay those of earlier versions)."""
-    content = scenario.model_dump()
+    points hash their substrate too (simulator ids stay those of earlier versions).
+    Keys left unset (None) are not hashed, so adding an optional key keeps the ids, and
+    the runs, of earlier versions."""
+    content = scenario.model_dump(exclude_none=True)
     del content["records"]  # what is recorded, not what happens
     for key in ("name", "description", "runs"):  # run k does not depend on how many runs
         del content["scenario"][key]

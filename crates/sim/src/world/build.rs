@@ -273,10 +273,14 @@ impl World {
                 queues.push(rest);
             }
         }
-        // The trunk sockets' own option (the daemons' `trunk.thin_linear_timeouts`): only
-        // the lanes differ from the scenario's TCP, the streams' direct connections do not.
+        // The trunk sockets' own options (the daemons' `trunk.thin_linear_timeouts` and
+        // `trunk.rto_min_ms`): only the lanes differ from the scenario's TCP, the
+        // streams' direct connections do not.
         let mut trunk_cfg = *scfg;
         trunk_cfg.mechanisms.thin_linear_timeouts |= cfg.mux.thin_linear_timeouts;
+        if let Some(ms) = cfg.mux.rto_min_ms {
+            trunk_cfg.rto.min = Duration::from_millis_f64(ms.into());
+        }
         let trunk_cfg = Arc::new(trunk_cfg);
         for (role, reverse) in [(ROLE_TRUNK, false), (ROLE_TRUNK_REV, true)] {
             for (k, &base) in lane_ports.iter().enumerate() {

@@ -31,8 +31,16 @@ from ...records.meta import git_revision
 from ...records.schema import RunRecords
 from ..binaries import find_binary
 from .conntrace import SsSampler, conn_trace
-from .linkspec import PAIR_PORT_BASE, LabSpec, TcpSettings, lab_spec, middlebox_client_delays, traffic_json
-from .netns import LabError
+from .linkspec import (
+    PAIR_PORT_BASE,
+    RTO_MIN_SYSCTL,
+    LabSpec,
+    TcpSettings,
+    lab_spec,
+    middlebox_client_delays,
+    traffic_json,
+)
+from .netns import LabError, kernel_has_sysctl
 from .topology import CLIENT_ADDR, Lab
 
 __all__ = [
@@ -310,7 +318,7 @@ def lab_meta(
             "options": opts.model_dump(mode="json"),
             **links,
             "tcp_sysctls": tcp.sysctls(),
-            "tcp_routes": tcp.route_options(),
+            "tcp_routes": tcp.route_options(kernel_has_sysctl(RTO_MIN_SYSCTL)),
             "not_honoured": notes,
             "kernel": platform.release(),
             "raw": str(raw),

@@ -196,6 +196,10 @@ class LinkSpec:
         return cls(fwd=d, rev=d, seed=seed)
 
 
+# The per-namespace minimum RTO (Linux ≥ 6.11); older kernels take it per route.
+RTO_MIN_SYSCTL = "net.ipv4.tcp_rto_min_us"
+
+
 @dataclass(frozen=True)
 class TcpSettings:
     """Per-namespace TCP settings (both namespaces get the same)."""
@@ -229,7 +233,7 @@ class TcpSettings:
             "net.ipv4.tcp_recovery": "1" if self.rack else "0",
             "net.ipv4.tcp_early_retrans": "3" if self.tlp else "0",
             "net.ipv4.tcp_frto": "2" if self.frto else "0",
-            "net.ipv4.tcp_rto_min_us": str(int(self.min_rto_ms * 1000)),
+            RTO_MIN_SYSCTL: str(int(self.min_rto_ms * 1000)),
             "net.ipv4.tcp_rto_max_ms": str(int(self.max_rto_ms)),
             "net.ipv4.tcp_reordering": str(self.reordering),
             # The initial buffer never above the maximum, so a small maximum clamps
@@ -239,19 +243,19 @@ class TcpSettings:
             "net.ipv4.tcp_no_metrics_save": "1",
         }
 
-    def route_options(self) -> list[str]:
-        """Options of the route to the other side (``ip route replace … OPTIONS``)."""
+    def route_options(self, rto_min_sysctl: bool) -> list[str]:
+        """Options of the route to the other side (``ip route replace … OPTIONS``).
+        ``rto_min_sysctl``: the kernel has ``net.ipv4.tcp_rto_min_us`` (Linux ≥ 6.11)."""
         # congctl as well as the sysctl: a namespace's default may only be an algorithm
         # of the root namespace's tcp_allowed_congestion_control (EPERM otherwise), the
         # per-route choice has no such limit.
-        opts = [
-            "initcwnd",
-            str(self.initcwnd),
-            "rto_min",
-            f"{int(self.min_rto_ms)}ms",
-            "congctl",
-            self.congestion_control,
-        ]
+        opts = ["initcwnd", str(self.initcwnd), "congctl", self.congestion_control]
+        # The route's rto_min is a locked metric, which overrides a socket's own
+        # TCP_RTO_MIN_US (Linux tcp_rto_min()): where the sysctl sets the same floor,
+        # leave sockets free to set theirs, as on a host without such a route (the
+        # tunnel's `mux.rto_min_ms`).
+        if not rto_min_sysctl:
+            opts += ["rto_min", f"{int(self.min_rto_ms)}ms"]
         if self.quickack:
             opts += ["quickack", "1"]
         return opts

@@ -77,6 +77,11 @@ def sysctl(netns: str, key: str, value: Any) -> bool:
     return True
 
 
+def kernel_has_sysctl(key: str) -> bool:
+    """Does this kernel have sysctl ``key`` (looked up in the root namespace)?"""
+    return Path("/proc/sys/" + key.replace(".", "/")).exists()
+
+
 def read_sysctl(netns: str, key: str) -> str | None:
     """A sysctl's value inside ``netns``, or None if absent."""
     done = run(["ip", "netns", "exec", netns, "cat", "/proc/sys/" + key.replace(".", "/")], check=False)

@@ -21,7 +21,7 @@ from typing import Any
 from ..binaries import find_binary
 from ..lifecycle import Managed
 from . import netns
-from .linkspec import LabSpec, LinkSpec, TcpSettings
+from .linkspec import RTO_MIN_SYSCTL, LabSpec, LinkSpec, TcpSettings
 from .netns import LabError
 
 __all__ = ["Namespaces", "Lab", "SERVER_ADDR", "CLIENT_ADDR", "down", "current_lab"]
@@ -116,8 +116,9 @@ class Namespaces(Managed):
             netns.ip("link", "set", tun, "mtu", str(tcp.mtu), "txqueuelen", "10000", netns=ns)
             netns.ip("addr", "add", addr, "dev", tun, netns=ns)
             netns.ip("link", "set", tun, "up", netns=ns)
+        options = tcp.route_options(netns.kernel_has_sysctl(RTO_MIN_SYSCTL))
         for net, tun in routes:
-            netns.ip("route", "replace", net, "dev", tun, *tcp.route_options(), netns=ns)
+            netns.ip("route", "replace", net, "dev", tun, *options, netns=ns)
         for key, value in tcp.sysctls().items():
             try:
                 ok = netns.sysctl(ns, key, value)

@@ -243,6 +243,8 @@ def _start_daemons(chain: Chain, scenario: Scenario, opts: LabSection, raw: Path
         trunk += "bulk_limit = true\n"
     if mux.thin_linear_timeouts:
         trunk += "thin_linear_timeouts = true\n"
+    if mux.rto_min_ms is not None:
+        trunk += f"rto_min_ms = {mux.rto_min_ms}\n"
     # The edge decides the lanes (docs/mux.md "Adaptive lanes"): `trunks` at start, up to
     # `max_lanes`; the core follows the edge's Hello.
     lanes = f'lanes = "adaptive"\nmax_connections = {mux.max_lanes}\n' if mux.lanes == "adaptive" else ""
