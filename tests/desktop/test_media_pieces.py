@@ -302,6 +302,7 @@ def test_web_problems_name_each_page_and_check() -> None:
             "pass": [1, 1, 1, 2, 2],
             "page": [1, 2, 3, 1, 2],
             "latency_ms": [120.0, np.nan, 130.0, 90.0, 95.0],
+            "load_ms": [40.0, 50.0, 45.0, 30.0, 35.0],
             "settled": [True, True, True, False, True],
             "requests": [3, 2, 4, 0, 0],
         }
@@ -313,8 +314,25 @@ def test_web_problems_name_each_page_and_check() -> None:
         "web pass 1 page 3: the client's screen did not change within max_wait_s of the click",
         "web pass 2 page 1: traffic was still flowing when the pause ended (max_wait_s)",
     ]
+    # A page the browser had the click for but did not load (plain X over 10 % loss can
+    # take longer than max_wait_s): named, and the run's other pages still count.
+    pages.loc[2, "load_ms"] = np.nan
+    assert web_problems(pages)[1] == "web pass 1 page 3: the browser did not load it within max_wait_s of the click"
     pages.loc[0, "requests"], pages.loc[4, "requests"] = 0, 1
     assert web_problems(pages)[-2:] == [
         "web: a page of the first pass fetched nothing from the server (the click did not load it)",
         "web: later passes fetched from the server (the browser's cache did not serve them)",
     ]
+
+
+def test_durations_table_shows_run_time_against_its_floor() -> None:
+    from thinwan.report.desktop_media_page import durations_table
+
+    rows = [
+        {"platform": "x11", "env": "wan", "operation": "web", "run_s": 300.0, "updates_s": 120.0},
+        # A cell finished before cell.json kept its run time.
+        {"platform": "xrdp", "env": "lan", "operation": "video", "run_s": None, "updates_s": 150.0},
+    ]
+    lines = durations_table(rows).splitlines()
+    assert lines[2].split() == ["x11", "wan", "web", "5.0", "2.0", "2.50"]
+    assert lines[3].split() == ["xrdp", "lan", "video", "—", "2.5", "—"]

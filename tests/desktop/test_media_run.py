@@ -71,11 +71,16 @@ def test_web_and_video_on_tigervnc(lab_env: None, tmp_path: Path) -> None:
     # only that the figures exist is checked here; docs/desktop.md has the x11 result).
     (check,) = doc["checks"]["web_slow_motion"]
     assert check["bytes_no_pause"] > 0 and check["bytes_slow_motion"] > 0
+    # Each cell's run time against its floor (the display's own time for what it measured).
+    dur = {d["operation"]: d for d in doc["durations"]}
+    assert set(dur) == {"web", "video"} and all(0 < d["updates_s"] < d["run_s"] for d in dur.values())
     run = out / "tigervnc" / "lan"
     pages = __import__("pandas").read_parquet(run / "web" / "web-pages.parquet")
     assert (pages[pages["pass"] == 1]["requests"] > 0).all() and (pages[pages["pass"] == 2]["requests"] == 0).all()
-    # Every page reported its load (after the click, before the update's end).
-    assert (pages["clicks"] >= 1).all() and (pages["load_ms"] > 0).all()
+    # Every page reported the click reaching the browser, then its load (before the
+    # update's end).
+    assert (pages["clicks"] >= 1).all() and (pages["click_ms"] > 0).all()
+    assert (pages["load_ms"] > pages["click_ms"]).all()
     assert (pages["load_ms"] < pages["latency_ms"]).all()
     # …and changed the client's screen before the next click (the web pause's screen check).
     assert pages["screen_changed"].all() and (pages["rechecks"] >= 0).all()
@@ -90,4 +95,5 @@ def test_web_and_video_on_tigervnc(lab_env: None, tmp_path: Path) -> None:
     again = subprocess.run(argv, capture_output=True, text=True, timeout=600)
     assert again.returncode == 0, again.stderr[-3000:]
     assert json.loads(again.stdout)["results"] == doc["results"]
+    assert json.loads(again.stdout)["durations"] == doc["durations"]  # from cell.json
     assert (run / "video" / "video.pcap").stat().st_mtime_ns == stamp

@@ -31,7 +31,7 @@ from ..analysis.desktop_ops import attribute_packets
 from ..config.desktop_bench import Bench
 from ..substrates.desktop import Desktop, DesktopError, DesktopSettings
 from ..substrates.desktop.opsplit import split_capture
-from ..substrates.desktop.webpages import DONE_PATH, LOADED_PREFIX, START_PAGE, page_name
+from ..substrates.desktop.webpages import DONE_PATH, START_PAGE, is_beacon, page_name
 from ..substrates.desktop.workloads import VideoPlayer, WebBrowser
 
 __all__ = [
@@ -48,9 +48,11 @@ __all__ = [
 
 MEDIA_OPERATIONS = ("web", "video")
 CLICK_TRIES = 3  # clicks per page before the run fails
-# A click that has not loaded its page by then was lost: the page loads on the server's
-# side within a second of the click arriving, even over a lossy WAN.
-LOAD_TIMEOUT_S = 10.0
+# A click that no page has reported by then was lost (x11vnc over the WAN loses one now
+# and then). Only the click's arrival is timed so: the load that follows may take far
+# longer where the browser's own display connection crosses the WAN (plain X over 10 %
+# loss), and it has max_wait_s.
+CLICK_TIMEOUT_S = 10.0
 
 
 def play_limit_s(seconds: float) -> float:
@@ -112,16 +114,22 @@ def run_web(
         screen = d.screenshot()
         for k in range(w.passes):
             for page in range(1, w.pages + 1):
-                # A user clicks again when a click was lost (x11vnc over the WAN loses one
-                # now and then): the page's own load report tells, and the page's window
-                # starts at the click that worked.
-                clicks, loaded = 0, None
-                while loaded is None:
+                # A user clicks again when a click was lost: the page's click report
+                # tells, and the page's window starts at the click that arrived.
+                clicks, clicked = 0, None
+                while clicked is None:
                     if clicks == CLICK_TRIES:
-                        raise DesktopError(f"web pass {k + 1} page {page} did not load after {CLICK_TRIES} clicks")
+                        raise DesktopError(
+                            f"web pass {k + 1} page {page}: none of {CLICK_TRIES} clicks reached the browser"
+                            f" within {CLICK_TIMEOUT_S:g} s"
+                        )
                     clicks += 1
                     t, started = d.inject("click", "1"), time.monotonic()
-                    loaded = site.wait_loaded(d, page_name(page), t, LOAD_TIMEOUT_S)
+                    clicked = site.wait_clicked(d, t, CLICK_TIMEOUT_S)
+                # None: not loaded within max_wait_s of the click (a failure the checks
+                # name); the run goes on, as for a page still sending at max_wait_s.
+                left = settings.max_wait_s - (time.monotonic() - started)
+                loaded = site.wait_loaded(d, page_name(page), t, max(0.0, left))
                 # The page must change the client's screen before the next click: a pause
                 # that ended inside a backed-off retransmission timeout looks again when
                 # traffic resumes (x11vnc and xrdp over 10 % loss each lost a page so).
@@ -132,6 +140,7 @@ def run_web(
                         "page": page,
                         "clicks": clicks,
                         "t_input": t,
+                        "t_clicked": clicked,
                         "t_loaded": loaded,
                         "t_settled": time.time(),
                         "settled": settled,
@@ -198,9 +207,11 @@ def analyse_web(run_dir: Path, env: str, idle_ms: float, addr: dict[str, str]) -
     # The browser's own load time (its load event, reported to the server on the same
     # host's clock) next to the client's latency: the rest is the display's cost.
     att["load_ms"] = [(r["t_loaded"] - r["t_input"]) * 1e3 if r.get("t_loaded") else np.nan for r in records]
+    # How long the click took to reach the browser (runs before 2026-11-28 did not ask: NaN).
+    att["click_ms"] = [(r["t_clicked"] - r["t_input"]) * 1e3 if r.get("t_clicked") else np.nan for r in records]
     # What the browser fetched while each page loaded: everything in pass 1, nothing after.
     req_t = np.array(
-        [t for t, path in doc["server"] if path != f"/{START_PAGE}" and not path.startswith(LOADED_PREFIX)],
+        [t for t, path in doc["server"] if path != f"/{START_PAGE}" and not is_beacon(path)],
         dtype=float,
     )
     att["requests"] = [int(((req_t >= a) & (req_t < b)).sum()) for a, b in windows]
@@ -227,12 +238,15 @@ def analyse_web(run_dir: Path, env: str, idle_ms: float, addr: dict[str, str]) -
 
 def web_problems(pages: pd.DataFrame) -> list[str]:
     """What the web benchmark's checks found wrong in its pages (one row per page load,
-    :func:`analyse_web`): a page with no update, a screen that never changed, traffic
-    still flowing at the next click, the first pass not fetching or a later one fetching."""
+    :func:`analyse_web`): a page the browser did not load, a page with no update, a
+    screen that never changed, traffic still flowing at the next click, the first pass not
+    fetching or a later one fetching."""
     problems = []
-    for k, page, lat, settled, changed in zip(
-        pages["pass"], pages["page"], pages["latency_ms"], pages["settled"], pages["screen_changed"]
+    for k, page, lat, load, settled, changed in zip(
+        pages["pass"], pages["page"], pages["latency_ms"], pages["load_ms"], pages["settled"], pages["screen_changed"]
     ):
+        if np.isnan(load):
+            problems.append(f"web pass {k} page {page}: the browser did not load it within max_wait_s of the click")
         if np.isnan(lat):
             problems.append(f"web pass {k} page {page}: showed no update after the click")
         elif changed is not pd.NA and not changed:  # NA: a run from before the screen check

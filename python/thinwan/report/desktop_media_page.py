@@ -58,7 +58,28 @@ def media_sections(out: Path, doc: Mapping[str, Any]) -> tuple[list[str], dict[s
         x, y = d.get("app_x", 64), d.get("app_y", 64)
         box = (x, y, x + int(doc.get("video", {}).get("width", 352)), y + int(doc.get("video", {}).get("height", 240)))
         parts.append("<h3>The client's screen at the end of the 24 fps play</h3>" + _shots(out, video, "video", box))
+    durations = doc.get("durations", [])
+    if durations:
+        parts.append(
+            "<h3>Run time per cell</h3><p>How long each benchmark took on one platform in one environment, "
+            "against its floor: the time the display itself took for what was measured (the page latencies; "
+            "the two plays).</p>"
+        )
+        parts.append(f"<pre>{html.escape(durations_table(durations))}</pre>")
     return parts, figs
+
+
+def durations_table(durations: Sequence[Mapping[str, Any]]) -> str:
+    head = f"{'platform':<10} {'env':<17} {'benchmark':<9} {'run min':>8} {'floor min':>9} {'run/floor':>9}"
+    lines = [head, "-" * len(head)]
+    for d in durations:
+        run, floor = d.get("run_s"), d["updates_s"]
+        run_min = f"{run / 60:.1f}" if run is not None else "—"
+        ratio = f"{run / floor:.2f}" if run is not None and floor > 0 else "—"
+        lines.append(
+            f"{d['platform']:<10} {d['env']:<17} {d['operation']:<9} {run_min:>8} {floor / 60:>9.1f} {ratio:>9}"
+        )
+    return "\n".join(lines)
 
 
 def _shots(out: Path, rows: pd.DataFrame, name: str, box: tuple[int, int, int, int] | None) -> str:

@@ -208,12 +208,14 @@ _STYLE = (
 # soon as it has loaded and been painted once (two animation frames: the first runs before
 # the page's first paint, the second after it), K passes, then ask the server for ``/done`` (the run without
 # pauses that checks slow motion does not change the work). Every page also tells the
-# server when it has loaded (a beacon to ``/loaded/<page>``, local to the server side): the
-# driver waits for it before the slow-motion pause, and clicks again if a click was lost.
+# server (beacons, local to the server side) when a click reached it (``/clicked/<page>``)
+# and when it has loaded (``/loaded/<page>``): the driver clicks again only if a click did
+# not arrive, and then waits for the load before the slow-motion pause.
 _NAV = (
-    "<script>var NEXT='%s',LAST=%s,START=%s;function go(h){location.href=NEXT+h}"
-    "addEventListener('load',function(){navigator.sendBeacon('/loaded/'+location.pathname.split('/').pop())});"
-    "function input(){go(START?location.hash:'')}"
+    "<script>var NEXT='%s',LAST=%s,START=%s,ME=location.pathname.split('/').pop();"
+    "function go(h){location.href=NEXT+h}"
+    "addEventListener('load',function(){navigator.sendBeacon('/loaded/'+ME)});"
+    "function input(){navigator.sendBeacon('/clicked/'+ME);go(START?location.hash:'')}"
     "document.addEventListener('click',input);"
     "document.addEventListener('keydown',function(e){if(e.key==='n')input()});"
     "var m=location.hash.match(/^#auto-(\\d+)$/);"
@@ -223,6 +225,12 @@ _NAV = (
 )
 DONE_PATH = "/done"
 LOADED_PREFIX = "/loaded/"
+CLICKED_PREFIX = "/clicked/"
+
+
+def is_beacon(path: str) -> bool:
+    """Is ``path`` one of the pages' reports to the driver, not a fetch of the site?"""
+    return path.startswith((LOADED_PREFIX, CLICKED_PREFIX))
 
 
 def _html(title: str, body: str, next_page: str, last: bool = False, start: bool = False) -> bytes:

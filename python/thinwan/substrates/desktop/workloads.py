@@ -169,21 +169,31 @@ class WebBrowser(Workload):
         return (s.app_x, s.app_y, APP_W, APP_H)
 
     def requests(self, d: Desktop) -> list[tuple[float, str]]:
-        """(time, path) of every fetch the web server answered (not the load beacons)."""
-        return [(t, p) for t, p in self._log(d) if not p.startswith(webpages.LOADED_PREFIX)]
+        """(time, path) of every fetch the web server answered (not the pages' beacons)."""
+        return [(t, p) for t, p in self._log(d) if not webpages.is_beacon(p)]
 
     def loads(self, d: Desktop) -> list[tuple[float, str]]:
         """(time, page) of every page the browser reported loaded."""
-        n = len(webpages.LOADED_PREFIX)
-        return [(t, p[n:]) for t, p in self._log(d) if p.startswith(webpages.LOADED_PREFIX)]
+        return self._reports(d, webpages.LOADED_PREFIX)
+
+    def wait_clicked(self, d: Desktop, after: float, timeout_s: float) -> float | None:
+        """When a page reported a click after ``after`` (None: not within ``timeout_s``)."""
+        return self._wait_report(d, webpages.CLICKED_PREFIX, None, after, timeout_s)
 
     def wait_loaded(self, d: Desktop, page: str, after: float, timeout_s: float) -> float | None:
         """When the browser reported ``page`` loaded after ``after`` (None: not within
         ``timeout_s``)."""
+        return self._wait_report(d, webpages.LOADED_PREFIX, page, after, timeout_s)
+
+    def _reports(self, d: Desktop, prefix: str) -> list[tuple[float, str]]:
+        n = len(prefix)
+        return [(t, p[n:]) for t, p in self._log(d) if p.startswith(prefix)]
+
+    def _wait_report(self, d: Desktop, prefix: str, page: str | None, after: float, timeout_s: float) -> float | None:
         deadline = time.monotonic() + timeout_s
         while True:
-            for t, p in self.loads(d):
-                if p == page and t >= after:
+            for t, p in self._reports(d, prefix):
+                if (page is None or p == page) and t >= after:
                     return t
             if time.monotonic() > deadline:
                 return None
