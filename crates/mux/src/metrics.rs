@@ -20,8 +20,8 @@ use crate::guard::{flush_every_window, HandshakeGate, Warnings, ACCEPT_ERROR_PAU
 /// Where a scrape finds the sessions.
 pub type Sessions = Arc<dyn Fn() -> Vec<Arc<Shared>> + Send + Sync>;
 
-const FRAME_TYPES: [&str; 11] =
-    ["", "open", "data", "close", "reset", "credit", "ack", "ping", "hello", "goaway", "lanes"];
+const FRAME_TYPES: [&str; 12] =
+    ["", "open", "data", "close", "reset", "credit", "ack", "ping", "hello", "goaway", "lanes", "lane_close"];
 
 /// Render all metrics.
 pub fn render(role: &str, counters: &Counters, sessions: &[Arc<Shared>]) -> String {

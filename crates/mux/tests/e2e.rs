@@ -10,6 +10,7 @@ use thinwan_mux::core::{Core, Registry};
 use thinwan_mux::driver::abort_socket;
 use thinwan_mux::edge::Edge;
 use thinwan_mux::{CoreConfig, Counters, EdgeConfig, Shared};
+use thinwan_proto::mux::FrameType;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
@@ -324,6 +325,49 @@ async fn adaptive_lanes_carry_streams_and_survive_resets() {
     assert!(g.session.lanes_up() >= 2, "the two base lanes are up");
     assert_eq!(g.session.bulk_inflight(), 0);
     drop(g);
+    let _ = h.stop.send(true);
+}
+
+/// Idle extra lanes close by the `LaneClose` handshake between the real daemons: the
+/// edge asks on the lane, the core answers there once nothing of its own is left on it,
+/// and the edge closes the connection; the session goes on and loses nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_extra_lanes_close_by_handshake() {
+    let trunk = "lanes = \"adaptive\"\nmax_connections = 8\nlane_idle_hold_ms = 300";
+    let h = start_with(&psk(), &psk(), &["echo"], "", trunk).await;
+    // Bulk echoes both ways open lanes (on loopback a standing backlog is many RTTs).
+    let mut most = 0;
+    for round in 0..20u64 {
+        let tasks: Vec<_> = (0..8u64)
+            .map(|i| {
+                let a = h.client_addrs[0];
+                tokio::spawn(async move { echo_roundtrip(a, 100 * round + i, 2_000_000, 16_384).await })
+            })
+            .collect();
+        for t in tasks {
+            t.await.unwrap().unwrap();
+        }
+        most = most.max(h.edge.lock().session.lanes_up());
+        if most > 2 {
+            break;
+        }
+    }
+    assert!(most > 2, "bulk opened no extra lane (up: {most})");
+    // Quiet: past the idle hold the extra lanes are given up, one at a time.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    while h.edge.lock().session.lanes_up() > 2 {
+        assert!(tokio::time::Instant::now() < deadline, "extra lanes never closed");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let close = FrameType::LaneClose as usize;
+    let core_session = h.registry.lock().unwrap().values().next().cloned().expect("the core's session");
+    let edge = h.edge.lock().session.stats().clone();
+    let core = core_session.lock().session.stats().clone();
+    assert!(edge.frames_tx[close] > 0 && core.frames_rx[close] > 0, "the edge asked");
+    assert!(core.frames_tx[close] > 0 && edge.frames_rx[close] > 0, "the core answered");
+    echo_roundtrip(h.client_addrs[0], 7, 50_000, 3000).await.unwrap();
+    assert_eq!(h.edge_counters.sessions_lost.load(Ordering::SeqCst), 0);
+    assert_eq!(h.core_counters.sessions_lost.load(Ordering::SeqCst), 0);
     let _ = h.stop.send(true);
 }
 

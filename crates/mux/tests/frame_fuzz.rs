@@ -27,7 +27,7 @@ use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 
 use proptest::prelude::*;
-use thinwan_proto::mux::frame::{FLAG_PONG, HEADER_LEN};
+use thinwan_proto::mux::frame::{FLAG_CLOSE_OK, FLAG_PONG, HEADER_LEN};
 use thinwan_proto::mux::{Frame, FrameDecoder, FrameType, Hello, ResetCode};
 
 /// Counts the bytes allocated by the current thread (proptest runs cases on one thread;
@@ -88,6 +88,7 @@ fn defined_flags(kind: u8) -> u8 {
     match kind {
         k if k == FrameType::Hello as u8 => 0xff,
         k if k == FrameType::Ping as u8 => FLAG_PONG,
+        k if k == FrameType::LaneClose as u8 => FLAG_CLOSE_OK,
         _ => 0,
     }
 }
@@ -152,6 +153,7 @@ fn arb_frame() -> impl Strategy<Value = Frame> {
         ),
         arb_code().prop_map(|code| Frame::GoAway { code }),
         (1u16..).prop_map(|want| Frame::Lanes { want }),
+        any::<bool>().prop_map(|ok| Frame::LaneClose { ok }),
     ]
 }
 

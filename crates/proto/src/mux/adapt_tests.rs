@@ -42,6 +42,9 @@ struct Net {
     /// `period`, then everything held arrives at once — a loss recovery's
     /// head-of-line blocking, as TCP delivers it.
     stall: Option<(Duration, Duration)>,
+    /// Per lane: when the core sees the end of a connection the edge closed (its last
+    /// bytes' arrival); until then the core may still send on it, into a closed socket.
+    fin: Vec<Option<Instant>>,
 }
 
 impl Net {
@@ -68,6 +71,7 @@ impl Net {
             reports: Vec::new(),
             over_limit: Vec::new(),
             stall: None,
+            fin: vec![None; n],
         };
         for l in 0..cfg.lanes {
             net.connect(l);
@@ -76,6 +80,7 @@ impl Net {
     }
 
     fn connect(&mut self, lane: u16) {
+        self.end_of_stream(lane);
         let ge = self.edge.lane_connected(lane, self.now);
         let gc = self.core.lane_connected(lane, self.now);
         self.gens[lane as usize] = Some((ge, gc));
@@ -109,9 +114,23 @@ impl Net {
         }
     }
 
+    /// The core sees the end of the connection the edge closed on `lane`.
+    fn end_of_stream(&mut self, lane: u16) {
+        if self.fin[lane as usize].take().is_some() {
+            if let Some((_, gc)) = self.gens[lane as usize].take() {
+                self.core.lane_disconnected(lane, gc, self.now);
+            }
+        }
+    }
+
     fn step(&mut self) {
         self.now += Duration::from_millis(1);
         let now = self.now;
+        for lane in 0..self.fin.len() {
+            if self.fin[lane].is_some_and(|t| t <= now) {
+                self.end_of_stream(lane as u16);
+            }
+        }
         let stalled = self.stall.is_some_and(|(period, length)| {
             let phase = now.saturating_since(Instant::ZERO).as_nanos() % period.as_nanos();
             phase >= (period - length).as_nanos()
@@ -182,10 +201,11 @@ impl Net {
                 }
                 Event::ConnectLane { lane } => self.connect(lane),
                 Event::LaneClosed { lane } => {
-                    // The edge gave the lane up: its connection closes at both ends.
-                    if let Some((_, gc)) = self.gens[lane as usize].take() {
-                        self.core.lane_disconnected(lane, gc, self.now);
-                    }
+                    // The edge closed the connection: what it sent still arrives, then
+                    // the core sees the end; what the core sends meanwhile reaches a
+                    // closed socket (the edge's session ignores a lane that is down).
+                    let pipe = &self.e2c[lane as usize];
+                    self.fin[lane as usize] = Some(pipe.free_at.max(self.now) + self.delay);
                 }
                 Event::SessionLost { reason } => self.lost.push(reason),
                 _ => {}
@@ -318,6 +338,37 @@ fn the_edge_keeps_a_lane_the_cores_data_is_on() {
     for &id in &ids {
         assert_eq!(net.got[&id], pattern(id, 0, written[&id]), "stream {id}");
     }
+}
+
+#[test]
+fn a_lane_closes_only_after_the_cores_last_frame_on_it() {
+    // The edge's own backlog opened 4 lanes and the core's streams are spread over them;
+    // all falls quiet, and when the edge stops wanting the top lane, the core writes on
+    // a stream of that lane before it can know (the edge's `Lanes` frame is 50 ms away).
+    // That frame must still arrive: the edge asks the core and closes the lane on its
+    // answer, not at once (it did, and the stream stalled until the session failed).
+    let mut net = Net::new(adaptive_cfg(), 50_000.0, Duration::from_millis(50), 16 * 1024);
+    let ids = net.open_streams(40);
+    drive_from(&mut net, Role::Edge, &ids, &mut HashMap::new(), 200, 200);
+    assert_eq!(net.edge.lanes_wanted(), 4, "the edge's own backlog opened lanes: {:?}", net.edge.stats());
+    let mut written = HashMap::new();
+    drive(&mut net, &ids, &mut written, 20, 20);
+    let top = *ids.iter().find(|&&id| net.core.lane_of(id) == 3).expect("a core stream on the top lane");
+    let give_up = net.now + Duration::from_secs(20);
+    while net.edge.lanes_wanted() == 4 {
+        assert!(net.now < give_up, "the edge never gave the top lane up");
+        net.settle(Duration::from_millis(1));
+    }
+    assert_eq!(net.core.lane_of(top), 3, "the core has not heard yet");
+    let now = net.now;
+    let at = written.entry(top).or_default();
+    *at += net.core.stream_send(top, &pattern(top, *at, 100), now).expect("stream");
+    net.settle(Duration::from_secs(5));
+    assert!(net.lost.is_empty(), "{:?}", net.lost);
+    for &id in &ids {
+        assert_eq!(net.got[&id], pattern(id, 0, written[&id]), "stream {id}");
+    }
+    assert!(net.edge.lanes_up() < 4, "the top lane closed after all");
 }
 
 /// How many of `ids` the core sends on each of 8 lanes.

@@ -22,6 +22,7 @@
 //! | `Hello` (8)  | 0      | `u32` magic, `u8` version, `u64` session, `u16` lane, `u16` lanes, `u64` next seq expected, `u32` initial stream window; flags [`FLAG_NEW`], [`FLAG_UNKNOWN_SESSION`], [`FLAG_ADAPTIVE`] |
 //! | `GoAway` (9) | 0      | `u16` reason code: the sender opens no more streams (graceful shutdown) |
 //! | `Lanes` (10) | 0      | `u16` lanes the sender wants open (adaptive lanes, version 2); per connection, not replayed |
+//! | `LaneClose` (11) | 0  | empty, on the lane it closes (version 3): the edge asks to close it; flag [`FLAG_CLOSE_OK`] marks the core's answer, its last frame on that connection |
 //!
 //! The decoder never panics and never allocates more than the announced body, which it
 //! checks against a caller-given bound first ([`DecodeError::FrameTooLarge`]).
@@ -41,7 +42,11 @@ pub const HELLO_MAGIC: u32 = 0x5457_4d58;
 /// 2: adds the `Lanes` frame (adaptive lanes) and lets a stream's frames arrive on
 /// any lane (a sender moves a stream only once the old lane acknowledged all of it).
 /// A version-1 peer is refused at the handshake ("unsupported protocol version").
-pub const VERSION: u8 = 2;
+///
+/// 3: adds `LaneClose`: the edge closes an unwanted lane only once the core answers
+/// that nothing of its own is left on it (the core's data could otherwise be in flight
+/// on a lane the edge closes). Earlier versions are refused at the handshake.
+pub const VERSION: u8 = 3;
 /// `Hello` body: magic, version, session, lane, lanes, next expected, window.
 const HELLO_BODY: usize = 4 + 1 + 8 + 2 + 2 + 8 + 4;
 /// `Ping` flag: this is the answer to a ping.
@@ -53,6 +58,9 @@ pub const FLAG_NEW: u8 = 0x01;
 pub const FLAG_UNKNOWN_SESSION: u8 = 0x02;
 /// `Hello` flag (edge → core): the edge's lanes are adaptive; `lanes` is their maximum.
 pub const FLAG_ADAPTIVE: u8 = 0x04;
+/// `LaneClose` flag (core → edge): the answer — the core has nothing left on the lane and
+/// sends nothing more on this connection; the edge may close it.
+pub const FLAG_CLOSE_OK: u8 = 0x01;
 
 /// A stream identifier. Zero is the connection itself (ack, ping, hello, go-away).
 pub type StreamId = u32;
@@ -81,6 +89,8 @@ pub enum FrameType {
     GoAway = 9,
     /// How many lanes the sender wants open (adaptive lanes).
     Lanes = 10,
+    /// Closing this lane: the edge's request, the core's answer.
+    LaneClose = 11,
 }
 
 impl FrameType {
@@ -113,6 +123,7 @@ impl TryFrom<u8> for FrameType {
             8 => FrameType::Hello,
             9 => FrameType::GoAway,
             10 => FrameType::Lanes,
+            11 => FrameType::LaneClose,
             other => return Err(DecodeError::UnknownType(other)),
         })
     }
@@ -155,7 +166,12 @@ impl Header {
         }
         let conn_level = matches!(
             kind,
-            FrameType::Ack | FrameType::Ping | FrameType::Hello | FrameType::GoAway | FrameType::Lanes
+            FrameType::Ack
+                | FrameType::Ping
+                | FrameType::Hello
+                | FrameType::GoAway
+                | FrameType::Lanes
+                | FrameType::LaneClose
         );
         if conn_level != (stream == 0) {
             return Err(DecodeError::Malformed("stream id 0 used for a stream frame or vice versa"));
@@ -320,6 +336,11 @@ pub enum Frame {
         /// Wanted lanes, ≥ 1.
         want: u16,
     },
+    /// Close the lane it arrives on: the edge's request, or (`ok`) the core's answer.
+    LaneClose {
+        /// True for the core's answer.
+        ok: bool,
+    },
 }
 
 /// Why bytes could not be decoded.
@@ -366,6 +387,7 @@ impl Frame {
             Frame::Hello(_) => FrameType::Hello,
             Frame::GoAway { .. } => FrameType::GoAway,
             Frame::Lanes { .. } => FrameType::Lanes,
+            Frame::LaneClose { .. } => FrameType::LaneClose,
         }
     }
 
@@ -390,7 +412,7 @@ impl Frame {
         match self {
             Frame::Open { target, .. } => target.len().min(MAX_TARGET_NAME),
             Frame::Data { payload, .. } => payload.len(),
-            Frame::Close { .. } => 0,
+            Frame::Close { .. } | Frame::LaneClose { .. } => 0,
             Frame::Reset { message, .. } => 2 + truncate_utf8(message, MAX_REASON_TEXT).len(),
             Frame::Credit { .. } => 4,
             Frame::Ack { .. } | Frame::Ping { .. } => 8,
@@ -404,6 +426,7 @@ impl Frame {
     pub fn encode(&self, out: &mut Vec<u8>) {
         let flags = match self {
             Frame::Ping { pong: true, .. } => FLAG_PONG,
+            Frame::LaneClose { ok: true } => FLAG_CLOSE_OK,
             Frame::Hello(h) => h.flags,
             _ => 0,
         };
@@ -417,7 +440,7 @@ impl Frame {
                 out.extend_from_slice(truncate_utf8(target, MAX_TARGET_NAME).as_bytes())
             }
             Frame::Data { payload, .. } => out.extend_from_slice(payload),
-            Frame::Close { .. } => {}
+            Frame::Close { .. } | Frame::LaneClose { .. } => {}
             Frame::Reset { code, message, .. } => {
                 out.extend_from_slice(&code.to_u16().to_be_bytes());
                 out.extend_from_slice(truncate_utf8(message, MAX_REASON_TEXT).as_bytes());
@@ -541,6 +564,10 @@ impl Frame {
                 }
                 Frame::Lanes { want }
             }
+            FrameType::LaneClose => {
+                fixed(0)?;
+                Frame::LaneClose { ok: header.flags & FLAG_CLOSE_OK != 0 }
+            }
         })
     }
 }
@@ -644,12 +671,13 @@ mod tests {
             ),
             arb_code().prop_map(|code| Frame::GoAway { code }),
             (1u16..).prop_map(|want| Frame::Lanes { want }),
+            any::<bool>().prop_map(|ok| Frame::LaneClose { ok }),
         ]
     }
 
     proptest! {
         #[test]
-        fn header_round_trip(kind in 1u8..=10, flags: u8, stream: u32, len in 0u32..=MAX) {
+        fn header_round_trip(kind in 1u8..=11, flags: u8, stream: u32, len in 0u32..=MAX) {
             let kind = FrameType::try_from(kind).unwrap();
             let h = Header { kind, flags, stream, len };
             let mut b = [0u8; HEADER_LEN];

@@ -43,7 +43,9 @@
 //! sending on the old lane and moves at the first ack that leaves nothing of it
 //! outstanding (between two of its messages). The top extra lane, once it carried no stream
 //! data for `lane_idle_hold` while no lane was backlogged, is given up: its streams
-//! are moved down, and the edge closes the connection when neither side wants it.
+//! are moved down, and once neither side wants it the edge asks the core, on that
+//! lane, to close it (`LaneClose`) and closes the connection on the core's answer
+//! (`Closing`).
 //!
 //! # Bulk in flight (`bulk_limit`)
 //! Unacknowledged bulk data bytes (summed over lanes) are kept below
@@ -364,6 +366,26 @@ enum LaneState {
     Up,
 }
 
+/// Where an unwanted lane's close handshake stands on this connection (`LaneClose`,
+/// frame version 3). The edge cannot see the core's side of a lane: the core learns of
+/// a lower lane count only when the edge's `Lanes` frame arrives on lane 0, and a frame
+/// it sends on the lane before then would be lost with a connection the edge closed at
+/// once (and its stream stall until the resume timeout fails the session, since the
+/// edge never dials an unwanted lane again). So the edge asks, on the lane itself, and
+/// closes when the core answers there — after its last frame on that connection.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Closing {
+    /// Nothing asked.
+    No,
+    /// Edge: asked, waiting for the answer. Core: asked, answers once it has nothing
+    /// of its own on the lane and does not want it.
+    Asked,
+    /// Core: the answer is queued; sent, it is the connection's last frame.
+    Answering,
+    /// Core: answered; sends nothing more on this connection.
+    Answered,
+}
+
 #[derive(Debug)]
 struct Lane {
     state: LaneState,
@@ -400,6 +422,8 @@ struct Lane {
     /// fail before the handshake completes do not restart the resume timeout.
     down_since: Option<Instant>,
     meter: LaneMeter,
+    /// The close handshake on this connection.
+    closing: Closing,
 }
 
 impl Session {
@@ -433,6 +457,7 @@ impl Session {
                 // Extra lanes start closed: no resume deadline until wanted.
                 down_since: (i < base).then_some(now),
                 meter: LaneMeter::new(now),
+                closing: Closing::No,
             })
             .collect();
         let ticking = cfg.adaptive() || cfg.bulk_limit || cfg.reserve_thin_lane;
@@ -611,6 +636,7 @@ impl Session {
         l.last_rx = now;
         l.next_ping = now + self.cfg.ping_interval;
         l.hello_sent = false;
+        l.closing = Closing::No;
         if self.role == Role::Edge {
             let hello = self.hello_for(lane, 0);
             let l = &mut self.lanes[lane as usize];
@@ -629,6 +655,7 @@ impl Session {
         l.state = LaneState::Down;
         l.down_since.get_or_insert(now);
         l.urgent.clear();
+        l.closing = Closing::No;
         self.stats.lane_drops += 1;
         if self.peer_going_away && self.streams.is_empty() {
             self.fail("peer went away", now);
@@ -680,10 +707,20 @@ impl Session {
         if l.generation != generation || matches!(l.state, LaneState::Down) || self.lost {
             return false;
         }
+        if l.closing == Closing::Answered {
+            return false;
+        }
         // Per-connection frames first: hello, acks, pongs.
         while let Some(f) = l.urgent.pop_front() {
             self.stats.frames_tx[f.kind() as usize] += 1;
             f.encode(out);
+            if f == (Frame::LaneClose { ok: true }) {
+                // The core's answer ends what it sends on this connection.
+                l.closing = Closing::Answered;
+                l.urgent.clear();
+                self.stats.trunk_bytes_tx += (out.len() - start) as u64;
+                return true;
+            }
         }
         if !matches!(l.state, LaneState::Up) {
             self.stats.trunk_bytes_tx += (out.len() - start) as u64;
@@ -727,7 +764,7 @@ impl Session {
     /// True if [`Session::poll_transmit`] would write something on `lane`.
     pub fn wants_transmit(&self, lane: u16) -> bool {
         let Some(l) = self.lanes.get(lane as usize) else { return false };
-        if self.lost || matches!(l.state, LaneState::Down) {
+        if self.lost || matches!(l.state, LaneState::Down) || l.closing == Closing::Answered {
             return false;
         }
         !l.urgent.is_empty()
@@ -986,7 +1023,14 @@ impl Session {
     /// onto lane 0 while the edge keeps 15 more lanes open.
     fn active_lanes(&self) -> Vec<u16> {
         let n = if self.cfg.adaptive() { self.lanes_wanted() } else { self.lanes.len() as u16 };
-        let v: Vec<u16> = (0..n).filter(|&i| matches!(self.lanes[i as usize].state, LaneState::Up)).collect();
+        // A lane the core has answered a close on carries nothing more of it.
+        let v: Vec<u16> = (0..n)
+            .filter(|&i| {
+                let l = &self.lanes[i as usize];
+                matches!(l.state, LaneState::Up)
+                    && !matches!(l.closing, Closing::Answering | Closing::Answered)
+            })
+            .collect();
         if v.is_empty() {
             vec![0]
         } else {
@@ -1205,8 +1249,9 @@ impl Session {
             }
         }
         self.try_moves(now);
-        if self.role == Role::Edge {
-            self.close_unwanted_lanes(now);
+        match self.role {
+            Role::Edge => self.close_unwanted_lanes(now),
+            Role::Core => self.answer_lane_closes(),
         }
         if now >= self.next_report {
             self.next_report = now + LANE_REPORT;
@@ -1221,18 +1266,46 @@ impl Session {
         }
     }
 
-    /// (edge) Give up extra lanes neither side wants once nothing is left on them.
+    /// (edge) Give up extra lanes neither side wants once nothing is left on them: a
+    /// lane still in its handshake at once, an up lane once the core answers the
+    /// `LaneClose` asked on it ([`Closing`]).
     fn close_unwanted_lanes(&mut self, _now: Instant) {
         let wanted = self.lanes_wanted() as usize;
         for i in wanted..self.lanes.len() {
             let on_it = self.streams.values().any(|s| s.lane as usize == i || s.target as usize == i);
             let l = &mut self.lanes[i];
             let idle = l.replay.is_empty() && l.ctrl.is_empty() && l.sched.depth() == (0, 0);
-            if matches!(l.state, LaneState::Up | LaneState::Handshake) && idle && !on_it {
-                l.state = LaneState::Down;
-                l.down_since = None;
-                l.urgent.clear();
-                self.events.push_back(Event::LaneClosed { lane: i as u16 });
+            if !idle || on_it {
+                continue;
+            }
+            match l.state {
+                LaneState::Handshake => {
+                    l.state = LaneState::Down;
+                    l.down_since = None;
+                    l.urgent.clear();
+                    self.events.push_back(Event::LaneClosed { lane: i as u16 });
+                }
+                LaneState::Up if l.closing == Closing::No => {
+                    l.closing = Closing::Asked;
+                    l.urgent.push_back(Frame::LaneClose { ok: false });
+                }
+                _ => {}
+            }
+        }
+    }
+
+    /// (core) Answer the edge's `LaneClose` on lanes this side does not want either,
+    /// once nothing of its own is left on them: every frame it sent there acknowledged,
+    /// nothing queued, no stream on or moving to the lane.
+    fn answer_lane_closes(&mut self) {
+        let wanted = self.lanes_wanted() as usize;
+        for i in wanted..self.lanes.len() {
+            let on_it = self.streams.values().any(|s| s.lane as usize == i || s.target as usize == i);
+            let l = &mut self.lanes[i];
+            let idle = l.replay.is_empty() && l.ctrl.is_empty() && l.sched.depth() == (0, 0);
+            if l.closing == Closing::Asked && matches!(l.state, LaneState::Up) && idle && !on_it {
+                l.closing = Closing::Answering;
+                l.urgent.push_back(Frame::LaneClose { ok: true });
             }
         }
     }
@@ -1531,6 +1604,29 @@ impl Session {
                     self.rebalance(now);
                 }
             }
+            Frame::LaneClose { ok: false } if self.role == Role::Core => {
+                let l = &mut self.lanes[lane as usize];
+                if l.closing == Closing::No {
+                    l.closing = Closing::Asked;
+                    self.answer_lane_closes();
+                }
+            }
+            Frame::LaneClose { ok: true } if self.role == Role::Edge => {
+                // Everything the core sent on this connection came before its answer, so
+                // nothing of it is lost with the connection. A lane wanted again since
+                // the request is dialled anew.
+                let l = &mut self.lanes[lane as usize];
+                l.state = LaneState::Down;
+                l.down_since = None;
+                l.urgent.clear();
+                l.closing = Closing::No;
+                self.events.push_back(Event::LaneClosed { lane });
+                if self.lane_wanted(lane) {
+                    self.events.push_back(Event::ConnectLane { lane });
+                }
+            }
+            // A request to the edge or an answer to the core: not ours to act on.
+            Frame::LaneClose { .. } => {}
             // Handled above; a second Hello on an up lane is ignored.
             Frame::Hello(_) => {}
         }

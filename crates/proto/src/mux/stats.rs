@@ -44,9 +44,9 @@ impl Histogram {
 #[derive(Clone, Debug, Default)]
 pub struct Stats {
     /// Frames sent, by frame type byte (index = type).
-    pub frames_tx: [u64; 11],
+    pub frames_tx: [u64; 12],
     /// Frames received, by frame type byte.
-    pub frames_rx: [u64; 11],
+    pub frames_rx: [u64; 12],
     /// Trunk bytes sent (including replays).
     pub trunk_bytes_tx: u64,
     /// Trunk bytes received.
