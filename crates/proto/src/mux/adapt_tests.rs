@@ -311,17 +311,23 @@ fn long_loss_recoveries_open_lanes_and_short_ones_do_not() {
     assert_eq!(run(1500, 100), 0, "held up 7 % of the time");
 }
 
+/// 40 streams whose edge opened all 4 lanes for its own backlog (40 × 200 B every 50 ms
+/// from the edge: 160 kB/s on 50-kB/s lanes, 10 s).
+fn lanes_opened_by_the_edge() -> (Net, Vec<StreamId>) {
+    let mut net = Net::new(adaptive_cfg(), 50_000.0, Duration::from_millis(50), 16 * 1024);
+    let ids = net.open_streams(40);
+    drive_from(&mut net, Role::Edge, &ids, &mut HashMap::new(), 200, 200);
+    assert_eq!(net.edge.lanes_wanted(), 4, "the edge's own backlog opened lanes: {:?}", net.edge.stats());
+    (net, ids)
+}
+
 #[test]
 fn the_edge_keeps_a_lane_the_cores_data_is_on() {
     // The edge opens lanes for its own backlog, then falls silent while the core's
     // streams, spread over the edge's lanes, keep sending: a lane idle in the edge's
     // direction only is in use and must stay open (the daemons' edge once closed such
     // lanes after the hold and dialled them again).
-    let mut net = Net::new(adaptive_cfg(), 50_000.0, Duration::from_millis(50), 16 * 1024);
-    let ids = net.open_streams(40);
-    // 40 × 200 B every 50 ms from the edge: 160 kB/s on 50-kB/s lanes, 10 s.
-    drive_from(&mut net, Role::Edge, &ids, &mut HashMap::new(), 200, 200);
-    assert_eq!(net.edge.lanes_wanted(), 4, "the edge's own backlog opened lanes: {:?}", net.edge.stats());
+    let (mut net, ids) = lanes_opened_by_the_edge();
     let closed = net.edge.stats().lanes_closed;
     // The edge stops; the core sends 20 B a stream every 50 ms (16 kB/s: one lane would
     // do, so the core wants no lanes itself) on the 4 lanes for 3 holds.
@@ -347,10 +353,7 @@ fn a_lane_closes_only_after_the_cores_last_frame_on_it() {
     // a stream of that lane before it can know (the edge's `Lanes` frame is 50 ms away).
     // That frame must still arrive: the edge asks the core and closes the lane on its
     // answer, not at once (it did, and the stream stalled until the session failed).
-    let mut net = Net::new(adaptive_cfg(), 50_000.0, Duration::from_millis(50), 16 * 1024);
-    let ids = net.open_streams(40);
-    drive_from(&mut net, Role::Edge, &ids, &mut HashMap::new(), 200, 200);
-    assert_eq!(net.edge.lanes_wanted(), 4, "the edge's own backlog opened lanes: {:?}", net.edge.stats());
+    let (mut net, ids) = lanes_opened_by_the_edge();
     let mut written = HashMap::new();
     drive(&mut net, &ids, &mut written, 20, 20);
     let top = *ids.iter().find(|&&id| net.core.lane_of(id) == 3).expect("a core stream on the top lane");
