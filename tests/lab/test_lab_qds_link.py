@@ -158,6 +158,10 @@ def test_qds_loop_favours_the_flow_with_the_smaller_budget(tmp_path: Path) -> No
     data = late["rate_bps"][late["cport"] == 6002].mean()
     print(f"rates: video {video / 1e6:.2f} Mbit/s, data {data / 1e6:.2f} Mbit/s")
     assert video > 1.2 * data, (video, data)
-    # RTT estimates are real: at least the 10-ms base, and under a second.
+    # RTT estimates are real: at least the 10-ms base, and under a second. A flow logged
+    # before its first timed round trip carries NaN ("not yet timed", crates/net/src/qds/
+    # log.rs): on a loaded machine the first period can log some (two rows in a CI run).
     rtt = flows["value"]
-    assert (rtt >= 0.0095).all() and (rtt < 1.0).all(), (rtt.min(), rtt.max())
+    timed = rtt[~np.isnan(rtt)]
+    assert len(timed) >= 0.9 * len(rtt), f"{len(rtt) - len(timed)} of {len(rtt)} rows not timed"
+    assert (timed >= 0.0095).all() and (timed < 1.0).all(), (timed.min(), timed.max())
