@@ -179,6 +179,7 @@ def run_bench(
                                     else media_steps(bench, cell, p, env_name)
                                 )
                                 bar.update(n)
+                            run_s: float | None = None  # web and video cells' run time
                             if cell == "latency":
                                 timing: pd.DataFrame | None = None
                                 problems = []
@@ -208,7 +209,7 @@ def run_bench(
                                         f" (floor {row['updates_s'] / 60:.1f} min)"
                                     )
                             if not done:
-                                _mark_done(cell_dir, key, run_s if cell != "latency" else None)
+                                _mark_done(cell_dir, key, run_s)
                             for problem in problems:
                                 failures.append(f"{p} {env_name}: {problem}")
                                 say(f"{p} {env_name}: FAILED: {problem}")
@@ -263,7 +264,7 @@ def _duration_row(platform: str, env: str, op: str, run_s: float | None, media: 
     """How long a web or video cell ran against its floor, ``updates_s``: the time the
     display itself took for what was measured (the sum of the page latencies; the two
     plays), which no harness can undercut. The issue's 10-minute target per cell cannot
-    hold where ``updates_s`` alone exceeds it (plain X behind a 64-KiB window: ~50 s a
+    hold where ``updates_s`` alone exceeds it (plain X behind the 16-KB window: ~50 s a
     page)."""
     if op == "web":
         pages = media.pages[-1]
@@ -307,11 +308,17 @@ def _cell_key(bench: Bench, env: str, cell: str, latency_ops: list[str]) -> str:
 _CELL_FILE = "cell.json"
 
 
-def _cell_done(cell_dir: Path, key: str) -> bool:
+def _cell_record(cell_dir: Path) -> dict[str, Any]:
+    """What a finished cell's ``cell.json`` says (empty: not finished, or unreadable)."""
     try:
-        return json.loads((cell_dir / _CELL_FILE).read_text()).get("key") == key
+        doc = json.loads((cell_dir / _CELL_FILE).read_text())
     except (OSError, ValueError):
-        return False
+        return {}
+    return doc if isinstance(doc, dict) else {}
+
+
+def _cell_done(cell_dir: Path, key: str) -> bool:
+    return _cell_record(cell_dir).get("key") == key
 
 
 def _mark_done(cell_dir: Path, key: str, run_s: float | None = None) -> None:
@@ -322,10 +329,7 @@ def _mark_done(cell_dir: Path, key: str, run_s: float | None = None) -> None:
 def _cell_run_s(cell_dir: Path) -> float | None:
     """How long a finished cell took when it ran (None: finished before 2026-11-28,
     when cell.json did not say)."""
-    try:
-        return json.loads((cell_dir / _CELL_FILE).read_text()).get("run_s")
-    except (OSError, ValueError):
-        return None
+    return _cell_record(cell_dir).get("run_s")
 
 
 def _run_media(

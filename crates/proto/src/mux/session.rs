@@ -1270,21 +1270,13 @@ impl Session {
     /// lane still in its handshake at once, an up lane once the core answers the
     /// `LaneClose` asked on it ([`Closing`]).
     fn close_unwanted_lanes(&mut self, _now: Instant) {
-        let wanted = self.lanes_wanted() as usize;
-        for i in wanted..self.lanes.len() {
-            let on_it = self.streams.values().any(|s| s.lane as usize == i || s.target as usize == i);
-            let l = &mut self.lanes[i];
-            let idle = l.replay.is_empty() && l.ctrl.is_empty() && l.sched.depth() == (0, 0);
-            if !idle || on_it {
+        for i in self.lanes_wanted() as usize..self.lanes.len() {
+            if !self.nothing_of_ours_on(i) {
                 continue;
             }
+            let l = &mut self.lanes[i];
             match l.state {
-                LaneState::Handshake => {
-                    l.state = LaneState::Down;
-                    l.down_since = None;
-                    l.urgent.clear();
-                    self.events.push_back(Event::LaneClosed { lane: i as u16 });
-                }
+                LaneState::Handshake => self.give_up_lane(i as u16),
                 LaneState::Up if l.closing == Closing::No => {
                     l.closing = Closing::Asked;
                     l.urgent.push_back(Frame::LaneClose { ok: false });
@@ -1294,16 +1286,35 @@ impl Session {
         }
     }
 
+    /// Nothing of this side's is on lane `i`: every frame sent there acknowledged,
+    /// nothing queued, no stream on or moving to it.
+    fn nothing_of_ours_on(&self, i: usize) -> bool {
+        let l = &self.lanes[i];
+        l.replay.is_empty()
+            && l.ctrl.is_empty()
+            && l.sched.depth() == (0, 0)
+            && !self.streams.values().any(|s| s.lane as usize == i || s.target as usize == i)
+    }
+
+    /// (edge) Close `lane`'s connection: the driver closes it on [`Event::LaneClosed`].
+    fn give_up_lane(&mut self, lane: u16) {
+        let l = &mut self.lanes[lane as usize];
+        l.state = LaneState::Down;
+        l.down_since = None;
+        l.urgent.clear();
+        l.closing = Closing::No;
+        self.events.push_back(Event::LaneClosed { lane });
+    }
+
     /// (core) Answer the edge's `LaneClose` on lanes this side does not want either,
     /// once nothing of its own is left on them: every frame it sent there acknowledged,
     /// nothing queued, no stream on or moving to the lane.
     fn answer_lane_closes(&mut self) {
-        let wanted = self.lanes_wanted() as usize;
-        for i in wanted..self.lanes.len() {
-            let on_it = self.streams.values().any(|s| s.lane as usize == i || s.target as usize == i);
-            let l = &mut self.lanes[i];
-            let idle = l.replay.is_empty() && l.ctrl.is_empty() && l.sched.depth() == (0, 0);
-            if l.closing == Closing::Asked && matches!(l.state, LaneState::Up) && idle && !on_it {
+        for i in self.lanes_wanted() as usize..self.lanes.len() {
+            let asked =
+                self.lanes[i].closing == Closing::Asked && matches!(self.lanes[i].state, LaneState::Up);
+            if asked && self.nothing_of_ours_on(i) {
+                let l = &mut self.lanes[i];
                 l.closing = Closing::Answering;
                 l.urgent.push_back(Frame::LaneClose { ok: true });
             }
@@ -1615,12 +1626,7 @@ impl Session {
                 // Everything the core sent on this connection came before its answer, so
                 // nothing of it is lost with the connection. A lane wanted again since
                 // the request is dialled anew.
-                let l = &mut self.lanes[lane as usize];
-                l.state = LaneState::Down;
-                l.down_since = None;
-                l.urgent.clear();
-                l.closing = Closing::No;
-                self.events.push_back(Event::LaneClosed { lane });
+                self.give_up_lane(lane);
                 if self.lane_wanted(lane) {
                     self.events.push_back(Event::ConnectLane { lane });
                 }
