@@ -40,7 +40,7 @@ def simulate(scenario: Scenario) -> RunRecords:
 
 def test_grid_file_covers_the_published_grid() -> None:
     sweep = load_sweep(GRID / "grid.toml")
-    assert len(sweep.points) == 2 * 2 * 2 * 6
+    assert len(sweep.points) == 2 * 2 * 2 * 7
     seen = {
         (
             p.scenario.topology.bottleneck_loss,
@@ -51,23 +51,25 @@ def test_grid_file_covers_the_published_grid() -> None:
             p.scenario.mux.trunks,
             p.scenario.mux.lanes,
             p.scenario.mux.shed,
+            p.scenario.mux.lane_rule,
         )
         for p in sweep.points
     }
     configs = {
-        ("direct", 1, "fixed", False),
-        ("mux", 1, "fixed", False),
-        ("mux", 4, "fixed", False),
-        ("mux", 16, "adaptive", False),
-        ("mux", 16, "adaptive", True),
-        ("mux", 1, "adaptive", False),
+        ("direct", 1, "fixed", False, "backlog"),
+        ("mux", 1, "fixed", False, "backlog"),
+        ("mux", 4, "fixed", False, "backlog"),
+        ("mux", 16, "adaptive", False, "backlog"),
+        ("mux", 16, "adaptive", False, "held"),
+        ("mux", 16, "adaptive", True, "backlog"),
+        ("mux", 1, "adaptive", False, "backlog"),
     }
     assert seen == {
-        (loss, loss, delay, jitter, mode, trunks, lanes, shed)
+        (loss, loss, delay, jitter, mode, trunks, lanes, shed, rule)
         for loss in (0.01, 0.05)
         for delay in (100.0, 300.0)
         for jitter in (0.0, 10.0)
-        for mode, trunks, lanes, shed in configs
+        for mode, trunks, lanes, shed, rule in configs
     }
     base = sweep.points[0].scenario
     assert (base.topology.last_hop_delay_ms, base.topology.last_hop_rate_mbps) == (50.0, 100.0)

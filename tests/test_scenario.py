@@ -153,6 +153,7 @@ DOCUMENTED_DEFAULTS = {
         "notsent_lowat_bytes": 32768,
         "lanes": "fixed",
         "max_lanes": 8,
+        "lane_rule": "backlog",
         "bulk_limit": False,
         "shed": False,
         "shed_slack_ms": 100.0,
@@ -255,6 +256,7 @@ def test_to_toml_round_trips() -> None:
         ({"tcp": {"rack_bands": True}}, "tcp.rack_bands: needs tcp.rack_tlp = true"),
         # thinwan-mux's limit, so a simulated scenario also runs in the lab.
         ({"mux": {"max_lanes": 257}}, "mux.max_lanes: Input should be less than or equal to 256"),
+        ({"mux": {"lane_rule": "loss"}}, "mux.lane_rule: Input should be 'backlog' or 'held'"),
         ({"mux": {"trunks": 257}}, "mux.trunks: Input should be less than or equal to 256"),
         ({"tcp": {"rack_reo_wnd": "grow"}}, "tcp.rack_reo_wnd: Input should be 'static', 'adaptive' or 'linux'"),
         ({"tcp": {"rack_reo_wnd": "linux"}}, 'tcp.rack_reo_wnd: "linux" needs tcp.rack_tlp = true'),
@@ -417,6 +419,7 @@ ADDED_AFTER_OGAWA2011 = {
         "notsent_lowat_bytes",
         "lanes",
         "max_lanes",
+        "lane_rule",
         "bulk_limit",
         "shed",
         "shed_slack_ms",

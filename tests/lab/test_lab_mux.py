@@ -110,18 +110,19 @@ mux-1 = {{ "mux.mode" = "mux", "mux.trunks" = 1 }}
 
 
 def test_adaptive_lanes_and_bulk_limit_reach_the_daemons(tmp_path: Path) -> None:
-    """`mux.lanes = "adaptive"`, `mux.bulk_limit`, `mux.thin_linear_timeouts` and
-    `mux.rto_min_ms` run in the lab's daemons (the edge starts with `trunks` lanes and may
-    open up to `max_lanes`, here more than the 64 the core once refused), every byte
+    """`mux.lanes = "adaptive"` (by the held rule), `mux.bulk_limit`,
+    `mux.thin_linear_timeouts` and `mux.rto_min_ms` run in the lab's daemons (the edge
+    starts with `trunks` lanes and may open up to `max_lanes`, here more than the 64 the
+    core once refused), every byte
     intact, the trunk sockets take the options, and the edge's lane reports (every 5 s)
     reach the run's metadata."""
     scenario = small(**{"mux.mode": "mux", "mux.trunks": 1, "mux.lanes": "adaptive", "mux.max_lanes": 100,
-                        "mux.bulk_limit": True, "mux.thin_linear_timeouts": True, "mux.rto_min_ms": 50,
+                        "mux.lane_rule": "held", "mux.bulk_limit": True, "mux.thin_linear_timeouts": True, "mux.rto_min_ms": 50,
                         "scenario.duration_s": 6.0})  # fmt: skip
     raw = tmp_path / "raw"
     records = run_tunnel_once(scenario, LabSection(), 0, raw)
     edge, core = (raw / "edge.toml").read_text(), (raw / "core.toml").read_text()
-    assert 'lanes = "adaptive"' in edge and "max_connections = 100" in edge
+    assert 'lanes = "adaptive"' in edge and "max_connections = 100" in edge and 'lane_rule = "held"' in edge
     for text in (edge, core):
         assert "bulk_limit = true" in text and "thin_linear_timeouts = true" in text and "rto_min_ms = 50" in text
     for role in ("edge", "core"):

@@ -8,7 +8,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
-use thinwan_proto::mux::{Class, Config as SessionConfig};
+use thinwan_proto::mux::{Class, Config as SessionConfig, LaneRule};
 use thinwan_proto::Duration;
 
 /// A configuration error, naming the offending key.
@@ -67,6 +67,9 @@ pub struct RawTrunk {
     pub lanes: Option<String>,
     /// (edge) Most lanes with `lanes = "adaptive"`. Default 8.
     pub max_connections: Option<u16>,
+    /// (edge) How adaptive lanes are judged: "backlog" (default) or "held" (docs/mux.md
+    /// "The held rule"); the core follows the edge's `Hello`.
+    pub lane_rule: Option<String>,
     /// Open a lane when a lane's backlog in time exceeds this many RTTs. Default 1.0.
     pub lane_open_rtts: Option<f64>,
     /// … for this many RTTs. Default 4.0.
@@ -381,6 +384,7 @@ impl TryFrom<RawConfig> for CoreConfig {
         for (key, set) in [
             ("trunk.lanes", raw.trunk.lanes.is_some()),
             ("trunk.max_connections", raw.trunk.max_connections.is_some()),
+            ("trunk.lane_rule", raw.trunk.lane_rule.is_some()),
         ] {
             if set {
                 return Err(ConfigError::new(key, "is chosen by the edge"));
@@ -455,11 +459,13 @@ impl TryFrom<RawConfig> for EdgeConfig {
         let mut common = common(&raw, lanes)?;
         common.session.max_lanes = match raw.trunk.lanes.as_deref().unwrap_or("fixed") {
             "fixed" => {
-                if raw.trunk.max_connections.is_some() {
-                    return Err(ConfigError::new(
-                        "trunk.max_connections",
-                        "needs trunk.lanes = \"adaptive\"",
-                    ));
+                for (key, set) in [
+                    ("trunk.max_connections", raw.trunk.max_connections.is_some()),
+                    ("trunk.lane_rule", raw.trunk.lane_rule.is_some()),
+                ] {
+                    if set {
+                        return Err(ConfigError::new(key, "needs trunk.lanes = \"adaptive\""));
+                    }
                 }
                 lanes
             }
@@ -477,6 +483,16 @@ impl TryFrom<RawConfig> for EdgeConfig {
                 return Err(ConfigError::new(
                     "trunk.lanes",
                     format!("{other:?}: expected \"fixed\" or \"adaptive\""),
+                ))
+            }
+        };
+        common.session.lane_rule = match raw.trunk.lane_rule.as_deref().unwrap_or("backlog") {
+            "backlog" => LaneRule::Backlog,
+            "held" => LaneRule::Held,
+            other => {
+                return Err(ConfigError::new(
+                    "trunk.lane_rule",
+                    format!("{other:?}: expected \"backlog\" or \"held\""),
                 ))
             }
         };
@@ -749,6 +765,9 @@ mod tests {
         let e = edge("lanes = \"adaptive\"\nmax_connections = 6\nbulk_limit = true").unwrap();
         assert_eq!((e.common.session.lanes, e.common.session.max_lanes), (1, 6));
         assert!(e.common.session.adaptive() && e.common.session.bulk_limit);
+        assert_eq!(e.common.session.lane_rule, LaneRule::Backlog);
+        let e = edge("lanes = \"adaptive\"\nlane_rule = \"held\"").unwrap();
+        assert_eq!(e.common.session.lane_rule, LaneRule::Held);
         assert!(!e.common.thin_linear_timeouts);
         let e = edge("lanes = \"adaptive\"\nmax_connections = 256\nthin_linear_timeouts = true").unwrap();
         assert_eq!(e.common.session.max_lanes, MAX_LANES);
@@ -759,6 +778,8 @@ mod tests {
         for (extra, key) in [
             ("lanes = \"elastic\"", "trunk.lanes"),
             ("max_connections = 4", "trunk.max_connections"),
+            ("lane_rule = \"held\"", "trunk.lane_rule"),
+            ("lanes = \"adaptive\"\nlane_rule = \"loss\"", "trunk.lane_rule"),
             ("connections = 4\nlanes = \"adaptive\"\nmax_connections = 2", "trunk.max_connections"),
             ("lanes = \"adaptive\"\nmax_connections = 257", "trunk.max_connections"),
             ("connections = 257", "trunk.connections"),
@@ -771,8 +792,11 @@ mod tests {
         ] {
             assert_eq!(edge(extra).unwrap_err().key, key, "{extra}");
         }
-        let core = CORE.replace("[trunk]", "[trunk]\nlanes = \"adaptive\"");
-        assert_eq!(CoreConfig::try_from(parse(&core).unwrap()).unwrap_err().key, "trunk.lanes");
+        for key in ["lanes = \"adaptive\"", "lane_rule = \"held\""] {
+            let core = CORE.replace("[trunk]", &format!("[trunk]\n{key}"));
+            let err = CoreConfig::try_from(parse(&core).unwrap()).unwrap_err().key;
+            assert_eq!(err, format!("trunk.{}", key.split(' ').next().unwrap()));
+        }
     }
 
     #[test]

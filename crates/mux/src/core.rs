@@ -7,9 +7,9 @@ use std::io;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 
-use thinwan_proto::mux::frame::{FLAG_ADAPTIVE, FLAG_NEW, MAX_REASON_TEXT};
+use thinwan_proto::mux::frame::{FLAG_ADAPTIVE, FLAG_HELD, FLAG_NEW, MAX_REASON_TEXT};
 use thinwan_proto::mux::session::{peek_hello, unknown_session_reply};
-use thinwan_proto::mux::{ResetCode, Role};
+use thinwan_proto::mux::{LaneRule, ResetCode, Role};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, watch};
@@ -165,6 +165,8 @@ async fn serve_trunk(
                 if hello.flags & FLAG_ADAPTIVE != 0 {
                     scfg.lanes = 1;
                     scfg.max_lanes = hello.lanes;
+                    scfg.lane_rule =
+                        if hello.flags & FLAG_HELD != 0 { LaneRule::Held } else { LaneRule::Backlog };
                 } else {
                     scfg.lanes = hello.lanes;
                     scfg.max_lanes = hello.lanes;

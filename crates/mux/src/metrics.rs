@@ -94,10 +94,15 @@ pub fn render(role: &str, counters: &Counters, sessions: &[Arc<Shared>]) -> Stri
     counter(
         &mut o,
         "lanes_opened_total",
-        "Extra lanes this side asked for (adaptive lanes).",
+        "Lanes this side's want rose by (adaptive lanes).",
         st.lanes_opened,
     );
-    counter(&mut o, "lanes_closed_total", "Extra lanes given up after the idle hold.", st.lanes_closed);
+    counter(
+        &mut o,
+        "lanes_closed_total",
+        "Lanes this side's want fell by (adaptive lanes).",
+        st.lanes_closed,
+    );
     counter(&mut o, "stream_moves_total", "Streams moved between lanes.", st.stream_moves);
     counter(
         &mut o,

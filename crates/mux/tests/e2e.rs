@@ -10,7 +10,7 @@ use thinwan_mux::core::{Core, Registry};
 use thinwan_mux::driver::abort_socket;
 use thinwan_mux::edge::Edge;
 use thinwan_mux::{CoreConfig, Counters, EdgeConfig, Shared};
-use thinwan_proto::mux::FrameType;
+use thinwan_proto::mux::{FrameType, LaneRule};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
@@ -365,6 +365,47 @@ async fn idle_extra_lanes_close_by_handshake() {
     let core = core_session.lock().session.stats().clone();
     assert!(edge.frames_tx[close] > 0 && core.frames_rx[close] > 0, "the edge asked");
     assert!(core.frames_tx[close] > 0 && edge.frames_rx[close] > 0, "the core answered");
+    echo_roundtrip(h.client_addrs[0], 7, 50_000, 3000).await.unwrap();
+    assert_eq!(h.edge_counters.sessions_lost.load(Ordering::SeqCst), 0);
+    assert_eq!(h.core_counters.sessions_lost.load(Ordering::SeqCst), 0);
+    let _ = h.stop.send(true);
+}
+
+/// The held rule between the real daemons (`trunk.lane_rule = "held"`): the core follows
+/// the edge's `Hello`, and a calm session (loopback holds no frame up) halves its two
+/// starting lanes to one, closed by the handshake, while its streams go on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_calm_session_halves_its_lanes_under_the_held_rule() {
+    let trunk = "lanes = \"adaptive\"\nmax_connections = 8\nlane_rule = \"held\"";
+    let h = start_with(&psk(), &psk(), &["echo"], "", trunk).await;
+    echo_roundtrip(h.client_addrs[0], 1, 50_000, 3000).await.unwrap();
+    let core_session = h.registry.lock().unwrap().values().next().cloned().expect("the core's session");
+    assert_eq!(core_session.lock().session.config().lane_rule, LaneRule::Held);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    while h.edge.lock().session.lanes_up() < 2 {
+        assert!(tokio::time::Instant::now() < deadline, "the second lane never came up");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // Five calm windows of at least 0.5 s, then the close handshake.
+    let mut round = 2;
+    while h.edge.lock().session.lanes_up() > 1 {
+        if tokio::time::Instant::now() >= deadline {
+            let (es, cs) = (h.edge.lock(), core_session.lock());
+            panic!(
+                "the lanes never halved: wanted {} / {}, wants moved {:?} / {:?}",
+                es.session.lanes_wanted(),
+                cs.session.lanes_wanted(),
+                (es.session.stats().lanes_opened, es.session.stats().lanes_closed),
+                (cs.session.stats().lanes_opened, cs.session.stats().lanes_closed)
+            );
+        }
+        echo_roundtrip(h.client_addrs[0], round, 2_000, 1000).await.unwrap();
+        round += 1;
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let edge = h.edge.lock().session.stats().clone();
+    assert!(edge.lanes_closed >= 1, "the edge's want fell: {edge:?}");
+    assert!(edge.frames_rx[FrameType::LaneClose as usize] > 0, "the core answered");
     echo_roundtrip(h.client_addrs[0], 7, 50_000, 3000).await.unwrap();
     assert_eq!(h.edge_counters.sessions_lost.load(Ordering::SeqCst), 0);
     assert_eq!(h.core_counters.sessions_lost.load(Ordering::SeqCst), 0);

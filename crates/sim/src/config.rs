@@ -52,6 +52,8 @@ pub struct MuxSec {
     pub lanes: MuxLanes,
     /// Most lanes with `lanes = "adaptive"`.
     pub max_lanes: u32,
+    /// How adaptive lanes are judged (the daemons' `trunk.lane_rule`).
+    pub lane_rule: MuxLaneRule,
     /// Keep unacknowledged bulk bytes below the bulk-in-flight limit (docs/mux.md).
     pub bulk_limit: bool,
     /// Shedding: a stream that opens while the edge's session says so goes on a direct
@@ -77,6 +79,17 @@ pub enum MuxLanes {
     Fixed,
     /// `mux.trunks` lanes at start, more (up to `mux.max_lanes`) when backlogged.
     Adaptive,
+}
+
+/// `mux.lane_rule` (docs/mux.md "Adaptive lanes", "The held rule").
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum MuxLaneRule {
+    /// Double the lanes on a sustained backlog, give an idle extra lane up.
+    Backlog,
+    /// Double the lanes when their frames are held up much of the time, halve them
+    /// when they are not.
+    Held,
 }
 
 /// `[scenario]`

@@ -23,9 +23,11 @@
 //! do; every lane up to `mux.max_lanes` has its simulated TCP connections from time 0
 //! (idle until used), and "dialing" a lane connects both sessions' ends at once, so a
 //! new lane costs its `Hello` round trip over the simulated trunk but not the TCP and
-//! TLS handshakes (2 RTTs more in the daemons). Lanes are never given up in a run
-//! (`lane_idle_hold` is off): a pipe's bytes from a closed connection would reach the
-//! next one, and the grid's streams never go quiet for long.
+//! TLS handshakes (2 RTTs more in the daemons), and a lane dialled again goes on with its
+//! simulated connections' TCP state (their RTT estimate and window). The backlog rule
+//! never gives a lane up in a run (`lane_idle_hold` is off: the grid's streams never go
+//! quiet for long); the held rule halves the lanes, and the sessions close an unwanted
+//! lane by their `LaneClose` handshake ([`Tunnel::close_lane`]).
 //!
 //! Shedding (`mux.shed = true`, docs/mux.md "Shedding"): a stream *opens* when its
 //! source starts (its first write, the moment its client would connect to the edge).
@@ -41,10 +43,10 @@ use std::collections::{HashMap, VecDeque};
 
 use thinwan_proto::mux::frame::{FrameType, Header, ResetCode, StreamId, HEADER_LEN};
 use thinwan_proto::mux::sched::Class;
-use thinwan_proto::mux::session::{Config as SessionConfig, Event, Role, Session};
+use thinwan_proto::mux::session::{Config as SessionConfig, Event, LaneRule, Role, Session};
 use thinwan_proto::{Duration, Instant};
 
-use crate::config::{MuxLanes, MuxSec};
+use crate::config::{MuxLaneRule, MuxLanes, MuxSec};
 
 /// The target name every stream opens (the core has one: the server beside it).
 const TARGET: &str = "server";
@@ -98,6 +100,17 @@ pub(crate) struct Tunnel {
     /// Per trunk connection: frame bytes the socket has not taken yet (its send buffer
     /// was full), the tail of its pipe.
     unwritten: Vec<u64>,
+    /// Per lane, oldest first: bytes of its reverse pipe (edge → core) from a connection
+    /// the edge closed, and that connection's generation at the core, which reads them
+    /// and then the end of the stream. (A lane can close again, redialled, before the
+    /// tail of its last connection arrived.)
+    closing: Vec<VecDeque<(u64, u64)>>,
+    /// Per lane: bytes of its forward pipe (core → edge) that reach an edge connection
+    /// already closed, and whether the edge's end is closed now. A lane given up in its
+    /// handshake (the edge may, [`Session`]) can have the core's `Hello` and replay on
+    /// the way; a closed socket drops them, so they must not reach the lane's next
+    /// connection.
+    stale: Vec<(u64, bool)>,
     /// Per pair: first message row of its last hop whose trunk stamps are not copied.
     pub stamped: Vec<usize>,
     scratch: Vec<u8>,
@@ -138,6 +151,10 @@ impl Tunnel {
         let cfg = SessionConfig {
             lanes: base,
             max_lanes: lanes,
+            lane_rule: match mux.lane_rule {
+                MuxLaneRule::Backlog => LaneRule::Backlog,
+                MuxLaneRule::Held => LaneRule::Held,
+            },
             bulk_limit: mux.bulk_limit,
             // See the module documentation: the simulator never gives lanes up.
             lane_idle_hold: Duration::from_millis(1_000_000_000),
@@ -200,6 +217,8 @@ impl Tunnel {
             written: vec![0; n],
             framed: vec![0; n],
             unwritten: vec![0; 2 * lanes as usize],
+            closing: vec![VecDeque::new(); lanes as usize],
+            stale: vec![(0, false); lanes as usize],
             stamped: vec![0; n],
             scratch: Vec::new(),
             shed: mux.shed.then(|| Shed { slack_s: mux.shed_slack_ms / 1e3, decided: vec![None; n] }),
@@ -247,6 +266,7 @@ impl Tunnel {
     /// The edge dials `lane` (adaptive lanes): both ends get a new connection at once;
     /// the `Hello`s then cross the simulated trunk.
     pub fn connect_lane(&mut self, lane: u16, now: Instant) {
+        self.stale[lane as usize].1 = false;
         for end in [&mut self.edge, &mut self.core] {
             end.generation[lane as usize] = end.session.lane_connected(lane, now);
         }
@@ -308,6 +328,10 @@ impl Tunnel {
         end.session.poll_transmit(lane, end.generation[lane as usize], &mut buf, self.batch, now);
         if !edge {
             self.data_frames(&buf, spans);
+            let (stale, closed) = &mut self.stale[lane as usize];
+            if *closed {
+                *stale += buf.len() as u64;
+            }
         }
         self.pipes[(conn - self.first_trunk) as usize].extend(&buf);
         let n = buf.len();
@@ -340,11 +364,57 @@ impl Tunnel {
         &mut self.unwritten[(conn - self.first_trunk) as usize]
     }
 
+    /// The edge gave `lane` up ([`Event::LaneClosed`]): on the core's answer to its
+    /// `LaneClose`, the core's last frame on that connection, or in the handshake. What
+    /// the edge wrote before closing still reaches the core, which then sees the end of
+    /// the stream (as the daemon's core reads to EOF); what the core sent or sends on it
+    /// is dropped. The simulated connections go on and carry the next connection of the
+    /// lane, if it is dialled again.
+    pub fn close_lane(&mut self, lane: u16, now: Instant) {
+        let fwd = (self.conn_of(false, lane) - self.first_trunk) as usize;
+        self.stale[lane as usize] = (self.pipes[fwd].len() as u64, true);
+        let rev = (self.conn_of(true, lane) - self.first_trunk) as usize;
+        let closing = &mut self.closing[lane as usize];
+        let due = self.pipes[rev].len() as u64 - closing.iter().map(|&(due, _)| due).sum::<u64>();
+        let generation = self.core.generation[lane as usize];
+        if closing.is_empty() && due == 0 {
+            self.core.session.lane_disconnected(lane, generation, now);
+        } else {
+            closing.push_back((due, generation));
+        }
+    }
+
     /// TCP delivered `n` more bytes in order on trunk `conn`: the receiving end reads them.
     pub fn deliver(&mut self, conn: u32, n: u64, now: Instant) {
         let Some((sender_is_edge, lane)) = self.lane_of(conn) else { return };
-        let pipe = &mut self.pipes[(conn - self.first_trunk) as usize];
-        let bytes: Vec<u8> = pipe.drain(..n as usize).collect();
+        let i = (conn - self.first_trunk) as usize;
+        let mut n = n as usize;
+        if !sender_is_edge {
+            let stale = &mut self.stale[lane as usize].0;
+            let skip = (*stale as usize).min(n);
+            *stale -= skip as u64;
+            self.pipes[i].drain(..skip);
+            n -= skip;
+        }
+        while let Some((due, generation)) = self.closing[lane as usize].front_mut().filter(|_| sender_is_edge)
+        {
+            // The tail of a connection the edge closed, then its end.
+            let last = (*due as usize).min(n);
+            *due -= last as u64;
+            let (done, generation) = (*due == 0, *generation);
+            let bytes: Vec<u8> = self.pipes[i].drain(..last).collect();
+            self.core.session.handle_bytes(lane, generation, &bytes, now);
+            n -= last;
+            if !done {
+                break;
+            }
+            self.closing[lane as usize].pop_front();
+            self.core.session.lane_disconnected(lane, generation, now);
+        }
+        if n == 0 {
+            return;
+        }
+        let bytes: Vec<u8> = self.pipes[i].drain(..n).collect();
         let to = self.end(!sender_is_edge);
         to.session.handle_bytes(lane, to.generation[lane as usize], &bytes, now);
     }

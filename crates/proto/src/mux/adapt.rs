@@ -151,6 +151,84 @@ impl LaneMeter {
     }
 }
 
+/// A frame still unacknowledged this many of its lane's minimum RTTs (at least one
+/// measurement tick, plus the peer's `ack_delay`) after it was sent is *held*: in loss
+/// recovery, or queued behind more than half a round trip. Its ack comes after one RTT
+/// (plus the ack delay) when nothing goes wrong, and after about two when fast
+/// retransmit repairs a loss.
+pub const HELD_RTTS: f64 = 1.5;
+
+/// The held rule doubles the lanes when more than this share of lane-ticks in a window
+/// were held …
+pub const HELD_GROW: f64 = 0.35;
+
+/// … and counts a window calm below this share.
+pub const HELD_CALM: f64 = 0.10;
+
+/// Calm windows in a row before the held rule halves the lanes: shrinking costs a
+/// connection per lane given up (and a new one if the lane is wanted again), so it waits
+/// for a settled path; growing does not wait.
+pub const HELD_CALM_WINDOWS: u32 = 5;
+
+/// Shortest window of the held rule: at [`ADAPT_TICK`](super::session::ADAPT_TICK)
+/// (20 ms) intervals, 25 ticks per lane, so that on a short path a share is still a share.
+pub const HELD_MIN_WINDOW: Duration = Duration::from_millis(500);
+
+/// What the held rule decided at the end of a window.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HeldVerdict {
+    /// More than [`HELD_GROW`] of the lane-ticks were held: double the lanes.
+    Grow,
+    /// [`HELD_CALM_WINDOWS`] calm windows in a row: halve them.
+    Shrink,
+    /// Neither.
+    Stay,
+}
+
+/// The held rule's window (`lane_rule = "held"`): how much of the time the open lanes
+/// had a frame held ([`HELD_RTTS`]), counted per lane and tick, and how many windows in
+/// a row were calm.
+///
+/// Why not the backlog in time: one thin stream's loss recovery holds up every stream
+/// behind it on its lane for an RTO, whether the lane is loaded or not, and a lane's
+/// backlog counts bytes, which thin lanes hardly have (11–17 % of ticks "backlogged" on
+/// 64 lanes at 1 %/100 ms in the simulator, so it never shrank; docs/mux.md).
+#[derive(Clone, Debug, Default)]
+pub struct HeldShare {
+    /// Window start, held lane-ticks, measured lane-ticks.
+    window: Option<(Instant, u64, u64)>,
+    calm: u32,
+}
+
+impl HeldShare {
+    /// One tick: `held` of `lanes` measured lanes had a frame held. Back with a verdict
+    /// once a window of `span` has passed.
+    pub fn tick(&mut self, now: Instant, held: u64, lanes: u64, span: Duration) -> Option<HeldVerdict> {
+        let (start, h, n) = self.window.get_or_insert((now, 0, 0));
+        *h += held;
+        *n += lanes;
+        if now.saturating_since(*start) < span {
+            return None;
+        }
+        let share = *h as f64 / (*n).max(1) as f64;
+        self.window = None;
+        if share > HELD_GROW {
+            self.calm = 0;
+            return Some(HeldVerdict::Grow);
+        }
+        if share >= HELD_CALM {
+            self.calm = 0;
+            return Some(HeldVerdict::Stay);
+        }
+        self.calm += 1;
+        if self.calm >= HELD_CALM_WINDOWS {
+            self.calm = 0;
+            return Some(HeldVerdict::Shrink);
+        }
+        Some(HeldVerdict::Stay)
+    }
+}
+
 /// RFC 6298 §2.2–2.3: the first sample, then SRTT <- 7/8 SRTT + 1/8 R'.
 fn smooth(srtt: Option<Duration>, r: Duration) -> Duration {
     match srtt {
@@ -243,6 +321,46 @@ mod tests {
         m.judge_backlog(Instant::ZERO + ms(140), Some(5.0), span);
         m.judge_backlog(Instant::ZERO + ms(160), None, span);
         assert_eq!(m.judge_backlog(Instant::ZERO + ms(180), Some(0.0), span), None);
+    }
+
+    #[test]
+    fn held_share_grows_at_once_and_shrinks_after_calm_windows() {
+        let span = ms(100);
+        let mut h = HeldShare::default();
+        let mut at = Instant::ZERO;
+        // One window: 4 lanes over 6 ticks, 9 of 24 lane-ticks held (37.5 %): grow.
+        let mut verdicts = Vec::new();
+        for i in 0..6u64 {
+            at = Instant::ZERO + ms(20 * i);
+            verdicts.push(h.tick(at, if i < 3 { 3 } else { 0 }, 4, span));
+        }
+        assert_eq!(verdicts[..5], [None; 5]);
+        assert_eq!(verdicts[5], Some(HeldVerdict::Grow));
+        // 30 % (between the bounds) stays; then calm windows: the fifth shrinks, and
+        // the count starts over.
+        let mut window = |held: u64| {
+            let mut v = None;
+            for _ in 0..6 {
+                at += ms(20);
+                v = h.tick(at, held, 10, span).or(v);
+            }
+            v
+        };
+        assert_eq!(window(3), Some(HeldVerdict::Stay));
+        for _ in 0..4 {
+            assert_eq!(window(0), Some(HeldVerdict::Stay));
+        }
+        assert_eq!(window(0), Some(HeldVerdict::Shrink));
+        assert_eq!(window(0), Some(HeldVerdict::Stay));
+        // A window between the bounds resets the calm count.
+        for _ in 0..3 {
+            window(0);
+        }
+        assert_eq!(window(2), Some(HeldVerdict::Stay));
+        for _ in 0..4 {
+            assert_eq!(window(0), Some(HeldVerdict::Stay));
+        }
+        assert_eq!(window(0), Some(HeldVerdict::Shrink));
     }
 
     #[test]

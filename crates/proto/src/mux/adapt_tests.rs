@@ -311,6 +311,44 @@ fn long_loss_recoveries_open_lanes_and_short_ones_do_not() {
     assert_eq!(run(1500, 100), 0, "held up 7 % of the time");
 }
 
+#[test]
+fn the_held_rule_grows_while_frames_are_held_and_halves_when_calm() {
+    // Lanes with capacity to spare (500 kB/s for 40 kB/s offered: 40 streams × 200 B
+    // every 200 ms, 100 ms RTT), held up 80 % of the time as by loss recoveries: the
+    // held rule doubles the lanes from two to eight. Then the stalls end and the traffic
+    // goes on: after five calm windows a side halves its want, and the lanes close by
+    // handshake down to one, every stream moved off them first (between two of its
+    // messages: a thin stream moves once nothing of it is outstanding) with its bytes
+    // exactly once and in order.
+    let cfg = Config { lanes: 2, max_lanes: 8, lane_rule: LaneRule::Held, ..adaptive_cfg() };
+    let core_cfg = Config { lanes: 1, ..cfg.clone() };
+    let mut net = Net::pair(cfg, core_cfg, 500_000.0, Duration::from_millis(50), 64 * 1024);
+    net.stall = Some((Duration::from_millis(1500), Duration::from_millis(1200)));
+    let ids = net.open_streams(40);
+    let mut written = HashMap::new();
+    let mut send = |net: &mut Net, rounds: usize| {
+        for _ in 0..rounds {
+            drive(net, &ids, &mut written, 1, 200);
+            net.settle(Duration::from_millis(150));
+        }
+    };
+    send(&mut net, 25); // 5 s
+    assert_eq!(net.core.lanes_wanted(), 8, "stats {:?}", net.core.stats());
+    assert_eq!(net.edge.lanes_up(), 8);
+    net.stall = None;
+    send(&mut net, 100); // 20 s
+    assert_eq!((net.core.lanes_wanted(), net.edge.lanes_wanted()), (1, 1), "stats {:?}", net.core.stats());
+    assert_eq!((net.edge.lanes_up(), net.core.lanes_up()), (1, 1));
+    let st = net.core.stats();
+    // The core's want: 1 → 4 → 8 (the open lanes doubled), then 4, 2, 1.
+    assert_eq!((st.lanes_opened, st.lanes_closed), (7, 7), "{st:?}");
+    net.settle(Duration::from_secs(1));
+    assert!(net.lost.is_empty(), "{:?}", net.lost);
+    for &id in &ids {
+        assert_eq!(net.got[&id], pattern(id, 0, written[&id]), "stream {id}");
+    }
+}
+
 /// 40 streams whose edge opened all 4 lanes for its own backlog (40 × 200 B every 50 ms
 /// from the edge: 160 kB/s on 50-kB/s lanes, 10 s).
 fn lanes_opened_by_the_edge() -> (Net, Vec<StreamId>) {

@@ -19,7 +19,7 @@
 //! | `Credit` (5) | id     | `u32` window increment (bytes) |
 //! | `Ack` (6)    | 0      | `u64` next reliable frame sequence number expected (cumulative) |
 //! | `Ping` (7)   | 0      | `u64` opaque; flag [`FLAG_PONG`] marks the answer |
-//! | `Hello` (8)  | 0      | `u32` magic, `u8` version, `u64` session, `u16` lane, `u16` lanes, `u64` next seq expected, `u32` initial stream window; flags [`FLAG_NEW`], [`FLAG_UNKNOWN_SESSION`], [`FLAG_ADAPTIVE`] |
+//! | `Hello` (8)  | 0      | `u32` magic, `u8` version, `u64` session, `u16` lane, `u16` lanes, `u64` next seq expected, `u32` initial stream window; flags [`FLAG_NEW`], [`FLAG_UNKNOWN_SESSION`], [`FLAG_ADAPTIVE`], [`FLAG_HELD`] |
 //! | `GoAway` (9) | 0      | `u16` reason code: the sender opens no more streams (graceful shutdown) |
 //! | `Lanes` (10) | 0      | `u16` lanes the sender wants open (adaptive lanes, version 2); per connection, not replayed |
 //! | `LaneClose` (11) | 0  | empty, on the lane it closes (version 3): the edge asks to close it; flag [`FLAG_CLOSE_OK`] marks the core's answer, its last frame on that connection |
@@ -46,7 +46,11 @@ pub const HELLO_MAGIC: u32 = 0x5457_4d58;
 /// 3: adds `LaneClose`: the edge closes an unwanted lane only once the core answers
 /// that nothing of its own is left on it (the core's data could otherwise be in flight
 /// on a lane the edge closes). Earlier versions are refused at the handshake.
-pub const VERSION: u8 = 3;
+///
+/// 4: adds [`FLAG_HELD`], the edge's lane rule, which the core follows: a version-3
+/// core would not know the flag and judge its lanes by another rule. Earlier versions
+/// are refused at the handshake.
+pub const VERSION: u8 = 4;
 /// `Hello` body: magic, version, session, lane, lanes, next expected, window.
 const HELLO_BODY: usize = 4 + 1 + 8 + 2 + 2 + 8 + 4;
 /// `Ping` flag: this is the answer to a ping.
@@ -58,6 +62,9 @@ pub const FLAG_NEW: u8 = 0x01;
 pub const FLAG_UNKNOWN_SESSION: u8 = 0x02;
 /// `Hello` flag (edge → core): the edge's lanes are adaptive; `lanes` is their maximum.
 pub const FLAG_ADAPTIVE: u8 = 0x04;
+/// `Hello` flag (edge → core), with [`FLAG_ADAPTIVE`]: both sides decide their lanes by
+/// the held rule (`LaneRule::Held`) rather than by their backlog (version 4).
+pub const FLAG_HELD: u8 = 0x08;
 /// `LaneClose` flag (core → edge): the answer — the core has nothing left on the lane and
 /// sends nothing more on this connection; the edge may close it.
 pub const FLAG_CLOSE_OK: u8 = 0x01;

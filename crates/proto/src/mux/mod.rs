@@ -17,7 +17,7 @@ pub mod stats;
 
 pub use frame::{DecodeError, Frame, FrameDecoder, FrameType, Header, Hello, ResetCode, StreamId};
 pub use sched::{Class, Scheduler};
-pub use session::{Config, Event, OpenError, Role, Session, StreamError};
+pub use session::{Config, Event, LaneRule, OpenError, Role, Session, StreamError};
 
 #[cfg(test)]
 mod adapt_tests;

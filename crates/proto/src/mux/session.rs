@@ -56,8 +56,8 @@ use std::collections::{HashMap, VecDeque};
 
 use super::adapt::{self, LaneMeter};
 use super::frame::{
-    DecodeError, Frame, FrameDecoder, FrameType, Hello, ResetCode, StreamId, FLAG_ADAPTIVE, FLAG_NEW,
-    FLAG_UNKNOWN_SESSION, HEADER_LEN,
+    DecodeError, Frame, FrameDecoder, FrameType, Hello, ResetCode, StreamId, FLAG_ADAPTIVE, FLAG_HELD,
+    FLAG_NEW, FLAG_UNKNOWN_SESSION, HEADER_LEN,
 };
 use super::sched::{Class, RateMeter, Scheduler};
 use super::stats::Stats;
@@ -105,9 +105,11 @@ pub struct Config {
     /// Most lanes (adaptive lanes): `lanes` are always open, up to `max_lanes` are
     /// opened on demand. `max_lanes <= lanes` turns adaptation off.
     pub max_lanes: u16,
+    /// How the lane count adapts (with `max_lanes > lanes`).
+    pub lane_rule: LaneRule,
     /// Open a lane when a lane's backlog in time exceeds this many of its RTTs …
     pub lane_open_rtts: f64,
-    /// … for this many of its RTTs.
+    /// … for this many of its RTTs (the held rule's window, too).
     pub lane_sustain_rtts: f64,
     /// An extra lane that carried no stream data for this long is closed.
     pub lane_idle_hold: Duration,
@@ -118,6 +120,20 @@ pub struct Config {
     /// With two or more lanes open and a bulk stream present, keep lane 0 for thin
     /// streams.
     pub reserve_thin_lane: bool,
+}
+
+/// How an adaptive session decides how many lanes it wants.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LaneRule {
+    /// Double the lanes when a lane's backlog in time stays above `lane_open_rtts` RTTs
+    /// over `lane_sustain_rtts` RTTs; give the top extra lane up after `lane_idle_hold`
+    /// without stream data. Never fewer than `lanes`.
+    Backlog,
+    /// Double the lanes when more than [`adapt::HELD_GROW`] of the open lanes' time was
+    /// held up (a frame unacknowledged after [`adapt::HELD_RTTS`] RTTs), over windows
+    /// of `lane_sustain_rtts` RTTs; halve them after [`adapt::HELD_CALM_WINDOWS`] calm
+    /// windows. `lanes` is the count at the start; the rule may go down to one.
+    Held,
 }
 
 /// How often the adaptive-lane and bulk-limit measurements run (when either is on).
@@ -145,8 +161,8 @@ impl Default for Config {
     /// - thin below 32 KiB per 100 ms (≈ 2.6 Mbit/s);
     /// - ping every 1 s, dead after 5 s silence, resume within 30 s;
     /// - ack after 5 ms or 64 frames;
-    /// - adaptive lanes off (`max_lanes = 1`); when on: open above 1 RTT of backlog
-    ///   held for 4 RTTs, close an extra lane idle for 10 s;
+    /// - adaptive lanes off (`max_lanes = 1`); when on, the backlog rule: open above 1
+    ///   RTT of backlog held for 4 RTTs, close an extra lane idle for 10 s;
     /// - bulk-in-flight limit off (floor 64 KiB when on); no reserved thin lane.
     fn default() -> Self {
         Config {
@@ -164,6 +180,7 @@ impl Default for Config {
             ack_delay: Duration::from_millis(5),
             ack_every: 64,
             max_lanes: 1,
+            lane_rule: LaneRule::Backlog,
             lane_open_rtts: 1.0,
             lane_sustain_rtts: 4.0,
             lane_idle_hold: Duration::from_secs(10),
@@ -178,6 +195,14 @@ impl Config {
     /// Lanes are opened and closed on demand.
     pub fn adaptive(&self) -> bool {
         self.max_lanes > self.lanes.max(1)
+    }
+
+    /// Fewest lanes a side wants: `lanes`, or one under the held rule.
+    fn min_lanes(&self) -> u16 {
+        match self.lane_rule {
+            LaneRule::Held if self.adaptive() => 1,
+            _ => self.lanes.max(1),
+        }
     }
 }
 
@@ -315,6 +340,8 @@ pub struct Session {
     pending_moves_after_ack: bool,
     /// When the next [`Event::LaneReport`] is due.
     next_report: Instant,
+    /// The held rule's window ([`LaneRule::Held`]).
+    held: adapt::HeldShare,
 }
 
 #[derive(Debug)]
@@ -483,6 +510,7 @@ impl Session {
             bulk_inflight: 0,
             pending_moves_after_ack: false,
             next_report: now + LANE_REPORT,
+            held: adapt::HeldShare::default(),
         }
     }
 
@@ -543,7 +571,7 @@ impl Session {
     }
     /// Lanes either side wants open (the edge keeps these connected).
     pub fn lanes_wanted(&self) -> u16 {
-        self.want.max(self.peer_want).max(self.cfg.lanes.max(1)).min(self.lanes.len() as u16)
+        self.want.max(self.peer_want).max(self.cfg.min_lanes()).min(self.lanes.len() as u16)
     }
     /// Whether the edge should keep `lane` connected.
     pub fn lane_wanted(&self, lane: u16) -> bool {
@@ -1156,6 +1184,8 @@ impl Session {
     /// newly wanted lanes (edge), and rebalance.
     fn set_want(&mut self, want: u16, now: Instant) {
         let before = self.lanes_wanted();
+        self.stats.lanes_opened += u64::from(want.saturating_sub(self.want));
+        self.stats.lanes_closed += u64::from(self.want.saturating_sub(want));
         self.want = want;
         // Only on lane 0 (always wanted; re-sent when it comes up): lanes are
         // independent byte streams, and a stale value overtaking a newer one on
@@ -1205,48 +1235,11 @@ impl Session {
             }
             return;
         }
-        // Which wanted lanes were backlogged past the threshold, on average, over the
-        // last window of `lane_sustain_rtts` RTTs?
-        let mut any_over = false;
-        let mut trigger = false;
         let open_now = self.lanes_wanted();
-        for (l, &b) in self.lanes.iter_mut().zip(&backlog).take(open_now as usize) {
-            // Delivery delay of a byte queued now (Little's law over everything ahead
-            // of it, in the session and in the socket) beyond one round trip.
-            let rtt = l.meter.min_rtt;
-            let excess = match (rtt, l.meter.backlog_time(b)) {
-                (Some(rtt), Some(bt)) if matches!(l.state, LaneState::Up) => {
-                    Some(bt.as_secs_f64() - rtt.as_secs_f64())
-                }
-                _ => None,
-            };
-            let Some(rtt) = rtt.map(|r| r.as_secs_f64()) else { continue };
-            let open = rtt * self.cfg.lane_open_rtts;
-            any_over |= excess.is_some_and(|x| x > open);
-            let span = Duration::from_secs_f64(rtt * self.cfg.lane_sustain_rtts);
-            if l.meter.judge_backlog(now, excess, span).is_some_and(|mean| mean > open) {
-                trigger = true;
-            }
-        }
         let all_up = (0..open_now as usize).all(|i| matches!(self.lanes[i].state, LaneState::Up));
-        let base = self.cfg.lanes.max(1);
-        if trigger && all_up && open_now < self.lanes.len() as u16 {
-            // Double the lanes per sustained period (1, 2, 4, 8: a backlog that grows
-            // for the whole run, as one lossy trunk's does at 300 ms, needs the
-            // capacity within a few periods, not one lane per period); the new lanes
-            // must take their share before the next decision.
-            for l in &mut self.lanes {
-                l.meter.restart_judging();
-            }
-            let want = (open_now * 2).min(self.lanes.len() as u16);
-            self.stats.lanes_opened += (want - open_now) as u64;
-            self.set_want(want, now);
-        } else if !any_over && self.want > base {
-            let top = (self.want - 1) as usize;
-            if now.saturating_since(self.lanes[top].meter.last_data) >= self.cfg.lane_idle_hold {
-                self.stats.lanes_closed += 1;
-                self.set_want(self.want - 1, now);
-            }
+        match self.cfg.lane_rule {
+            LaneRule::Backlog => self.backlog_rule(now, &backlog, open_now, all_up),
+            LaneRule::Held => self.held_rule(now, open_now, all_up),
         }
         self.try_moves(now);
         match self.role {
@@ -1264,6 +1257,93 @@ impl Session {
             }
             self.events.push_back(Event::LaneReport { wanted, streams });
         }
+    }
+
+    /// [`LaneRule::Backlog`]: double the lanes when a wanted lane was backlogged past
+    /// `lane_open_rtts` on average over the last window of `lane_sustain_rtts` RTTs;
+    /// give the top extra lane up once it carried no stream data for `lane_idle_hold`
+    /// while no lane was over.
+    fn backlog_rule(&mut self, now: Instant, backlog: &[u64], open_now: u16, all_up: bool) {
+        // Which wanted lanes were backlogged past the threshold, on average, over the
+        // last window of `lane_sustain_rtts` RTTs?
+        let mut any_over = false;
+        let mut trigger = false;
+        for (l, &b) in self.lanes.iter_mut().zip(backlog).take(open_now as usize) {
+            // Delivery delay of a byte queued now (Little's law over everything ahead
+            // of it, in the session and in the socket) beyond one round trip.
+            let rtt = l.meter.min_rtt;
+            let excess = match (rtt, l.meter.backlog_time(b)) {
+                (Some(rtt), Some(bt)) if matches!(l.state, LaneState::Up) => {
+                    Some(bt.as_secs_f64() - rtt.as_secs_f64())
+                }
+                _ => None,
+            };
+            let Some(rtt) = rtt.map(|r| r.as_secs_f64()) else { continue };
+            let open = rtt * self.cfg.lane_open_rtts;
+            any_over |= excess.is_some_and(|x| x > open);
+            let span = Duration::from_secs_f64(rtt * self.cfg.lane_sustain_rtts);
+            if l.meter.judge_backlog(now, excess, span).is_some_and(|mean| mean > open) {
+                trigger = true;
+            }
+        }
+        let base = self.cfg.lanes.max(1);
+        if trigger && all_up && open_now < self.lanes.len() as u16 {
+            // The new lanes must take their share before the next decision.
+            for l in &mut self.lanes {
+                l.meter.restart_judging();
+            }
+            self.double_lanes(open_now, now);
+        } else if !any_over && self.want > base {
+            let top = (self.want - 1) as usize;
+            if now.saturating_since(self.lanes[top].meter.last_data) >= self.cfg.lane_idle_hold {
+                self.set_want(self.want - 1, now);
+            }
+        }
+    }
+
+    /// [`LaneRule::Held`]: per tick, count the open lanes whose oldest unacknowledged
+    /// frame is older than [`adapt::HELD_RTTS`] of their minimum RTTs; per window of
+    /// `lane_sustain_rtts` of the smallest minimum RTT ([`adapt::HeldShare`]), want twice
+    /// the lanes open, half of them, or as many. Each side judges its own frames; the
+    /// lanes open are the larger want of the two.
+    fn held_rule(&mut self, now: Instant, open_now: u16, all_up: bool) {
+        let (mut held, mut measured, mut min_rtt) = (0u64, 0u64, None::<Duration>);
+        for l in self.lanes.iter().take(open_now as usize) {
+            let (Some(rtt), LaneState::Up) = (l.meter.min_rtt, &l.state) else { continue };
+            measured += 1;
+            min_rtt = Some(min_rtt.map_or(rtt, |m| m.min(rtt)));
+            let age = l.replay_meta.front().map_or(Duration::ZERO, |&(sent, _)| now.saturating_since(sent));
+            // The peer may hold its ack `ack_delay` (5 ms), and a busy host delays a
+            // frame by milliseconds: on a short path that is many RTTs and no hold-up, so
+            // the limit is at least one tick beyond the ack delay.
+            let limit = (adapt::HELD_RTTS * rtt.as_secs_f64()).max(ADAPT_TICK.as_secs_f64())
+                + self.cfg.ack_delay.as_secs_f64();
+            held += u64::from(age.as_secs_f64() > limit);
+        }
+        let Some(rtt) = min_rtt else { return };
+        let span = Duration::from_secs_f64(rtt.as_secs_f64() * self.cfg.lane_sustain_rtts)
+            .max(adapt::HELD_MIN_WINDOW);
+        let want = match self.held.tick(now, held, measured, span) {
+            Some(adapt::HeldVerdict::Grow) if all_up && open_now < self.lanes.len() as u16 => {
+                return self.double_lanes(open_now, now);
+            }
+            // Calm: this side would do with half the lanes open now …
+            Some(adapt::HeldVerdict::Shrink) => (open_now / 2).max(self.cfg.min_lanes()),
+            // … otherwise it wants those open, so lanes shrink only once both sides are
+            // calm, never below what the busier side needs.
+            Some(_) => open_now,
+            None => return,
+        };
+        if want != self.want {
+            self.set_want(want, now);
+        }
+    }
+
+    /// Want twice the lanes open now (up to `max_lanes`): a need that grows for the
+    /// whole run, as one lossy trunk's backlog does at 300 ms, is met within a few
+    /// windows, not one lane per window.
+    fn double_lanes(&mut self, open_now: u16, now: Instant) {
+        self.set_want((open_now * 2).min(self.lanes.len() as u16), now);
     }
 
     /// (edge) Give up extra lanes neither side wants once nothing is left on them: a
@@ -1355,6 +1435,7 @@ impl Session {
             window: self.cfg.stream_window,
             flags: if new { FLAG_NEW } else { 0 }
                 | if self.role == Role::Edge && self.cfg.adaptive() { FLAG_ADAPTIVE } else { 0 }
+                | if self.role == Role::Edge && self.cfg.lane_rule == LaneRule::Held { FLAG_HELD } else { 0 }
                 | extra_flags,
         })
     }

@@ -65,9 +65,11 @@ pub struct Stats {
     pub resumes: u64,
     /// Lane disconnects seen.
     pub lane_drops: u64,
-    /// Extra lanes this side asked for (adaptive lanes).
+    /// Lanes this side's want rose by (adaptive lanes; the lanes open are the larger of
+    /// the two sides' wants).
     pub lanes_opened: u64,
-    /// Extra lanes this side gave up after they were idle for the hold time.
+    /// Lanes this side's want fell by (the backlog rule's idle hold, the held rule's calm
+    /// windows).
     pub lanes_closed: u64,
     /// Streams moved from one lane to another.
     pub stream_moves: u64,

@@ -177,6 +177,8 @@ impl World {
                 MuxEvent::ConnectLane { lane } => {
                     tn.connect_lane(lane, now);
                 }
+                // The held rule's sessions closed an unwanted lane by their handshake.
+                MuxEvent::LaneClosed { lane } if edge => tn.close_lane(lane, now),
                 // Simulated trunks never fail and streams never close during a run.
                 other => panic!("tunnel: unexpected session event {other:?}"),
             }

@@ -247,7 +247,9 @@ def _start_daemons(chain: Chain, scenario: Scenario, opts: LabSection, raw: Path
         trunk += f"rto_min_ms = {mux.rto_min_ms}\n"
     # The edge decides the lanes (docs/mux.md "Adaptive lanes"): `trunks` at start, up to
     # `max_lanes`; the core follows the edge's Hello.
-    lanes = f'lanes = "adaptive"\nmax_connections = {mux.max_lanes}\n' if mux.lanes == "adaptive" else ""
+    lanes = ""
+    if mux.lanes == "adaptive":
+        lanes = f'lanes = "adaptive"\nmax_connections = {mux.max_lanes}\nlane_rule = "{mux.lane_rule}"\n'
     limits = f"[limits]\nmax_frame_payload = {mux.frame_payload_bytes}\n"
     # mux.shed: the edge connects a shed client to the pump itself, across the same WAN
     # (the simulator's role-5 connection; docs/mux.md "Shedding").
