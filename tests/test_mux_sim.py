@@ -56,13 +56,13 @@ def test_grid_file_covers_the_published_grid() -> None:
         for p in sweep.points
     }
     configs = {
-        ("direct", 1, "fixed", False, "backlog"),
-        ("mux", 1, "fixed", False, "backlog"),
-        ("mux", 4, "fixed", False, "backlog"),
-        ("mux", 16, "adaptive", False, "backlog"),
+        ("direct", 1, "fixed", False, None),
+        ("mux", 1, "fixed", False, None),
+        ("mux", 4, "fixed", False, None),
+        ("mux", 16, "adaptive", False, None),
         ("mux", 16, "adaptive", False, "held"),
-        ("mux", 16, "adaptive", True, "backlog"),
-        ("mux", 1, "adaptive", False, "backlog"),
+        ("mux", 16, "adaptive", True, None),
+        ("mux", 1, "adaptive", False, None),
     }
     assert seen == {
         (loss, loss, delay, jitter, mode, trunks, lanes, shed, rule)

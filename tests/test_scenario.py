@@ -153,7 +153,7 @@ DOCUMENTED_DEFAULTS = {
         "notsent_lowat_bytes": 32768,
         "lanes": "fixed",
         "max_lanes": 8,
-        "lane_rule": "backlog",
+        "lane_rule": None,
         "bulk_limit": False,
         "shed": False,
         "shed_slack_ms": 100.0,

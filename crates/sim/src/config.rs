@@ -52,8 +52,9 @@ pub struct MuxSec {
     pub lanes: MuxLanes,
     /// Most lanes with `lanes = "adaptive"`.
     pub max_lanes: u32,
-    /// How adaptive lanes are judged (the daemons' `trunk.lane_rule`).
-    pub lane_rule: MuxLaneRule,
+    /// How adaptive lanes are judged (the daemons' `trunk.lane_rule`); unset: the
+    /// backlog rule, the daemons' default.
+    pub lane_rule: Option<MuxLaneRule>,
     /// Keep unacknowledged bulk bytes below the bulk-in-flight limit (docs/mux.md).
     pub bulk_limit: bool,
     /// Shedding: a stream that opens while the edge's session says so goes on a direct

@@ -152,8 +152,8 @@ impl Tunnel {
             lanes: base,
             max_lanes: lanes,
             lane_rule: match mux.lane_rule {
-                MuxLaneRule::Backlog => LaneRule::Backlog,
-                MuxLaneRule::Held => LaneRule::Held,
+                None | Some(MuxLaneRule::Backlog) => LaneRule::Backlog,
+                Some(MuxLaneRule::Held) => LaneRule::Held,
             },
             bulk_limit: mux.bulk_limit,
             // See the module documentation: the simulator never gives lanes up.

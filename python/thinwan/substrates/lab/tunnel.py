@@ -249,7 +249,9 @@ def _start_daemons(chain: Chain, scenario: Scenario, opts: LabSection, raw: Path
     # `max_lanes`; the core follows the edge's Hello.
     lanes = ""
     if mux.lanes == "adaptive":
-        lanes = f'lanes = "adaptive"\nmax_connections = {mux.max_lanes}\nlane_rule = "{mux.lane_rule}"\n'
+        lanes = f'lanes = "adaptive"\nmax_connections = {mux.max_lanes}\n'
+        if mux.lane_rule is not None:
+            lanes += f'lane_rule = "{mux.lane_rule}"\n'
     limits = f"[limits]\nmax_frame_payload = {mux.frame_payload_bytes}\n"
     # mux.shed: the edge connects a shed client to the pump itself, across the same WAN
     # (the simulator's role-5 connection; docs/mux.md "Shedding").
