@@ -156,7 +156,7 @@ impl Tunnel {
                 Some(MuxLaneRule::Held) => LaneRule::Held,
             },
             bulk_limit: mux.bulk_limit,
-            // See the module documentation: the simulator never gives lanes up.
+            // See the module documentation: the backlog rule never gives lanes up here.
             lane_idle_hold: Duration::from_millis(1_000_000_000),
             max_payload: mux.frame_payload_bytes,
             max_streams: pairs as usize,

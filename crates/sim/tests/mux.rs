@@ -35,6 +35,22 @@ fn delays(r: &RunRecords) -> Vec<f64> {
     d
 }
 
+/// Every stream connection delivered all it was given and each stream read its messages
+/// in order; lanes may end with a control frame (ping, ack) in flight.
+fn assert_delivered_in_order(r: &RunRecords, what: &str) {
+    let c = &r.connections;
+    for k in 0..c.conn.len() {
+        let slack = if c.role[k] == 2 || c.role[k] == 4 { 64 } else { 0 };
+        assert!(c.bytes_written[k] - c.bytes_delivered[k] <= slack, "{what}: connection {k}");
+    }
+    let m = &r.messages;
+    for i in 1..m.conn.len() {
+        if m.conn[i] == m.conn[i - 1] {
+            assert!(m.t_read[i] >= m.t_read[i - 1], "{what}: stream reads out of order");
+        }
+    }
+}
+
 /// Access (1 ms) + WAN (100 ms) + last hop (50 ms) one way.
 const PROPAGATION: f64 = 0.151;
 
@@ -139,19 +155,7 @@ fn under_loss_everything_arrives_in_order_and_runs_repeat() {
         let (a, b) = (run(&v), run(&v));
         assert!(format!("{a:?}") == format!("{b:?}"), "{mode}-{trunks}: not deterministic");
         assert!(a.ports.drops_loss[0] > 0);
-        let c = &a.connections;
-        for k in 0..c.conn.len() {
-            // Stream connections deliver everything; lanes may end with a control frame
-            // (ping, ack) in flight.
-            let slack = if c.role[k] == 2 || c.role[k] == 4 { 64 } else { 0 };
-            assert!(c.bytes_written[k] - c.bytes_delivered[k] <= slack, "{mode}-{trunks}: connection {k}");
-        }
-        let m = &a.messages;
-        for i in 1..m.conn.len() {
-            if m.conn[i] == m.conn[i - 1] {
-                assert!(m.t_read[i] >= m.t_read[i - 1], "{mode}: stream reads out of order");
-            }
-        }
+        assert_delivered_in_order(&a, &format!("{mode}-{trunks}"));
         let d = delays(&a);
         assert!(d[0] >= PROPAGATION);
         // A loss costs at least one more round trip to someone.
@@ -297,16 +301,6 @@ fn the_held_rule_closes_and_redials_lanes_and_loses_nothing() {
     let (a, b) = (run(&v), run(&v));
     assert!(format!("{a:?}") == format!("{b:?}"), "not deterministic");
     assert!(format!("{a:?}") != format!("{backlog:?}"), "the rule changed nothing");
-    let c = &a.connections;
-    for k in 0..c.conn.len() {
-        let slack = if c.role[k] == 2 || c.role[k] == 4 { 64 } else { 0 };
-        assert!(c.bytes_written[k] - c.bytes_delivered[k] <= slack, "connection {k}");
-    }
-    let m = &a.messages;
-    assert!(m.t_read.iter().all(|t| t.is_finite()), "a message never arrived");
-    for i in 1..m.conn.len() {
-        if m.conn[i] == m.conn[i - 1] {
-            assert!(m.t_read[i] >= m.t_read[i - 1], "stream reads out of order");
-        }
-    }
+    assert!(a.messages.t_read.iter().all(|t| t.is_finite()), "a message never arrived");
+    assert_delivered_in_order(&a, "held");
 }

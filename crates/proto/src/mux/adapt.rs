@@ -158,6 +158,16 @@ impl LaneMeter {
 /// retransmit repairs a loss.
 pub const HELD_RTTS: f64 = 1.5;
 
+/// Whether a lane's oldest unacknowledged frame, sent `age` ago, is held ([`HELD_RTTS`]
+/// of the lane's `min_rtt`, at least one tick, plus the peer's `ack_delay`). The peer may
+/// hold its ack `ack_delay` (5 ms), and a busy host delays a frame by milliseconds: on a
+/// short path that is many RTTs and no hold-up, hence the floor.
+pub fn is_held(age: Duration, min_rtt: Duration, ack_delay: Duration) -> bool {
+    let tick = super::session::ADAPT_TICK.as_secs_f64();
+    let limit = (HELD_RTTS * min_rtt.as_secs_f64()).max(tick) + ack_delay.as_secs_f64();
+    age.as_secs_f64() > limit
+}
+
 /// The held rule doubles the lanes when more than this share of lane-ticks in a window
 /// were held …
 pub const HELD_GROW: f64 = 0.35;

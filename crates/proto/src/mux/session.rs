@@ -1313,12 +1313,7 @@ impl Session {
             measured += 1;
             min_rtt = Some(min_rtt.map_or(rtt, |m| m.min(rtt)));
             let age = l.replay_meta.front().map_or(Duration::ZERO, |&(sent, _)| now.saturating_since(sent));
-            // The peer may hold its ack `ack_delay` (5 ms), and a busy host delays a
-            // frame by milliseconds: on a short path that is many RTTs and no hold-up, so
-            // the limit is at least one tick beyond the ack delay.
-            let limit = (adapt::HELD_RTTS * rtt.as_secs_f64()).max(ADAPT_TICK.as_secs_f64())
-                + self.cfg.ack_delay.as_secs_f64();
-            held += u64::from(age.as_secs_f64() > limit);
+            held += u64::from(adapt::is_held(age, rtt, self.cfg.ack_delay));
         }
         let Some(rtt) = min_rtt else { return };
         let span = Duration::from_secs_f64(rtt.as_secs_f64() * self.cfg.lane_sustain_rtts)
