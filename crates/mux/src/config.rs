@@ -67,8 +67,9 @@ pub struct RawTrunk {
     pub lanes: Option<String>,
     /// (edge) Most lanes with `lanes = "adaptive"`. Default 8.
     pub max_connections: Option<u16>,
-    /// (edge) How adaptive lanes are judged: "backlog" (default) or "held" (docs/mux.md
-    /// "The held rule"); the core follows the edge's `Hello`.
+    /// (edge) How adaptive lanes are judged: "held" (default; docs/mux.md "The held
+    /// rule") or "backlog" (the first rule, "Adaptive lanes"); the core follows the
+    /// edge's `Hello`.
     pub lane_rule: Option<String>,
     /// Open a lane when a lane's backlog in time exceeds this many RTTs. Default 1.0.
     pub lane_open_rtts: Option<f64>,
@@ -486,7 +487,7 @@ impl TryFrom<RawConfig> for EdgeConfig {
                 ))
             }
         };
-        common.session.lane_rule = match raw.trunk.lane_rule.as_deref().unwrap_or("backlog") {
+        common.session.lane_rule = match raw.trunk.lane_rule.as_deref().unwrap_or("held") {
             "backlog" => LaneRule::Backlog,
             "held" => LaneRule::Held,
             other => {
@@ -765,9 +766,9 @@ mod tests {
         let e = edge("lanes = \"adaptive\"\nmax_connections = 6\nbulk_limit = true").unwrap();
         assert_eq!((e.common.session.lanes, e.common.session.max_lanes), (1, 6));
         assert!(e.common.session.adaptive() && e.common.session.bulk_limit);
-        assert_eq!(e.common.session.lane_rule, LaneRule::Backlog);
-        let e = edge("lanes = \"adaptive\"\nlane_rule = \"held\"").unwrap();
         assert_eq!(e.common.session.lane_rule, LaneRule::Held);
+        let e = edge("lanes = \"adaptive\"\nlane_rule = \"backlog\"").unwrap();
+        assert_eq!(e.common.session.lane_rule, LaneRule::Backlog);
         assert!(!e.common.thin_linear_timeouts);
         let e = edge("lanes = \"adaptive\"\nmax_connections = 256\nthin_linear_timeouts = true").unwrap();
         assert_eq!(e.common.session.max_lanes, MAX_LANES);

@@ -299,7 +299,8 @@ async fn certificates_mutual_auth() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn adaptive_lanes_carry_streams_and_survive_resets() {
     let extra = "[timeouts]\nresume_timeout_ms = 1500";
-    let trunk = "lanes = \"adaptive\"\nmax_connections = 4\nbulk_limit = true";
+    // The backlog rule, which keeps the base lanes (the held rule may go down to one).
+    let trunk = "lanes = \"adaptive\"\nlane_rule = \"backlog\"\nmax_connections = 4\nbulk_limit = true";
     let h = start_with(&psk(), &psk(), &["echo"], extra, trunk).await;
     for round in 0..2u64 {
         let mut tasks = Vec::new();
@@ -333,7 +334,8 @@ async fn adaptive_lanes_carry_streams_and_survive_resets() {
 /// and the edge closes the connection; the session goes on and loses nothing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn idle_extra_lanes_close_by_handshake() {
-    let trunk = "lanes = \"adaptive\"\nmax_connections = 8\nlane_idle_hold_ms = 300";
+    // The backlog rule's idle hold (the held rule closes lanes when calm, not idle).
+    let trunk = "lanes = \"adaptive\"\nlane_rule = \"backlog\"\nmax_connections = 8\nlane_idle_hold_ms = 300";
     let h = start_with(&psk(), &psk(), &["echo"], "", trunk).await;
     // Bulk echoes both ways open lanes (on loopback a standing backlog is many RTTs).
     let mut most = 0;

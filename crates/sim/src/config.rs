@@ -53,7 +53,8 @@ pub struct MuxSec {
     /// Most lanes with `lanes = "adaptive"`.
     pub max_lanes: u32,
     /// How adaptive lanes are judged (the daemons' `trunk.lane_rule`); unset: the
-    /// backlog rule, the daemons' default.
+    /// backlog rule, which sweeps from before the key ran (the daemons' default is the
+    /// held rule).
     pub lane_rule: Option<MuxLaneRule>,
     /// Keep unacknowledged bulk bytes below the bulk-in-flight limit (docs/mux.md).
     pub bulk_limit: bool,

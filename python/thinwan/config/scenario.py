@@ -490,9 +490,10 @@ class MuxSection(_Section):
     max_lanes: int = Field(8, ge=1, le=MUX_MAX_LANES)
     # How adaptive lanes are judged (thinwan-mux `trunk.lane_rule`): None (unset) or
     # "backlog", as above; "held": double while over 35 % of the lanes' time a frame is
-    # unacknowledged after 1.5 RTTs, halve (down to one) after five calm windows
-    # (docs/mux.md "The held rule"). Unset is not hashed into sweep point ids, so the
-    # ids of sweeps from before the key existed stay.
+    # unacknowledged after 1.5 RTTs, halve (down to one) when under 10 % over the last
+    # five windows (docs/mux.md "The held rule"). Unset is not hashed into sweep point
+    # ids, so the ids of sweeps from before the key existed stay — and so it means the
+    # backlog rule they ran, not the daemons' default (held).
     lane_rule: Literal["backlog", "held"] | None = None
     # Unacknowledged bulk bytes ≤ max(64 KiB, 2 × delivery rate × min RTT) (docs/mux.md).
     bulk_limit: bool = False

@@ -131,8 +131,9 @@ pub enum LaneRule {
     Backlog,
     /// Double the lanes when more than [`adapt::HELD_GROW`] of the open lanes' time was
     /// held up (a frame unacknowledged after [`adapt::HELD_RTTS`] RTTs), over windows
-    /// of `lane_sustain_rtts` RTTs; halve them after [`adapt::HELD_CALM_WINDOWS`] calm
-    /// windows. `lanes` is the count at the start; the rule may go down to one.
+    /// of `lane_sustain_rtts` RTTs; halve them when under [`adapt::HELD_CALM`] was held
+    /// over the last [`adapt::HELD_CALM_WINDOWS`] windows together. `lanes` is the
+    /// count at the start; the rule may go down to one.
     Held,
 }
 

@@ -237,6 +237,21 @@ def _start_daemons(chain: Chain, scenario: Scenario, opts: LabSection, raw: Path
     psk = raw / "psk.txt"
     psk.write_text(secrets.token_hex(24) + "\n")
     psk.chmod(0o600)
+    core, edge = daemon_configs(scenario, opts)
+    (raw / "core.toml").write_text(core)
+    (raw / "edge.toml").write_text(edge)
+    mux = scenario.mux
+    for role, side in (("core", "server"), ("edge", "middle")):
+        log = open(raw / f"{role}.log", "wb")  # noqa: SIM115 (owned by the child)
+        chain.popen(
+            side, [str(binary), role, "--config", str(raw / f"{role}.toml")], stdout=log, stderr=subprocess.STDOUT
+        )
+        log.close()
+        _wait_ready(chain, raw / f"{role}.log", role, mux.trunks)
+
+
+def daemon_configs(scenario: Scenario, opts: LabSection) -> tuple[str, str]:
+    """The core's and the edge's TOML for ``scenario`` (PSK in ``psk.txt`` beside them)."""
     mux = scenario.mux
     trunk = f"notsent_lowat = {mux.notsent_lowat_bytes}\n"
     if mux.bulk_limit:
@@ -247,31 +262,25 @@ def _start_daemons(chain: Chain, scenario: Scenario, opts: LabSection, raw: Path
         trunk += f"rto_min_ms = {mux.rto_min_ms}\n"
     # The edge decides the lanes (docs/mux.md "Adaptive lanes"): `trunks` at start, up to
     # `max_lanes`; the core follows the edge's Hello.
+    # A scenario's unset `lane_rule` is the backlog rule (so sweeps from before the key
+    # keep their meaning), the daemons' default is the held rule: always write it.
     lanes = ""
     if mux.lanes == "adaptive":
-        lanes = f'lanes = "adaptive"\nmax_connections = {mux.max_lanes}\n'
-        if mux.lane_rule is not None:
-            lanes += f'lane_rule = "{mux.lane_rule}"\n'
+        lanes = f'lanes = "adaptive"\nmax_connections = {mux.max_lanes}\nlane_rule = "{mux.lane_rule or "backlog"}"\n'
     limits = f"[limits]\nmax_frame_payload = {mux.frame_payload_bytes}\n"
     # mux.shed: the edge connects a shed client to the pump itself, across the same WAN
     # (the simulator's role-5 connection; docs/mux.md "Shedding").
     shed = f'shed = {{ direct = "{SERVER_ADDR}:{opts.port}", slack_ms = {mux.shed_slack_ms:g} }}\n' if mux.shed else ""
-    (raw / "core.toml").write_text(
+    core = (
         f'[trunk]\nlisten = "{SERVER_ADDR}:{TRUNK_PORT}"\n{trunk}\n[auth]\npsk_file = "psk.txt"\n\n{limits}\n'
         f'[log]\nformat = "json"\n\n[[target]]\nname = "{TARGET}"\nconnect = "{SERVER_ADDR}:{opts.port}"\n'
     )
-    (raw / "edge.toml").write_text(
+    edge = (
         f'[trunk]\nconnect = "{SERVER_ADDR}:{TRUNK_PORT}"\nconnections = {mux.trunks}\n{lanes}{trunk}\n'
         f'[auth]\npsk_file = "psk.txt"\n\n{limits}\n[log]\nformat = "json"\n\n'
         f'[[forward]]\nname = "{TARGET}"\nlisten = "{EDGE_ADDR}:{opts.port}"\n{shed}'
     )
-    for role, side in (("core", "server"), ("edge", "middle")):
-        log = open(raw / f"{role}.log", "wb")  # noqa: SIM115 (owned by the child)
-        chain.popen(
-            side, [str(binary), role, "--config", str(raw / f"{role}.toml")], stdout=log, stderr=subprocess.STDOUT
-        )
-        log.close()
-        _wait_ready(chain, raw / f"{role}.log", role, mux.trunks)
+    return core, edge
 
 
 def _wait_ready(chain: Chain, log: Path, role: str, trunks: int) -> None:
