@@ -81,6 +81,9 @@ def test_anatomy_refuses_ssh(tmp_path: Path) -> None:
 def test_lab_grid_has_the_peers_side_by_side() -> None:
     sweep = load_sweep(GRID / "grid-lab.toml")
     (config,) = [a for a in sweep.axes if a.name == "config"]
-    assert list(config.labels) == ["direct", "mux-1", "mux-4", "mux-adaptive", "ssh", "yamux"]
+    assert list(config.labels) == ["direct", "mux-1", "mux-4", "mux-adaptive", "mux-held", "ssh", "yamux"]
     modes = {p.scenario.mux.mode for p in sweep.points}
-    assert modes == {"direct", "mux", "ssh", "yamux"} and len(sweep.points) == 8 * 6
+    assert modes == {"direct", "mux", "ssh", "yamux"} and len(sweep.points) == 8 * 7
+    # The two adaptive configurations: the backlog rule (unset) and the held rule.
+    rules = {p.scenario.mux.lane_rule for p in sweep.points if p.scenario.mux.lanes == "adaptive"}
+    assert rules == {None, "held"}
