@@ -80,6 +80,14 @@ def test_tigervnc_up_down_leaves_nothing(tigervnc: None) -> None:
     _assert_nothing_left(before)
 
 
+def test_a_relative_workdir_is_made_absolute(tigervnc: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # `thinwan desktop run --out rel/dir` (and its default, results/NAME): xrdp opens the
+    # paths it is given after changing to /, so a relative one failed it at start-up.
+    monkeypatch.chdir(tmp_path)
+    with Lab(LabSpec()) as lab, Desktop("tigervnc", lab, workdir="rel") as d:
+        assert d.dir.is_absolute() and d.dir.parent == tmp_path / "rel"
+
+
 def test_tigervnc_sigterm_tears_down(tigervnc: None, tmp_path: Path) -> None:
     """A SIGTERM while the desktop is up (as from `kill`) still tears everything down."""
     before = _snapshot()

@@ -183,13 +183,13 @@ def test_bench_file_sections() -> None:
         bench_from_data({"web": {"method_check_envs": ["lan", "moon"]}}, "f.toml")
     # The run without pauses: on the named platform, in the named environments only.
     b = bench_from_data({"benchmark": {"envs": ["lan", "wan", "wan-loss-1"], "operations": ["web"]}}, "f.toml")
-    assert [method_checked(b, p, e) for p, e in [("x11", "lan"), ("x11", "wan"), ("x11", "wan-loss-1")]] == [
+    assert [method_checked(b, p, e) for p, e in [("xrdp", "lan"), ("xrdp", "wan"), ("xrdp", "wan-loss-1")]] == [
         True,
         True,
         False,
     ]
-    assert not method_checked(b, "xrdp", "lan")
-    assert media_steps(b, "web", "x11", "lan") == 109 and media_steps(b, "web", "x11", "wan-loss-1") == 108
+    assert not method_checked(b, "x11", "lan")
+    assert media_steps(b, "web", "xrdp", "lan") == 109 and media_steps(b, "web", "xrdp", "wan-loss-1") == 108
     with pytest.raises(ScenarioError, match="f.toml: video.pages: unknown key"):
         bench_from_data({"video": {"pages": 3}}, "f.toml")
     with pytest.raises(ScenarioError, match="video.width/height"):

@@ -111,7 +111,9 @@ class Desktop(Managed):
         self.lab = lab
         self.settings = settings or DesktopSettings()
         self._own_dir = workdir is None
-        self._workdir_arg = Path(workdir) if workdir else None
+        # Absolute: the paths under it go into daemons' configs and command lines, and
+        # xrdp opens its log (and reads its config) after changing to /.
+        self._workdir_arg = Path(workdir).absolute() if workdir else None
         self.dir = Path()
         self.procs: list[Proc] = []  # in start order; stopped in reverse
         self.server_x: XDisplay | None = None
