@@ -132,9 +132,9 @@ class WebSettings(_Strict):
     # Also run the pages without pauses (each page loads the next as soon as it has
     # loaded) on this platform, and compare the total data with the slow-motion run's
     # (the source's check that slow motion does not change the work). "" = never.
-    # xrdp: pushed updates, none dropped, and its totals repeat within 3 % run to run;
-    # plain X's differ by up to 10 % between two slow-motion runs (whole-window
-    # repaints as Chromium times them), more than the 5 % the check asks
+    # xrdp: it sends as much without pauses as with them, and its totals repeat within
+    # 3 % run to run; plain X's differ by up to 10 % between two slow-motion runs
+    # (whole-window repaints as Chromium times them), more than the 5 % the check asks
     # (docs/desktop-media.md "Slow motion vs no pauses").
     method_check: str = "xrdp"
     # ... in these environments only: on a slow or lossy WAN a run without pauses takes
