@@ -10,6 +10,7 @@
 //! sections and keys the simulator does not use (e.g. lab-only settings) are ignored.
 
 use serde::Deserialize;
+use thinwan_proto::mux::LaneRule;
 pub use thinwan_proto::qdisc::QueueKeys;
 use thinwan_proto::qdisc::QueueSpec;
 pub use thinwan_proto::qds::keys::QdsKeys;
@@ -55,7 +56,7 @@ pub struct MuxSec {
     /// How adaptive lanes are judged (the daemons' `trunk.lane_rule`); unset: the
     /// backlog rule, which sweeps from before the key ran (the daemons' default is the
     /// held rule).
-    pub lane_rule: Option<MuxLaneRule>,
+    pub lane_rule: Option<LaneRule>,
     /// Keep unacknowledged bulk bytes below the bulk-in-flight limit (docs/mux.md).
     pub bulk_limit: bool,
     /// Shedding: a stream that opens while the edge's session says so goes on a direct
@@ -81,17 +82,6 @@ pub enum MuxLanes {
     Fixed,
     /// `mux.trunks` lanes at start, more (up to `mux.max_lanes`) when backlogged.
     Adaptive,
-}
-
-/// `mux.lane_rule` (docs/mux.md "Adaptive lanes", "The held rule").
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum MuxLaneRule {
-    /// Double the lanes on a sustained backlog, give an idle extra lane up.
-    Backlog,
-    /// Double the lanes when their frames are held up much of the time, halve them
-    /// when they are not.
-    Held,
 }
 
 /// `[scenario]`

@@ -46,7 +46,7 @@ use thinwan_proto::mux::sched::Class;
 use thinwan_proto::mux::session::{Config as SessionConfig, Event, LaneRule, Role, Session};
 use thinwan_proto::{Duration, Instant};
 
-use crate::config::{MuxLaneRule, MuxLanes, MuxSec};
+use crate::config::{MuxLanes, MuxSec};
 
 /// The target name every stream opens (the core has one: the server beside it).
 const TARGET: &str = "server";
@@ -151,10 +151,7 @@ impl Tunnel {
         let cfg = SessionConfig {
             lanes: base,
             max_lanes: lanes,
-            lane_rule: match mux.lane_rule {
-                None | Some(MuxLaneRule::Backlog) => LaneRule::Backlog,
-                Some(MuxLaneRule::Held) => LaneRule::Held,
-            },
+            lane_rule: mux.lane_rule.unwrap_or(LaneRule::Backlog),
             bulk_limit: mux.bulk_limit,
             // See the module documentation: the backlog rule never gives lanes up here.
             lane_idle_hold: Duration::from_millis(1_000_000_000),

@@ -54,6 +54,8 @@
 
 use std::collections::{HashMap, VecDeque};
 
+use serde::Deserialize;
+
 use super::adapt::{self, LaneMeter};
 use super::frame::{
     DecodeError, Frame, FrameDecoder, FrameType, Hello, ResetCode, StreamId, FLAG_ADAPTIVE, FLAG_HELD,
@@ -122,8 +124,10 @@ pub struct Config {
     pub reserve_thin_lane: bool,
 }
 
-/// How an adaptive session decides how many lanes it wants.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// How an adaptive session decides how many lanes it wants (the simulator's
+/// `mux.lane_rule`, "backlog" or "held").
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum LaneRule {
     /// Double the lanes when a lane's backlog in time stays above `lane_open_rtts` RTTs
     /// over `lane_sustain_rtts` RTTs; give the top extra lane up after `lane_idle_hold`
@@ -1430,8 +1434,11 @@ impl Session {
             next_expected: l.rx_next,
             window: self.cfg.stream_window,
             flags: if new { FLAG_NEW } else { 0 }
-                | if self.role == Role::Edge && self.cfg.adaptive() { FLAG_ADAPTIVE } else { 0 }
-                | if self.role == Role::Edge && self.cfg.lane_rule == LaneRule::Held { FLAG_HELD } else { 0 }
+                | match (self.role, self.cfg.adaptive(), self.cfg.lane_rule) {
+                    (Role::Edge, true, LaneRule::Held) => FLAG_ADAPTIVE | FLAG_HELD,
+                    (Role::Edge, true, LaneRule::Backlog) => FLAG_ADAPTIVE,
+                    _ => 0,
+                }
                 | extra_flags,
         })
     }
