@@ -104,6 +104,12 @@ def test_bad_benchmark_and_unknown_names_are_usage_errors(tmp_path: Path) -> Non
     good.write_text("[benchmark]\n")
     done = thinwan("desktop", "run", str(good), "--platform", "rdp")
     assert done.returncode == 2 and "--platform: unknown platform(s) rdp" in done.stderr
+    done = thinwan("desktop", "run", str(good), "--pages", "nine")
+    assert done.returncode == 2 and "--pages: expected A-B (page numbers, e.g. 9-22), got 'nine'" in done.stderr
+    done = thinwan("desktop", "run", str(good), "--pages", "22-9")
+    assert done.returncode == 2 and "--pages: expected 1 ≤ A ≤ B, got '22-9'" in done.stderr
+    done = thinwan("desktop", "run", str(good), "--pages", "9-22")
+    assert done.returncode == 2 and "--pages: " + str(good) + " runs no web benchmark" in done.stderr
 
 
 def test_up_and_down_leave_nothing(tigervnc: None) -> None:

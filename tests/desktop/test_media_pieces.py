@@ -56,6 +56,26 @@ def test_pages_chain_and_wrap(tmp_path: Path) -> None:
         webpages.write_site(tmp_path / "none", pages=0)
 
 
+def test_a_slice_of_pages_is_the_same_pages(tmp_path: Path) -> None:
+    # Pages 9–11 alone (`desktop run --pages 9-11`) are the whole site's pages 9–11, byte
+    # for byte, but for the last one's link back to the slice's first.
+    whole = webpages.write_site(tmp_path / "whole", pages=12)
+    part = webpages.write_site(tmp_path / "part", pages=3, first=9)
+    assert [p.name for p in part.pages] == ["p09.html", "p10.html", "p11.html"]
+    assert part.pages[:2] == whole.pages[8:10]  # kinds, sizes, images
+    assert (part.pages[2].kind, part.pages[2].images) == (whole.pages[10].kind, whole.pages[10].images)
+    for p in part.pages:
+        for name, _ in p.images:
+            assert (tmp_path / "part" / name).read_bytes() == (tmp_path / "whole" / name).read_bytes()
+    assert (tmp_path / "part" / "p09.html").read_bytes() == (tmp_path / "whole" / "p09.html").read_bytes()
+    nav = re.compile(r"var NEXT='([^']+)',LAST=(\w+)")
+    assert nav.search((tmp_path / "part" / webpages.START_PAGE).read_text())[1] == "p09.html"
+    assert nav.search((tmp_path / "part" / "p11.html").read_text()).groups() == ("p09.html", "true")
+    assert not (tmp_path / "part" / "p01.html").exists()
+    with pytest.raises(ValueError, match="numbered from 1"):
+        webpages.write_site(tmp_path / "none", first=0)
+
+
 @pytest.mark.skipif(shutil.which("ffmpeg") is None, reason="ffmpeg not installed (scripts/setup-desktop.sh)")
 def test_clip_is_what_the_source_asks(tmp_path: Path) -> None:
     clip = videoclip.write_clip(tmp_path, frames=48)
@@ -194,6 +214,23 @@ def test_bench_file_sections() -> None:
         bench_from_data({"video": {"pages": 3}}, "f.toml")
     with pytest.raises(ScenarioError, match="video.width/height"):
         bench_from_data({"video": {"width": 2000}}, "f.toml")
+
+
+def test_pages_narrows_the_web_benchmark_to_a_slice() -> None:
+    from thinwan.execute.desktop_runs import _cell_key
+
+    b = bench_from_data({"benchmark": {"envs": ["wan-loss-10"], "operations": ["web"]}}, "f.toml")
+    part = b.select(pages=(9, 22))
+    assert (part.web.first_page, part.web.pages) == (9, 14) and (b.web.first_page, b.web.pages) == (1, 54)
+    assert media_steps(part, "web", "x11", "wan-loss-10") == 28
+    # A slice is its own cell; the whole run keeps the key it had before slices existed.
+    keys = {_cell_key(x, "wan-loss-10", "web", []) for x in (b, part, b.select(pages=(1, 54)))}
+    assert len(keys) == 2
+    for pages, msg in [((50, 55), "50-55 is not within the file's web pages 1-54"), ((0, 3), "0-3")]:
+        with pytest.raises(ScenarioError, match=f"--pages: {msg}.*f.toml: web.first_page, web.pages"):
+            b.select(pages=pages)
+    with pytest.raises(ScenarioError, match="--pages: f.toml runs no web benchmark"):
+        bench_from_data({"benchmark": {"operations": ["video"]}}, "f.toml").select(pages=(1, 2))
 
 
 def test_an_environment_runs_with_the_same_seed_alone_or_in_the_matrix() -> None:

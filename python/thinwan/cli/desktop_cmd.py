@@ -123,6 +123,13 @@ def add_run_up_down(cmds: Any) -> None:
         metavar="N",
         help=f"repetitions per operation (default: the file's, else {DEFAULT_REPEAT})",
     )
+    r.add_argument(
+        "--pages",
+        type=_page_range,
+        metavar="A-B",
+        help="the web benchmark on its pages A to B only, each pass (default: all of the file's); "
+        "a slow cell's pages can so run in slices, each into its own --out",
+    )
     r.add_argument("--out", metavar="DIR", help="output directory (default: results/<benchmark name>)")
     r.add_argument(
         "--client-timing",
@@ -164,6 +171,17 @@ def _int_at_least_1(text: str) -> int:
     return v
 
 
+def _page_range(text: str) -> tuple[int, int]:
+    first, sep, last = text.partition("-")
+    try:
+        a, b = int(first), int(last if sep else first)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected A-B (page numbers, e.g. 9-22), got {text!r}") from None
+    if not 1 <= a <= b:
+        raise argparse.ArgumentTypeError(f"expected 1 ≤ A ≤ B, got {text!r}")
+    return a, b
+
+
 def _names(text: str | None) -> list[str] | None:
     return [t.strip() for t in text.split(",") if t.strip()] if text else None
 
@@ -178,7 +196,9 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from ..report.desktop_page import delta_table, results_table, write_desktop_report
     from ..substrates.lab import netns
 
-    bench = load_bench(args.bench).select(_names(args.platform), _names(args.env), args.repeat, args.client_timing)
+    bench = load_bench(args.bench).select(
+        _names(args.platform), _names(args.env), args.repeat, args.client_timing, args.pages
+    )
     netns.require_root()
     out = Path(args.out) if args.out else Path("results") / bench.name
 

@@ -127,6 +127,9 @@ class WebSettings(_Strict):
     """The web benchmark (operation ``web``; docs/desktop.md "Web and video")."""
 
     pages: int = Field(54, ge=1, le=999)  # the source's 54
+    # The number of the first page: a slow cell (plain X over 10 % loss: ~2 minutes a
+    # page) can run its pages in slices, each in its own lab (`--pages` of desktop run).
+    first_page: int = Field(1, ge=1, le=999)
     passes: int = Field(2, ge=1, le=10)  # the second and later load from the browser's cache
     seed: int = 2006  # of the generated pages
     # Also run the pages without pauses (each page loads the next as soon as it has
@@ -197,10 +200,12 @@ class Bench:
         envs: list[str] | None = None,
         repeat: int | None = None,
         client_timing: str | None = None,
+        pages: tuple[int, int] | None = None,
     ) -> Bench:
         """The same benchmark narrowed to ``platforms``/``envs`` (command-line choices, any
-        environment the file or the built-ins define) and with ``repeat`` and
-        ``client_timing`` ("fail" or "report")."""
+        environment the file or the built-ins define) and to the web pages ``pages``
+        (first, last: a slice of the file's), with ``repeat`` and ``client_timing``
+        ("fail" or "report")."""
         from dataclasses import replace
 
         known = self.known_envs
@@ -223,6 +228,18 @@ class Bench:
             if client_timing not in ("fail", "report"):
                 raise ScenarioError(f"--client-timing: expected fail or report, got {client_timing!r}")
             out = replace(out, client_timing=client_timing)
+        if pages is not None:
+            if "web" not in self.operations:
+                raise ScenarioError(f"--pages: {self.source} runs no web benchmark (benchmark.operations)")
+            first, last = pages
+            have = (self.web.first_page, self.web.first_page + self.web.pages - 1)
+            if not have[0] <= first <= last <= have[1]:
+                raise ScenarioError(
+                    f"--pages: {first}-{last} is not within the file's web pages {have[0]}-{have[1]}"
+                    f" ({self.source}: web.first_page, web.pages)"
+                )
+            web = self.web.model_copy(update={"first_page": first, "pages": last - first + 1})
+            out = replace(out, web=web)
         return out
 
 

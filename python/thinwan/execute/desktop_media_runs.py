@@ -107,13 +107,13 @@ def run_web(
     :func:`analyse_web`."""
     w = bench.web
     run_dir.mkdir(parents=True, exist_ok=True)
-    site = WebBrowser(w.pages, w.seed)
+    site = WebBrowser(w.pages, w.seed, first=w.first_page)
     with Desktop(platform, lab, settings, workdir=run_dir, workload=site) as d:
         d.start_capture(run_dir / "web.pcap")
         records = []
         screen = d.screenshot()
         for k in range(w.passes):
-            for page in range(1, w.pages + 1):
+            for page in range(w.first_page, w.first_page + w.pages):
                 # A user clicks again when a click was lost: the page's click report
                 # tells, and the page's window starts at the click that arrived.
                 clicks, clicked = 0, None
@@ -161,7 +161,7 @@ def run_web(
 
 def _run_web_nopause(bench: Bench, lab: Any, platform: str, settings: DesktopSettings, run_dir: Path) -> None:
     w = bench.web
-    site = WebBrowser(w.pages, w.seed, auto_passes=w.passes)
+    site = WebBrowser(w.pages, w.seed, auto_passes=w.passes, first=w.first_page)
     with Desktop(platform, lab, settings, workdir=run_dir, workload=site) as d:
         d.start_capture(run_dir / "web-nopause.pcap")
         t = d.inject("click", "1")

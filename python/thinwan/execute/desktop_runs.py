@@ -296,8 +296,12 @@ def _cell_key(bench: Bench, env: str, cell: str, latency_ops: list[str]) -> str:
         what |= {"operations": latency_ops, "repeat": bench.repeat}
     elif cell == "web":
         # Where the method check runs is not in the key (the check above reruns a cell that
-        # lacks it); a cell that has it when no longer asked keeps it, harmlessly.
-        what |= {"web": bench.web.model_dump(exclude={"method_check_envs"})}
+        # lacks it); a cell that has it when no longer asked keeps it, harmlessly. A run of
+        # all pages from page 1 keeps the key it had before slices existed.
+        web = bench.web.model_dump(exclude={"method_check_envs"})
+        if web["first_page"] == 1:
+            del web["first_page"]
+        what |= {"web": web}
     else:
         from ..substrates.desktop.videoclip import CLIP_RECIPE
 

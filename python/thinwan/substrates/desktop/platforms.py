@@ -325,6 +325,22 @@ def _ini_set(text: str, section: str, values: dict[str, str]) -> str:
     return "\n".join(out) + "\n"
 
 
+def _closed_to(user: Any, path: Path) -> Path | None:
+    """The first directory from ``/`` down to ``path`` that ``user`` (a pwd entry) may not
+    enter, by its mode bits (no ACLs here), or None."""
+    for p in [*reversed(path.parents), path]:
+        st = p.stat()
+        if st.st_uid == user.pw_uid:
+            ok = st.st_mode & 0o100
+        elif st.st_gid == user.pw_gid:
+            ok = st.st_mode & 0o010
+        else:
+            ok = st.st_mode & 0o001
+        if not ok:
+            return p
+    return None
+
+
 def _up_xrdp(d: Desktop) -> None:
     import os
     import pwd
@@ -337,6 +353,16 @@ def _up_xrdp(d: Desktop) -> None:
         user = pwd.getpwnam(XRDP_USER)
     except KeyError:
         raise DesktopError(f"xrdp needs the test user {XRDP_USER} (run scripts/setup-desktop.sh as root)") from None
+    # sesman runs the session as the test user, who reads it from our directory: a root-only
+    # directory above it (/root, pytest's /tmp/pytest-of-root) makes the session exit at
+    # once and the client report only that the user logged off.
+    closed = _closed_to(user, d.dir)
+    if closed is not None:
+        raise DesktopError(
+            f"its session runs as the test user {XRDP_USER}, who cannot enter {closed} (mode "
+            f"{closed.stat().st_mode & 0o777:04o}) above the desktop's directory {d.dir}: give --out a "
+            "directory that every user may enter (e.g. under /srv or /tmp)"
+        )
     # The session: sesman starts this script as the test user on xorgxrdp's Xorg; the
     # benchmark application *is* the session (Debian's default session exits at once
     # here, without a desktop environment), so the session lasts as long as it runs.

@@ -274,11 +274,17 @@ def _page_body(kind: str, rng: random.Random, nprng: np.random.Generator, img: C
     raise ValueError(f"unknown page kind {kind!r}")
 
 
-def write_site(directory: str | Path, pages: int = N_PAGES, seed: int = 2006) -> Site:
-    """Write ``pages`` pages (``p01.html`` …, their images under ``img/``) and the start
-    page into ``directory``; the same ``pages`` and ``seed`` give the same bytes."""
+def write_site(directory: str | Path, pages: int = N_PAGES, seed: int = 2006, first: int = 1) -> Site:
+    """Write ``pages`` pages from page ``first`` (``p01.html`` …, their images under
+    ``img/``) and the start page into ``directory``; the same ``pages``, ``seed`` and
+    ``first`` give the same bytes. A page's content depends only on ``seed`` and its
+    number, so pages 9–22 alone are the same pages as within all 54 (only the last one's
+    link back to the first differs)."""
     if pages < 1:
         raise ValueError(f"pages: {pages} (need at least one page)")
+    if first < 1:
+        raise ValueError(f"first: {first} (pages are numbered from 1)")
+    last = first + pages - 1
     d = Path(directory)
     (d / "img").mkdir(parents=True, exist_ok=True)
     site = Site(d)
@@ -288,8 +294,8 @@ def write_site(directory: str | Path, pages: int = N_PAGES, seed: int = 2006) ->
         (d / rel).write_bytes(data)
         digest.update(rel.encode() + b"\0" + data)
 
-    put(START_PAGE, _html("Ready", "<p>Click to start.</p>", page_name(1), start=True))
-    for i in range(1, pages + 1):
+    put(START_PAGE, _html("Ready", "<p>Click to start.</p>", page_name(first), start=True))
+    for i in range(first, last + 1):
         kind = KINDS[(i - 1) % len(KINDS)]
         rng = random.Random(seed * 1000 + i)
         nprng = np.random.default_rng(seed * 1000 + i)
@@ -303,8 +309,8 @@ def write_site(directory: str | Path, pages: int = N_PAGES, seed: int = 2006) ->
             return f"<img src='{name}' width='{im.width}' height='{im.height}' alt=''>"
 
         body = _page_body(kind, rng, nprng, img)
-        nxt = page_name(i + 1 if i < pages else 1)
-        data = _html(f"Page {i}: {kind}", body, nxt, last=i == pages)
+        nxt = page_name(i + 1 if i < last else first)
+        data = _html(f"Page {i}: {kind}", body, nxt, last=i == last)
         put(page_name(i), data)
         site.pages.append(PageInfo(page_name(i), kind, len(data), tuple(images)))
     site.sha256 = digest.hexdigest()

@@ -120,16 +120,17 @@ class WebBrowser(Workload):
 
     name = "web"
 
-    def __init__(self, pages: int = webpages.N_PAGES, seed: int = 2006, auto_passes: int = 0) -> None:
+    def __init__(self, pages: int = webpages.N_PAGES, seed: int = 2006, auto_passes: int = 0, first: int = 1) -> None:
         self.pages = pages
         self.seed = seed
+        self.first = first
         # > 0: open the pages as start.html#auto-K, so one click runs K passes with no
         # pauses (webpages.py), for the check that slow motion does not change the work.
         self.auto_passes = auto_passes
         self.site: webpages.Site | None = None
 
     def prepare(self, d: Desktop) -> None:
-        self.site = webpages.write_site(d.dir / "site", self.pages, self.seed)
+        self.site = webpages.write_site(d.dir / "site", self.pages, self.seed, self.first)
         shutil.copy(_HERE / "webserve.py", d.dir / "webserve.py")
         for p in [d.dir / "site", *(d.dir / "site").rglob("*")]:
             p.chmod(0o755 if p.is_dir() else 0o644)
