@@ -101,3 +101,5 @@ def test_xrdp_web_with_the_method_check_from_a_relative_out(lab_env: None, open_
     pages = pd.read_parquet(run / "web-pages.parquet")
     assert list(zip(pages["pass"], pages["page"])) == [(1, 2), (1, 3), (2, 2), (2, 3)]
     assert (pages[pages["pass"] == 1]["requests"] > 0).all() and (pages[pages["pass"] == 2]["requests"] == 0).all()
+    # …and the report says which pages it covers.
+    assert "2 pages (a slice: pages 2–3), 2 passes" in (open_dir / "out" / "report.html").read_text()

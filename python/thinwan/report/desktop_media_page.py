@@ -26,6 +26,11 @@ def media_sections(out: Path, doc: Mapping[str, Any]) -> tuple[list[str], dict[s
     web = pd.DataFrame([r for r in doc["results"] if r.get("operation") == "web"])
     if len(web):
         parts.append("<h2>Web</h2>")
+        w = doc.get("web", {})
+        if w:
+            first, n = w.get("first_page", 1), w["pages"]
+            slice_note = f" (a slice: pages {first}–{first + n - 1})" if first != 1 else ""
+            parts.append(f"<p>{n} pages{slice_note}, {w['passes']} passes (seed {w['seed']}).</p>")
         parts.append(f"<pre>{html.escape(web_table(web))}</pre>")
         for check in doc.get("checks", {}).get("web_slow_motion", []):
             parts.append(
