@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import math
+import subprocess
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -20,7 +21,7 @@ import thinwan
 from thinwan.config.scenario import Scenario
 from thinwan.execute import executors, runs
 from thinwan.execute.errors import RunError
-from thinwan.records.meta import dumps_json, git_revision
+from thinwan.records.meta import dumps_json, git_revision, revision_of, short_revision
 from thinwan.records.schema import RunRecords
 from thinwan.report.run_page import write_run_report
 
@@ -88,8 +89,25 @@ def test_dumps_json_writes_non_finite_numbers_as_null() -> None:
 
 
 def test_git_revision_is_a_hash_or_unknown() -> None:
-    rev = git_revision()
+    rev = git_revision().removesuffix("-dirty")
     assert rev == "unknown" or (len(rev) == 40 and int(rev, 16) >= 0)
+
+
+def test_git_revision_says_when_the_tree_differs_from_it(tmp_path: Path) -> None:
+    def git(*args: str) -> str:
+        return subprocess.run(["git", *args], cwd=tmp_path, capture_output=True, text=True, check=True).stdout.strip()
+
+    assert revision_of(tmp_path) == "unknown"  # not a work tree
+    git("init", "-q")
+    (tmp_path / "a.py").write_text("x = 1\n")
+    git("add", "a.py")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "a")
+    head = git("rev-parse", "HEAD")
+    (tmp_path / "new.txt").write_text("untracked files are not the source\n")
+    assert revision_of(tmp_path) == head
+    (tmp_path / "a.py").write_text("x = 2\n")
+    assert revision_of(tmp_path) == head + "-dirty"
+    assert short_revision(head + "-dirty") == head[:12] + "-dirty" and short_revision(head) == head[:12]
 
 
 def _panics(task: int) -> int:

@@ -11,23 +11,37 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-__all__ = ["git_revision", "dumps_json"]
+__all__ = ["git_revision", "revision_of", "short_revision", "dumps_json"]
 
 
 @functools.cache
 def git_revision() -> str:
-    """``git rev-parse HEAD`` of the thinwan source tree, or "unknown"."""
-    try:
-        done = subprocess.run(
-            ["git", "rev-parse", "HEAD"],
-            cwd=Path(__file__).parent,
-            capture_output=True,
-            text=True,
-            timeout=10,
-        )
-    except (OSError, subprocess.SubprocessError):
+    """The git revision of the thinwan source tree (``git rev-parse HEAD``), with
+    ``-dirty`` when tracked files differ from it (a result of uncommitted code must not
+    pass for the commit's), or "unknown"."""
+    return revision_of(Path(__file__).parent)
+
+
+def revision_of(path: Path) -> str:
+    """:func:`git_revision` of the work tree that holds ``path``."""
+
+    def git(*args: str) -> str | None:
+        try:
+            done = subprocess.run(["git", *args], cwd=path, capture_output=True, text=True, timeout=10)
+        except (OSError, subprocess.SubprocessError):
+            return None
+        return done.stdout.strip() if done.returncode == 0 else None
+
+    rev = git("rev-parse", "HEAD")
+    if not rev:
         return "unknown"
-    return done.stdout.strip() if done.returncode == 0 else "unknown"
+    changed = git("status", "--porcelain", "--untracked-files=no")
+    return rev + "-dirty" if changed else rev
+
+
+def short_revision(rev: str) -> str:
+    """``rev`` for a page's header: the commit's first 12 digits, keeping ``-dirty``."""
+    return rev[:12] + ("-dirty" if rev.endswith("-dirty") else "")
 
 
 def dumps_json(obj: Any, **kwargs: Any) -> str:

@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from ..records.meta import short_revision
 from .figures import PALETTE, PLOT_SCRIPT, finite, grid_layout, plotly_js, script_json
 
 __all__ = ["analyze_html", "summary_text"]
@@ -64,7 +65,7 @@ def analyze_html(res: Mapping[str, Any], model: Mapping[str, float], meta: Mappi
         f"<p>{html.escape(str(res['file']))} ({res['format']}): {res['packets']} packets, {res['tcp']} TCP, "
         f"{res['matched']} analysed ({html.escape(meta['selection'])}); {len(res['flows'])} connections. "
         f"Gap rule: response packets less than {res['gap_ms']:g} ms apart form one flow. "
-        f"thinwan {html.escape(str(meta['version']))} ({html.escape(str(meta['git_rev'])[:12])}), "
+        f"thinwan {html.escape(str(meta['version']))} ({html.escape(short_revision(str(meta['git_rev'])))}), "
         f"{html.escape(str(meta['created']))}.</p>",
         "<h2>Inter-arrival of request and response packets</h2>"
         "<p>Consecutive payload packets of one connection, each direction (retransmissions left out). The dashed "

@@ -11,6 +11,7 @@ from typing import Any
 
 import pandas as pd
 
+from ..records.meta import short_revision
 from ..records.schema import write_text_atomic
 from .figures import PALETTE, PLOT_SCRIPT, finite, grid_layout, plotly_js, png_figure, script_json
 
@@ -241,7 +242,7 @@ def desktop_html(out: Path, doc: Mapping[str, Any], inputs: pd.DataFrame) -> str
     parts = [
         f"<h1>thinwan desktop: {html.escape(str(doc['benchmark']))}</h1>",
         f"<p>{len(doc['results'])} platform × environment × operation results{_repeats(doc['operations'], doc['repeat'])}, "
-        f"idle gap {doc['idle_ms']:g} ms; thinwan {html.escape(str(doc['version']))} ({html.escape(str(doc['git'])[:12])}), "
+        f"idle gap {doc['idle_ms']:g} ms; thinwan {html.escape(str(doc['version']))} ({html.escape(short_revision(str(doc['git'])))}), "
         f"{html.escape(str(doc['created']))}.</p>",
         "<h2>Platforms</h2><ul>"
         + "".join(f"<li><b>{html.escape(k)}</b>: {html.escape(str(v))}</li>" for k, v in doc["platforms"].items())
