@@ -10,6 +10,7 @@ client's screen; for ``x11`` the application draws on the client's X server itse
 
 from __future__ import annotations
 
+import pwd
 import shlex
 import shutil
 import subprocess
@@ -325,9 +326,9 @@ def _ini_set(text: str, section: str, values: dict[str, str]) -> str:
     return "\n".join(out) + "\n"
 
 
-def _closed_to(user: Any, path: Path) -> Path | None:
-    """The first directory from ``/`` down to ``path`` that ``user`` (a pwd entry) may not
-    enter, by its mode bits (no ACLs here), or None."""
+def _closed_to(user: pwd.struct_passwd, path: Path) -> Path | None:
+    """The first directory from ``/`` down to ``path`` that ``user`` may not enter, by its
+    mode bits (no ACLs here), or None."""
     for p in [*reversed(path.parents), path]:
         st = p.stat()
         if st.st_uid == user.pw_uid:
@@ -343,7 +344,6 @@ def _closed_to(user: Any, path: Path) -> Path | None:
 
 def _up_xrdp(d: Desktop) -> None:
     import os
-    import pwd
     import secrets as _secrets
     from pathlib import Path
 
