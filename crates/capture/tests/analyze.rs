@@ -82,8 +82,10 @@ fn conversation() -> Vec<(f64, Vec<u8>)> {
     ]
 }
 
+/// A scratch file under Cargo's per-target temporary directory (not /tmp, where every
+/// run left a directory behind); the names are per test, so a rerun overwrites its own.
 fn tmp(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("thinwan-analyze-test-{}", std::process::id()));
+    let d = Path::new(env!("CARGO_TARGET_TMPDIR")).join("analyze");
     std::fs::create_dir_all(&d).unwrap();
     d.join(name)
 }

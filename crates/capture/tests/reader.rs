@@ -154,8 +154,10 @@ fn more_than_4_gib_on_a_connection_is_not_a_duplicate() {
     assert_eq!((a.ops[1].s2c.packets, a.ops[1].s2c.payload), (2, 64_000));
 }
 
+/// A scratch file under Cargo's per-target temporary directory (not /tmp, where every
+/// run left a directory behind); the names are per test, so a rerun overwrites its own.
 fn tmp(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("thinwan-capture-test-{}", std::process::id()));
+    let d = Path::new(env!("CARGO_TARGET_TMPDIR")).join("reader");
     std::fs::create_dir_all(&d).unwrap();
     d.join(name)
 }
