@@ -2,8 +2,8 @@
 across the lab, answers the latency benchmark's operations with server→client traffic in
 the client-side capture, and leaves nothing behind; xrdp, the web method check's
 platform, also runs a short web benchmark with that check from a relative ``--out`` (the
-path that once stopped xrdp at start-up unseen), on a slice of its pages (``--pages``). Needs root, the lab binaries and
-scripts/setup-desktop.sh's packages."""
+path that once stopped xrdp at start-up unseen), on a slice of its pages (``--pages``).
+Needs root, the lab binaries and scripts/setup-desktop.sh's packages."""
 
 from __future__ import annotations
 
